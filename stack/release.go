@@ -1,0 +1,63 @@
+// Package stack turns one rendered compose document into the Swarm specs of
+// one release, and owns the labels that prove what Skep created.
+//
+// It is pure: it does no Docker, git or network I/O, so `skep render` and
+// tests use it without a daemon. Conversion follows docker/cli's compose
+// converter so that Skep deploys what `docker stack deploy` would. References
+// from services to secrets and configs carry names only; their ids are
+// resolved by apply at write time.
+package stack
+
+import (
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/swarm"
+)
+
+// Labels Skep stamps on every object it creates. Together they name the
+// owner: which controller, which application, which release.
+const (
+	// LabelNamespace is docker stack's own namespace label; Skep sets it
+	// too so `docker stack ps` and friends see Skep's releases.
+	LabelNamespace   = "com.docker.stack.namespace"
+	LabelController  = "io.skep.controller"
+	LabelApplication = "io.skep.application"
+	LabelRelease     = "io.skep.release"
+)
+
+// Owner identifies who owns an object: the controller id, the application
+// and the release (stack namespace). The zero value owns nothing.
+type Owner struct {
+	Controller  string
+	Application string
+	Release     string
+}
+
+// Labels returns the ownership labels for o as a new map.
+func (o Owner) Labels() map[string]string {
+	return map[string]string{
+		LabelNamespace:   o.Release,
+		LabelController:  o.Controller,
+		LabelApplication: o.Application,
+		LabelRelease:     o.Release,
+	}
+}
+
+// Owns reports whether labels name exactly this owner.
+func (o Owner) Owns(labels map[string]string) bool {
+	return o.Controller != "" &&
+		labels[LabelController] == o.Controller &&
+		labels[LabelApplication] == o.Application &&
+		labels[LabelRelease] == o.Release
+}
+
+// Release is the desired Swarm state of one stack namespace. Maps are keyed
+// by the object's full name in the swarm ("<release>_<name>", or the
+// content-hashed name of a config or secret). A Release is a value: the
+// caller that receives one owns it.
+type Release struct {
+	Name     string
+	Services map[string]swarm.ServiceSpec
+	Networks map[string]network.CreateOptions
+	Configs  map[string]swarm.ConfigSpec
+	Secrets  map[string]swarm.SecretSpec
+}
