@@ -6,8 +6,8 @@ import (
 	"github.com/docker/cli/cli/compose/loader"
 	composetypes "github.com/docker/cli/cli/compose/types"
 	"github.com/docker/docker/client"
-	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/go-git/go-git/v5"
+	"github.com/google/go-containerregistry/pkg/registry"
 )
 
 var _ = convert.Service
