@@ -1,0 +1,170 @@
+package harness
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+
+	"github.com/docker/docker/api/types/build"
+	"github.com/docker/docker/client"
+)
+
+// TestImageRepo is the local repository name of images built by TestImage.
+const TestImageRepo = "skep-testapp"
+
+// TestAppPort is the port the test application listens on in its container.
+const TestAppPort = 8080
+
+var testAppBinary struct {
+	once sync.Once
+	data []byte
+	err  error
+}
+
+// buildTestApp compiles harness/testapp once per test process, static.
+func buildTestApp() ([]byte, error) {
+	testAppBinary.once.Do(func() {
+		_, here, _, ok := runtime.Caller(0)
+		if !ok {
+			testAppBinary.err = fmt.Errorf("locate harness source")
+			return
+		}
+		dir, err := os.MkdirTemp("", "skep-testapp-")
+		if err != nil {
+			testAppBinary.err = err
+			return
+		}
+		defer os.RemoveAll(dir)
+		out := filepath.Join(dir, "testapp")
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, ".")
+		cmd.Dir = filepath.Join(filepath.Dir(here), "testapp")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			testAppBinary.err = fmt.Errorf("go build testapp: %w: %s", err, msg)
+			return
+		}
+		testAppBinary.data, testAppBinary.err = os.ReadFile(out)
+	})
+	return testAppBinary.data, testAppBinary.err
+}
+
+// ImageOptions shapes a test image. The zero value is a healthy image
+// reporting version "v1".
+type ImageOptions struct {
+	Version   string // what GET / reports; default "v1"
+	Unhealthy bool   // /healthz fails, so the HEALTHCHECK fails
+}
+
+// TestImage builds (or finds, when one with the same content exists) a
+// FROM-scratch image of the test application through the Engine API and
+// returns its local reference "skep-testapp:<version>-<content hash>".
+func TestImage(t testing.TB, cli *client.Client, opts ImageOptions) string {
+	t.Helper()
+	ref, err := EnsureTestImage(t.Context(), cli, opts)
+	if err != nil {
+		t.Fatalf("test image: %v", err)
+	}
+	return ref
+}
+
+// EnsureTestImage is TestImage for callers without a testing.TB (the demo).
+func EnsureTestImage(ctx context.Context, cli *client.Client, opts ImageOptions) (string, error) {
+	if opts.Version == "" {
+		opts.Version = "v1"
+	}
+	bin, err := buildTestApp()
+	if err != nil {
+		return "", err
+	}
+	dockerfile := testDockerfile(opts)
+	sum := sha256.New()
+	sum.Write(bin)
+	sum.Write([]byte(dockerfile))
+	ref := fmt.Sprintf("%s:%s-%s", TestImageRepo, opts.Version, hex.EncodeToString(sum.Sum(nil))[:12])
+	if _, err := cli.ImageInspect(ctx, ref); err == nil {
+		return ref, nil
+	}
+	buildCtx, err := tarContext(map[string][]byte{"Dockerfile": []byte(dockerfile), "testapp": bin})
+	if err != nil {
+		return "", err
+	}
+	resp, err := cli.ImageBuild(ctx, buildCtx, build.ImageBuildOptions{
+		Tags:        []string{ref},
+		Remove:      true,
+		ForceRemove: true,
+		Version:     build.BuilderV1,
+	})
+	if err != nil {
+		return "", fmt.Errorf("build %s: %w", ref, err)
+	}
+	defer resp.Body.Close()
+	if err := readJSONStream(resp.Body); err != nil {
+		return "", fmt.Errorf("build %s: %w", ref, err)
+	}
+	return ref, nil
+}
+
+func testDockerfile(opts ImageOptions) string {
+	unhealthy := "0"
+	if opts.Unhealthy {
+		unhealthy = "1"
+	}
+	return fmt.Sprintf(`FROM scratch
+COPY testapp /testapp
+ENV TESTAPP_VERSION=%s TESTAPP_UNHEALTHY=%s
+EXPOSE %d
+HEALTHCHECK --interval=2s --timeout=2s --start-period=2s --retries=2 CMD ["/testapp", "health"]
+ENTRYPOINT ["/testapp"]
+`, opts.Version, unhealthy, TestAppPort)
+}
+
+func tarContext(files map[string][]byte) (io.Reader, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, name := range []string{"Dockerfile", "testapp"} {
+		data := files[name]
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o755, Size: int64(len(data))}); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(data); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return &buf, nil
+}
+
+// readJSONStream drains a build or push progress stream and returns the
+// first error it reports; the Engine answers 200 and puts failures inline.
+func readJSONStream(r io.Reader) error {
+	dec := json.NewDecoder(r)
+	for {
+		var msg struct {
+			Error       string `json:"error"`
+			ErrorDetail struct {
+				Message string `json:"message"`
+			} `json:"errorDetail"`
+		}
+		if err := dec.Decode(&msg); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("read progress: %w", err)
+		}
+		if msg.Error != "" {
+			return fmt.Errorf("%s", msg.Error)
+		}
+	}
+}

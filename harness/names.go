@@ -1,0 +1,34 @@
+package harness
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+var unsafeName = regexp.MustCompile(`[^a-z0-9]+`)
+
+// Name returns a name unique to this test run, usable as a stack namespace,
+// controller id or service name: "<prefix>-<word from the test name>-<hex>",
+// lower-case, at most 40 characters.
+func Name(t testing.TB, prefix string) string {
+	t.Helper()
+	b := make([]byte, 4)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatalf("random name: %v", err)
+	}
+	word := strings.Trim(unsafeName.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
+	word = strings.TrimPrefix(word, "test")
+	word = strings.Trim(word, "-")
+	if len(word) > 20 {
+		word = word[:20]
+	}
+	parts := []string{prefix}
+	if word != "" {
+		parts = append(parts, strings.Trim(word, "-"))
+	}
+	parts = append(parts, hex.EncodeToString(b))
+	return strings.Join(parts, "-")
+}

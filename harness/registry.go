@@ -1,0 +1,86 @@
+package harness
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/client"
+	"github.com/google/go-containerregistry/pkg/registry"
+)
+
+// Registry is a real OCI registry (go-containerregistry's) served over plain
+// HTTP on a loopback port. The Docker Engine treats 127.0.0.0/8 registries
+// as insecure by default, so it pulls from it without configuration.
+type Registry struct {
+	// Host is "127.0.0.1:<port>", the prefix of every reference in it.
+	Host string
+}
+
+// StartRegistry serves an empty in-memory registry until the test ends.
+func StartRegistry(t testing.TB) *Registry {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("registry listen: %v", err)
+	}
+	srv := &http.Server{
+		Handler:           registry.New(registry.Logger(log.New(io.Discard, "", 0))),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
+	t.Cleanup(func() {
+		_ = srv.Close()
+		<-done
+	})
+	return &Registry{Host: ln.Addr().String()}
+}
+
+// Ref returns the registry reference for repo:tag.
+func (r *Registry) Ref(repo, tag string) string {
+	return fmt.Sprintf("%s/%s:%s", r.Host, repo, tag)
+}
+
+// Push tags the local image localRef as repo:tag in the registry and pushes
+// it through the Engine API. It returns the registry reference.
+func (r *Registry) Push(t testing.TB, cli *client.Client, localRef, repo, tag string) string {
+	t.Helper()
+	ref := r.Ref(repo, tag)
+	if err := PushImage(t.Context(), cli, localRef, ref); err != nil {
+		t.Fatalf("push %s: %v", ref, err)
+	}
+	t.Cleanup(func() {
+		// Only the registry tag goes; the local image stays cached.
+		_, _ = cli.ImageRemove(context.WithoutCancel(t.Context()), ref, image.RemoveOptions{})
+	})
+	return ref
+}
+
+// PushImage tags localRef as ref and pushes it with the Engine API.
+func PushImage(ctx context.Context, cli *client.Client, localRef, ref string) error {
+	if err := cli.ImageTag(ctx, localRef, ref); err != nil {
+		return fmt.Errorf("tag %s as %s: %w", localRef, ref, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	rc, err := cli.ImagePush(ctx, ref, image.PushOptions{
+		// The Engine requires an auth header even for an open registry.
+		RegistryAuth: base64.URLEncoding.EncodeToString([]byte("{}")),
+	})
+	if err != nil {
+		return fmt.Errorf("push %s: %w", ref, err)
+	}
+	defer rc.Close()
+	return readJSONStream(rc)
+}

@@ -1,0 +1,92 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/swarm"
+	"github.com/docker/docker/client"
+)
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago, for a
+// host-mode published port.
+func FreePort(t testing.TB) uint32 {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("free port: %v", err)
+	}
+	defer ln.Close()
+	return uint32(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// PublishHostPort returns an endpoint spec that publishes the test app's
+// port on the node in host mode with DNS round-robin, the only publishing
+// that works without IPVS.
+func PublishHostPort(published uint32) *swarm.EndpointSpec {
+	return &swarm.EndpointSpec{
+		Mode: swarm.ResolutionModeDNSRR,
+		Ports: []swarm.PortConfig{{
+			Protocol:      swarm.PortConfigProtocolTCP,
+			TargetPort:    TestAppPort,
+			PublishedPort: published,
+			PublishMode:   swarm.PortConfigPublishModeHost,
+		}},
+	}
+}
+
+// WaitRunning waits until serviceID has want tasks in state running, and
+// fails the test with the tasks' last error otherwise.
+func WaitRunning(t testing.TB, cli *client.Client, serviceID string, want int, timeout time.Duration) {
+	t.Helper()
+	Eventually(t, timeout, func(ctx context.Context) (bool, string) {
+		tasks, err := cli.TaskList(ctx, swarm.TaskListOptions{Filters: filters.NewArgs(
+			filters.Arg("service", serviceID), filters.Arg("desired-state", "running"))})
+		if err != nil {
+			return false, err.Error()
+		}
+		running, why := 0, fmt.Sprintf("%d tasks", len(tasks))
+		for _, task := range tasks {
+			if task.Status.State == swarm.TaskStateRunning {
+				running++
+			} else {
+				why = fmt.Sprintf("task %s is %s: %s %s", task.ID[:12], task.Status.State, task.Status.Message, task.Status.Err)
+			}
+		}
+		return running >= want, why
+	})
+}
+
+// HTTPGet fetches url until it answers 200 or timeout passes, and returns the
+// body. Containers take a moment to bind after their task reports running.
+func HTTPGet(t testing.TB, url string, timeout time.Duration) string {
+	t.Helper()
+	var body string
+	Eventually(t, timeout, func(ctx context.Context) (bool, string) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return false, err.Error()
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false, err.Error()
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return false, err.Error()
+		}
+		if resp.StatusCode != http.StatusOK {
+			return false, fmt.Sprintf("status %d: %s", resp.StatusCode, b)
+		}
+		body = string(b)
+		return true, ""
+	})
+	return body
+}

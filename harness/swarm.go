@@ -1,0 +1,52 @@
+package harness
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/client"
+)
+
+// EnvRequireSwarm names the variable that turns a missing swarm from a skip
+// into a failure.
+const EnvRequireSwarm = "SKEP_REQUIRE_SWARM"
+
+// SwarmRequired reports whether the environment demands a swarm.
+func SwarmRequired() bool { return os.Getenv(EnvRequireSwarm) == "1" }
+
+// RequireSwarm returns a Docker client for a local engine that is an active
+// swarm manager. When none answers it fails the test if SwarmRequired, and
+// skips it with the reason otherwise. The client is closed in t.Cleanup.
+func RequireSwarm(t testing.TB) *client.Client {
+	t.Helper()
+	cli, reason := findSwarm(t.Context())
+	if cli == nil {
+		if SwarmRequired() {
+			t.Fatalf("%s=1 but no swarm manager answers: %s (run scripts/swarm-up)", EnvRequireSwarm, reason)
+		}
+		t.Skipf("no swarm manager: %s (set %s=1 to make this a failure)", reason, EnvRequireSwarm)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	return cli
+}
+
+func findSwarm(ctx context.Context) (*client.Client, string) {
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, "docker client: " + err.Error()
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	info, err := cli.Info(ctx)
+	if err != nil {
+		_ = cli.Close()
+		return nil, "docker engine: " + err.Error()
+	}
+	if info.Swarm.LocalNodeState != "active" || !info.Swarm.ControlAvailable {
+		_ = cli.Close()
+		return nil, "engine " + info.ServerVersion + " is not a swarm manager (state " + string(info.Swarm.LocalNodeState) + ")"
+	}
+	return cli, ""
+}

@@ -1,0 +1,88 @@
+// Command testapp is the tiny program inside Skep's test images.
+//
+// It answers HTTP with its version and hostname, offers a `health`
+// subcommand for a HEALTHCHECK, and can be told to report itself unhealthy.
+// It is built static and shipped FROM scratch, so it needs nothing else.
+//
+//	testapp [serve]   listen on $TESTAPP_ADDR (default :8080)
+//	testapp health    exit 0 when the local server reports healthy
+//
+// Environment: TESTAPP_VERSION (what GET / reports), TESTAPP_UNHEALTHY=1
+// (/healthz answers 503, so `health` fails).
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+)
+
+func main() {
+	addr := os.Getenv("TESTAPP_ADDR")
+	if addr == "" {
+		addr = ":8080"
+	}
+	cmd := "serve"
+	if len(os.Args) > 1 {
+		cmd = os.Args[1]
+	}
+	switch cmd {
+	case "serve":
+		os.Exit(serve(addr))
+	case "health":
+		os.Exit(health(addr))
+	default:
+		fmt.Fprintf(os.Stderr, "testapp: unknown command %q (want serve or health)\n", cmd)
+		os.Exit(2)
+	}
+}
+
+type reply struct {
+	Version  string `json:"version"`
+	Hostname string `json:"hostname"`
+}
+
+func serve(addr string) int {
+	host, _ := os.Hostname()
+	r := reply{Version: os.Getenv("TESTAPP_VERSION"), Hostname: host}
+	unhealthy := os.Getenv("TESTAPP_UNHEALTHY") == "1"
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(r)
+	})
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if unhealthy {
+			http.Error(w, "unhealthy by request", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	if err := srv.ListenAndServe(); err != nil {
+		fmt.Fprintln(os.Stderr, "testapp:", err)
+		return 1
+	}
+	return 0
+}
+
+func health(addr string) int {
+	if strings.HasPrefix(addr, ":") {
+		addr = "127.0.0.1" + addr
+	}
+	client := &http.Client{Timeout: 2 * time.Second}
+	resp, err := client.Get("http://" + addr + "/healthz")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testapp health:", err)
+		return 1
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		fmt.Fprintln(os.Stderr, "testapp health: status", resp.StatusCode)
+		return 1
+	}
+	return 0
+}
