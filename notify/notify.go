@@ -1,0 +1,138 @@
+// Package notify carries what happened to an application to everyone who
+// listens: logs, the API's event stream, webhooks and chat.
+//
+// Registering a notifier adds it and never removes another: the API's event
+// stream is itself a notifier, so a registration that replaced would silently
+// cut the UI off. Notify must never block a reconcile; a notifier that does
+// I/O buffers and reports its own delivery failures. This package knows
+// nothing of the reconciler that raises the events.
+package notify
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+)
+
+// EventType names what happened. The strings are part of the wire contract.
+type EventType string
+
+// The event types. Their strings never change.
+const (
+	SyncStarted   EventType = "sync-started"
+	SyncSucceeded EventType = "sync-succeeded"
+	SyncFailed    EventType = "sync-failed"
+	// DriftDetected: git moved; a commit changed what the application
+	// declares and the swarm has not caught up.
+	DriftDetected EventType = "drift-detected"
+	// LiveDriftDetected: the swarm moved; running services no longer match
+	// what git declares for a release git did not touch. A separate type, so
+	// a notifier can route a change nobody recorded apart from a commit.
+	LiveDriftDetected EventType = "live-drift-detected"
+	// DriftConverged: the controller corrected drift without a new revision.
+	// Message names the releases redeployed.
+	DriftConverged EventType = "drift-converged"
+	// ResourcesPruned: the controller deleted what git stopped declaring.
+	// Message names what went.
+	ResourcesPruned EventType = "resources-pruned"
+	// PruneFailed: a deletion did not complete; the next reconcile retries.
+	PruneFailed EventType = "prune-failed"
+)
+
+// Types lists every event type, in a stable order.
+func Types() []EventType {
+	return []EventType{SyncStarted, SyncSucceeded, SyncFailed, DriftDetected,
+		LiveDriftDetected, DriftConverged, ResourcesPruned, PruneFailed}
+}
+
+// Event is one thing that happened to one application.
+type Event struct {
+	Application string
+	Type        EventType
+	Revision    string // the resolved commit, where one applies
+	Message     string
+	At          time.Time
+	// Swarm is the destination as the application names it. Empty is the
+	// swarm the controller runs in, an answer in itself, never "unknown".
+	Swarm string
+	// Actor is the authenticated name of whoever asked for the work this
+	// event came out of, including the prunes and corrections done during
+	// that work. Empty means the controller acted on its own.
+	Actor string
+}
+
+type actorKey struct{}
+
+// WithActor marks ctx as work that the caller named name asked for. Events
+// raised under it carry that name. It carries a display name only: no
+// authorisation decision may ever be taken from it.
+func WithActor(ctx context.Context, name string) context.Context {
+	return context.WithValue(ctx, actorKey{}, name)
+}
+
+// ActorFrom returns the name ctx was marked with, or "" for work the
+// controller started on its own.
+func ActorFrom(ctx context.Context) string {
+	name, _ := ctx.Value(actorKey{}).(string)
+	return name
+}
+
+// Notifier receives events. Notify must return quickly and never block the
+// caller; it is called concurrently from many reconciles. Delivery failures
+// are the notifier's to report.
+type Notifier interface {
+	Notify(ctx context.Context, e Event)
+}
+
+// Named is implemented by notifiers that can say what they are, for the list
+// logged at start.
+type Named interface {
+	Name() string
+}
+
+// Registry holds the active notifiers. The zero value is empty and ready;
+// it is safe for concurrent use.
+type Registry struct {
+	mu        sync.RWMutex
+	notifiers []Notifier
+}
+
+// Register adds n. It never removes or replaces another notifier.
+func (r *Registry) Register(n Notifier) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.notifiers = append(r.notifiers, n)
+}
+
+// Notifiers returns a copy of the registered notifiers, in order.
+func (r *Registry) Notifiers() []Notifier {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return slices.Clone(r.notifiers)
+}
+
+// Dispatch delivers e to every registered notifier. It stamps At when the
+// raiser left it zero.
+func (r *Registry) Dispatch(ctx context.Context, e Event) {
+	if e.At.IsZero() {
+		e.At = time.Now().UTC()
+	}
+	for _, n := range r.Notifiers() {
+		n.Notify(ctx, e)
+	}
+}
+
+// LogActive logs, once at start, which notifiers are registered.
+func (r *Registry) LogActive(logger *slog.Logger) {
+	var names []string
+	for _, n := range r.Notifiers() {
+		name := "unnamed"
+		if nn, ok := n.(Named); ok {
+			name = nn.Name()
+		}
+		names = append(names, name)
+	}
+	logger.Info("notifiers active", "count", len(names), "notifiers", names)
+}
