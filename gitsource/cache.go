@@ -1,0 +1,550 @@
+// Package gitsource resolves revisions of git repositories and hands out
+// the files of exact commits, from one shared clone per repository URL.
+//
+// A tick asks each remote for its refs once (ListRefs, cached for
+// Options.RefsMaxAge and shared by every application of that repository),
+// resolves revisions against that answer, and fetches only when a commit is
+// not already in the local clone. Checkout pins a commit: it exports the
+// commit's files to an immutable directory keyed by sha, shared by every
+// reader of that commit until released.
+//
+// Remotes are https/http (basic auth or bearer token), ssh (private key,
+// host keys always checked against a known_hosts file), git://, file://
+// and local paths to repositories, bare or not. Credentials come from
+// Credentials, matched by the longest URL prefix.
+//
+// This package must never put a secret in an error or a log line: URLs are
+// stripped of userinfo (RedactURL) before they are wrapped, URLs with a
+// password are refused, and credential types log and print redacted. It
+// never writes to a remote and never runs the git command line (go-git's
+// file transport does run git-upload-pack for local repositories).
+//
+// Layout under Options.Dir, one directory per repository named by a hash
+// of its normalised URL: "git/" (a bare clone), "trees/<sha>/" (exports),
+// "repository" (the URL, redacted, for people). One Cache owns a Dir.
+package gitsource
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/go-git/go-git/v5/storage/memory"
+)
+
+// Defaults for the zero values of Options.
+const (
+	DefaultRefsMaxAge = 15 * time.Second
+	DefaultKeepTrees  = 8
+	DefaultMaxPerHost = 4
+)
+
+// Options configures a Cache. The zero value of each field but Dir means
+// its default.
+type Options struct {
+	// Dir holds the clones and exported trees; it is created if missing.
+	Dir string
+	// Credentials for remotes; nil means none.
+	Credentials *Credentials
+	// Logger receives debug lines about remote calls; nil discards them.
+	Logger *slog.Logger
+	// RefsMaxAge is how long one ls-remote answer serves ListRefs and
+	// Resolve for a repository (DefaultRefsMaxAge). Forget ends it early.
+	RefsMaxAge time.Duration
+	// KeepTrees is how many exported trees nobody holds are kept per
+	// repository, least recently used removed first (DefaultKeepTrees).
+	KeepTrees int
+	// MaxPerHost bounds concurrent ls-remote and fetch calls to one host,
+	// shared by all repositories on it (DefaultMaxPerHost).
+	MaxPerHost int
+}
+
+// Cache is the shared clone cache. Its methods are safe for concurrent
+// use: calls for one repository are serialised where they touch its clone,
+// calls for different repositories run in parallel.
+type Cache struct {
+	dir        string
+	creds      *Credentials
+	log        *slog.Logger
+	refsMaxAge time.Duration
+	keepTrees  int
+	maxPerHost int
+
+	mu    sync.Mutex
+	repos map[string]*repo         // by location key
+	hosts map[string]chan struct{} // per-host semaphores
+
+	listRefs, fetches, exports atomic.Int64
+}
+
+// repo is the state of one repository URL.
+type repo struct {
+	loc   location
+	dir   string
+	trees *treeSet
+
+	lock chan struct{} // held while using git (the clone) or exporting
+	git  *git.Repository
+
+	refsLock chan struct{} // held during ls-remote, so callers share one
+	refsMu   sync.Mutex
+	refs     Refs
+	refsErr  error
+	refsAt   time.Time
+}
+
+// Stats counts remote calls and exports since New. Tests use it to prove
+// that work is shared; operators may export it as metrics.
+type Stats struct {
+	ListRefs int64 // ls-remote calls made to remotes
+	Fetches  int64 // fetches made to remotes
+	Exports  int64 // trees exported
+}
+
+// New returns a Cache keeping its state in o.Dir.
+func New(o Options) (*Cache, error) {
+	if o.Dir == "" {
+		return nil, errors.New("git cache: directory is required")
+	}
+	if o.RefsMaxAge < 0 || o.KeepTrees < 0 || o.MaxPerHost < 0 {
+		return nil, errors.New("git cache: refs max age, trees kept and per-host limit must not be negative")
+	}
+	dir, err := filepath.Abs(o.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("git cache: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("git cache: %w", err)
+	}
+	c := &Cache{
+		dir: dir, creds: o.Credentials, log: o.Logger,
+		refsMaxAge: o.RefsMaxAge, keepTrees: o.KeepTrees, maxPerHost: o.MaxPerHost,
+		repos: map[string]*repo{}, hosts: map[string]chan struct{}{},
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if c.refsMaxAge == 0 {
+		c.refsMaxAge = DefaultRefsMaxAge
+	}
+	if c.keepTrees == 0 {
+		c.keepTrees = DefaultKeepTrees
+	}
+	if c.maxPerHost == 0 {
+		c.maxPerHost = DefaultMaxPerHost
+	}
+	return c, nil
+}
+
+// Stats returns the counters so far.
+func (c *Cache) Stats() Stats {
+	return Stats{ListRefs: c.listRefs.Load(), Fetches: c.fetches.Load(), Exports: c.exports.Load()}
+}
+
+func (c *Cache) repo(repoURL string) (*repo, error) {
+	l, err := parseLocation(repoURL)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r, ok := c.repos[l.key]; ok {
+		return r, nil
+	}
+	sum := sha256.Sum256([]byte(l.key))
+	dir := filepath.Join(c.dir, hex.EncodeToString(sum[:10]))
+	trees := filepath.Join(dir, "trees")
+	if err := os.MkdirAll(trees, 0o755); err != nil {
+		return nil, err
+	}
+	_ = os.WriteFile(filepath.Join(dir, "repository"), []byte(RedactURL(l.key)+"\n"), 0o644)
+	r := &repo{
+		loc: l, dir: dir, trees: loadTreeSet(trees, c.keepTrees),
+		lock: make(chan struct{}, 1), refsLock: make(chan struct{}, 1),
+	}
+	c.repos[l.key] = r
+	return r, nil
+}
+
+// name is the repository as errors and logs show it.
+func (r *repo) name() string { return RedactURL(r.loc.key) }
+
+func acquire(ctx context.Context, sem chan struct{}) error {
+	select {
+	case sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (c *Cache) hostSlot(ctx context.Context, host string) (func(), error) {
+	c.mu.Lock()
+	sem, ok := c.hosts[host]
+	if !ok {
+		sem = make(chan struct{}, c.maxPerHost)
+		c.hosts[host] = sem
+	}
+	c.mu.Unlock()
+	if err := acquire(ctx, sem); err != nil {
+		return nil, err
+	}
+	return func() { <-sem }, nil
+}
+
+func (c *Cache) auth(r *repo) (transport.AuthMethod, error) {
+	cr, ok := c.creds.match(r.loc)
+	if !ok {
+		return nil, nil
+	}
+	a, err := cr.auth(r.loc)
+	if err != nil {
+		return nil, fmt.Errorf("%w: credential %s: %w", ErrAuth, cr.source, err)
+	}
+	return a, nil
+}
+
+// ListRefs returns the refs the remote of repo advertises. One ls-remote
+// answers all callers for Options.RefsMaxAge; concurrent callers wait for
+// the same call. A failure is remembered just as long, so a broken remote
+// is not asked once per application. An empty repository has no refs.
+func (c *Cache) ListRefs(ctx context.Context, repoURL string) (Refs, error) {
+	r, err := c.repo(repoURL)
+	if err != nil {
+		return Refs{}, err
+	}
+	if refs, err, ok := c.cachedRefs(r); ok {
+		return refs, err
+	}
+	if err := acquire(ctx, r.refsLock); err != nil {
+		return Refs{}, err
+	}
+	defer func() { <-r.refsLock }()
+	if refs, err, ok := c.cachedRefs(r); ok {
+		return refs, err
+	}
+	refs, err := c.lsRemote(ctx, r)
+	if err != nil && ctx.Err() != nil {
+		return Refs{}, err // the caller gave up; the remote may be fine
+	}
+	r.refsMu.Lock()
+	r.refs, r.refsErr, r.refsAt = refs, err, time.Now()
+	r.refsMu.Unlock()
+	return refs, err
+}
+
+func (c *Cache) cachedRefs(r *repo) (Refs, error, bool) {
+	r.refsMu.Lock()
+	defer r.refsMu.Unlock()
+	if r.refsAt.IsZero() || time.Since(r.refsAt) >= c.refsMaxAge {
+		return Refs{}, nil, false
+	}
+	return r.refs, r.refsErr, true
+}
+
+// Forget drops the remembered ls-remote answer for repo, so the next
+// ListRefs or Resolve asks the remote. Call it when a webhook says the
+// repository changed.
+func (c *Cache) Forget(repoURL string) {
+	r, err := c.repo(repoURL)
+	if err != nil {
+		return
+	}
+	r.refsMu.Lock()
+	r.refsAt = time.Time{}
+	r.refsMu.Unlock()
+}
+
+func (c *Cache) lsRemote(ctx context.Context, r *repo) (Refs, error) {
+	auth, err := c.auth(r)
+	if err != nil {
+		return Refs{}, &RemoteError{Op: "ls-remote", Repo: r.name(), Err: err}
+	}
+	done, err := c.hostSlot(ctx, r.loc.host)
+	if err != nil {
+		return Refs{}, err
+	}
+	defer done()
+	start := time.Now()
+	c.listRefs.Add(1)
+	remote := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{r.loc.transport}})
+	list, err := remote.ListContext(ctx, &git.ListOptions{Auth: auth, PeelingOption: git.AppendPeeled})
+	if errors.Is(err, transport.ErrEmptyRemoteRepository) {
+		list, err = nil, nil
+	}
+	if err != nil {
+		return Refs{}, &RemoteError{Op: "ls-remote", Repo: r.name(), Err: classify(err)}
+	}
+	refs := newRefs(list)
+	c.log.DebugContext(ctx, "git ls-remote", "repo", r.name(), "refs", len(refs.byName), "duration", time.Since(start))
+	return refs, nil
+}
+
+// Resolve returns the full commit sha that revision names in repo: a
+// branch, a tag (annotated tags peeled), "HEAD" or "" (the remote's default
+// branch), a full ref name, or a commit sha (full, or at least 7 hex
+// digits). Names are looked up in ListRefs's answer, so resolving many
+// revisions of one repository costs one ls-remote per RefsMaxAge. A sha no
+// ref points at is looked up in the local clone, fetching once if it is not
+// there; only commits reachable from a branch or tag can be found. A name
+// or sha that does not exist is ErrRevisionNotFound.
+func (c *Cache) Resolve(ctx context.Context, repoURL, revision string) (string, error) {
+	refs, err := c.ListRefs(ctx, repoURL)
+	if err != nil {
+		return "", err
+	}
+	sha, err := refs.Resolve(revision)
+	if err == nil || !isSHA(revision) || !errors.Is(err, ErrRevisionNotFound) {
+		return sha, c.wrapResolve(repoURL, revision, err)
+	}
+	r, err := c.repo(repoURL)
+	if err != nil {
+		return "", err
+	}
+	sha, err = c.withClone(ctx, r, func(g *git.Repository) (string, error) {
+		sha, err := findCommit(g, revision)
+		if !errors.Is(err, ErrRevisionNotFound) {
+			return sha, err
+		}
+		if err := c.fetch(ctx, r, g); err != nil {
+			return "", err
+		}
+		return findCommit(g, revision)
+	})
+	return sha, c.wrapResolve(repoURL, revision, err)
+}
+
+func (c *Cache) wrapResolve(repoURL, revision string, err error) error {
+	var re *RemoteError
+	if err == nil || errors.As(err, &re) {
+		return err
+	}
+	return fmt.Errorf("resolve %q in %s: %w", revision, RedactURL(repoURL), err)
+}
+
+// withClone runs f with the repository's clone, opened or created, while
+// holding the repository's lock.
+func (c *Cache) withClone(ctx context.Context, r *repo, f func(*git.Repository) (string, error)) (string, error) {
+	if err := acquire(ctx, r.lock); err != nil {
+		return "", err
+	}
+	defer func() { <-r.lock }()
+	if r.git == nil {
+		g, err := openClone(filepath.Join(r.dir, "git"), r.loc.transport)
+		if err != nil {
+			return "", fmt.Errorf("open clone of %s: %w", r.name(), err)
+		}
+		r.git = g
+	}
+	return f(r.git)
+}
+
+// openClone opens the bare clone at dir, creating it when missing or
+// unreadable (a crash while it was being created).
+func openClone(dir, remoteURL string) (*git.Repository, error) {
+	if g, err := git.PlainOpen(dir); err == nil {
+		return g, nil
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, err
+	}
+	g, err := git.PlainInit(dir, true)
+	if err != nil {
+		return nil, err
+	}
+	_, err = g.CreateRemote(&config.RemoteConfig{
+		Name:  "origin",
+		URLs:  []string{remoteURL},
+		Fetch: []config.RefSpec{"+refs/heads/*:refs/remotes/origin/*", "+refs/tags/*:refs/tags/*"},
+	})
+	return g, err
+}
+
+// fetch brings every branch and tag of the remote into the clone.
+func (c *Cache) fetch(ctx context.Context, r *repo, g *git.Repository) error {
+	auth, err := c.auth(r)
+	if err != nil {
+		return &RemoteError{Op: "fetch", Repo: r.name(), Err: err}
+	}
+	done, err := c.hostSlot(ctx, r.loc.host)
+	if err != nil {
+		return err
+	}
+	defer done()
+	start := time.Now()
+	c.fetches.Add(1)
+	err = g.FetchContext(ctx, &git.FetchOptions{
+		RemoteName: "origin",
+		Auth:       auth,
+		Tags:       git.NoTags, // the refspecs already take every tag
+		Force:      true,
+		Prune:      true,
+	})
+	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) && !errors.Is(err, transport.ErrEmptyRemoteRepository) {
+		return &RemoteError{Op: "fetch", Repo: r.name(), Err: classify(err)}
+	}
+	c.log.DebugContext(ctx, "git fetch", "repo", r.name(), "duration", time.Since(start))
+	return nil
+}
+
+// findCommit returns the commit a full or abbreviated sha names in the
+// clone, peeling an annotated tag object.
+func findCommit(g *git.Repository, sha string) (string, error) {
+	sha = strings.ToLower(sha)
+	var candidates []plumbing.Hash
+	if isFullSHA(sha) {
+		candidates = []plumbing.Hash{plumbing.NewHash(sha)}
+	} else {
+		type prefixer interface {
+			HashesWithPrefix([]byte) ([]plumbing.Hash, error)
+		}
+		p, ok := g.Storer.(prefixer)
+		if !ok {
+			return "", errors.New("clone storage cannot look up abbreviated shas")
+		}
+		b, _ := hex.DecodeString(sha[:len(sha)/2*2])
+		hashes, err := p.HashesWithPrefix(b)
+		if err != nil {
+			return "", err
+		}
+		for _, h := range hashes {
+			if strings.HasPrefix(h.String(), sha) {
+				candidates = append(candidates, h)
+			}
+		}
+	}
+	found := map[plumbing.Hash]bool{}
+	for _, h := range candidates {
+		if commit, ok := peelToCommit(g, h); ok {
+			found[commit] = true
+		}
+	}
+	switch len(found) {
+	case 0:
+		return "", fmt.Errorf("%w: %q", ErrRevisionNotFound, sha)
+	case 1:
+		for h := range found {
+			return h.String(), nil
+		}
+	}
+	return "", fmt.Errorf("abbreviated sha %q is ambiguous", sha)
+}
+
+func peelToCommit(g *git.Repository, h plumbing.Hash) (plumbing.Hash, bool) {
+	for range 10 {
+		if _, err := g.CommitObject(h); err == nil {
+			return h, true
+		}
+		tag, err := g.TagObject(h)
+		if err != nil {
+			return plumbing.ZeroHash, false
+		}
+		h = tag.Target
+	}
+	return plumbing.ZeroHash, false
+}
+
+// Checkout pins commit (a full sha, as Resolve returns) of repo for one
+// reconcile: it fetches only when the commit is not in the local clone yet,
+// exports the commit's files once, and returns the shared Tree. Call
+// Release when done; the tree stays until then however many other
+// commits are checked out. A commit the remote does not have is
+// ErrRevisionNotFound.
+func (c *Cache) Checkout(ctx context.Context, repoURL, commit string) (*Tree, error) {
+	if !isFullSHA(commit) {
+		return nil, fmt.Errorf("checkout %s: commit %q is not a full sha", RedactURL(repoURL), commit)
+	}
+	commit = strings.ToLower(commit)
+	r, err := c.repo(repoURL)
+	if err != nil {
+		return nil, err
+	}
+	if r.trees.hold(commit) {
+		return c.tree(r, commit), nil
+	}
+	_, err = c.withClone(ctx, r, func(g *git.Repository) (string, error) {
+		if r.trees.hold(commit) {
+			return "", nil // exported while we waited for the lock
+		}
+		h := plumbing.NewHash(commit)
+		if _, err := g.CommitObject(h); err != nil {
+			if err := c.fetch(ctx, r, g); err != nil {
+				return "", err
+			}
+			if _, err := g.CommitObject(h); err != nil {
+				return "", fmt.Errorf("%w: commit %s", ErrRevisionNotFound, commit)
+			}
+		}
+		return "", c.export(ctx, r, g, h)
+	})
+	if err != nil {
+		var re *RemoteError
+		if errors.As(err, &re) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("checkout %s at %s: %w", r.name(), commit[:12], err)
+	}
+	return c.tree(r, commit), nil
+}
+
+func (c *Cache) tree(r *repo, commit string) *Tree {
+	return &Tree{
+		dir:     filepath.Join(r.trees.dir, commit),
+		commit:  commit,
+		release: func() { r.trees.release(commit) },
+	}
+}
+
+// export writes the tree of h to a temporary directory and moves it into
+// place held once, so no reader ever sees a half-written tree.
+func (c *Cache) export(ctx context.Context, r *repo, g *git.Repository, h plumbing.Hash) error {
+	start := time.Now()
+	tmp, err := os.MkdirTemp(r.trees.dir, ".export-")
+	if err != nil {
+		return err
+	}
+	if err := exportTree(ctx, g, h, tmp); err != nil {
+		_ = os.RemoveAll(tmp)
+		return err
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		_ = os.RemoveAll(tmp)
+		return err
+	}
+	if err := r.trees.add(h.String(), tmp); err != nil {
+		_ = os.RemoveAll(tmp)
+		return err
+	}
+	c.exports.Add(1)
+	c.log.DebugContext(ctx, "git tree exported", "repo", r.name(), "revision", h.String(), "duration", time.Since(start))
+	return nil
+}
+
+// ReadFile returns the file at name (slash-separated, relative to the
+// repository root) in commit of repo, checking the commit out as Checkout
+// does. Absolute paths and ".." are refused (fs.ErrInvalid) before any
+// remote is asked; symlinks leading outside the tree are ErrOutsideTree.
+func (c *Cache) ReadFile(ctx context.Context, repoURL, commit, name string) ([]byte, error) {
+	if err := checkRelPath(name); err != nil {
+		return nil, err
+	}
+	t, err := c.Checkout(ctx, repoURL, commit)
+	if err != nil {
+		return nil, err
+	}
+	defer t.Release()
+	return t.ReadFile(name)
+}

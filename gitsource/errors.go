@@ -1,0 +1,71 @@
+package gitsource
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	"golang.org/x/crypto/ssh/knownhosts"
+)
+
+var (
+	// ErrRevisionNotFound means the remote has no branch, tag or commit by
+	// the name asked for. Retrying the same revision will not help until git
+	// changes.
+	ErrRevisionNotFound = errors.New("revision not found")
+
+	// ErrRepositoryNotFound means the remote says there is no such
+	// repository (or hides it from these credentials).
+	ErrRepositoryNotFound = errors.New("repository not found")
+
+	// ErrAuth means the remote refused the credentials, none were found
+	// where some are needed, a secret could not be read, or an ssh host key
+	// is unknown or does not match known_hosts.
+	ErrAuth = errors.New("git authentication failed")
+
+	// ErrOutsideTree means a path, after following symlinks, would leave the
+	// checked-out tree.
+	ErrOutsideTree = errors.New("path leaves the tree")
+)
+
+// RemoteError is a failure talking to a repository's remote. Repo is the
+// normalised URL without userinfo. errors.Is sees ErrAuth and
+// ErrRepositoryNotFound through it when they are the cause; any other cause
+// (network, server) is transient.
+type RemoteError struct {
+	Op   string // "ls-remote" or "fetch"
+	Repo string
+	Err  error
+}
+
+func (e *RemoteError) Error() string {
+	return fmt.Sprintf("git %s %s: %v", e.Op, e.Repo, e.Err)
+}
+
+func (e *RemoteError) Unwrap() error { return e.Err }
+
+// Transient reports whether asking again later may succeed without anyone
+// changing configuration: false for authentication failures and missing
+// repositories, true otherwise.
+func (e *RemoteError) Transient() bool {
+	return !errors.Is(e.Err, ErrAuth) && !errors.Is(e.Err, ErrRepositoryNotFound)
+}
+
+// classify attaches this package's sentinels to go-git's errors.
+func classify(err error) error {
+	var keyErr *knownhosts.KeyError
+	var revoked *knownhosts.RevokedError
+	switch {
+	case errors.Is(err, transport.ErrAuthenticationRequired),
+		errors.Is(err, transport.ErrAuthorizationFailed),
+		errors.Is(err, transport.ErrInvalidAuthMethod),
+		errors.As(err, &keyErr), errors.As(err, &revoked),
+		// x/crypto/ssh reports a refused key as a plain error.
+		strings.Contains(err.Error(), "ssh: unable to authenticate"):
+		return fmt.Errorf("%w: %w", ErrAuth, err)
+	case errors.Is(err, transport.ErrRepositoryNotFound):
+		return fmt.Errorf("%w: %w", ErrRepositoryNotFound, err)
+	}
+	return err
+}

@@ -1,0 +1,172 @@
+package gitsource
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+// location is a repository URL taken apart once: what go-git dials, what
+// names the clone on disk, and what credential prefixes are matched against.
+type location struct {
+	transport string // handed to go-git; never carries a password
+	key       string // normalised URL naming the clone; keeps an ssh user
+	match     string // key without userinfo, compared with credential prefixes
+	host      string // scheme and host, the unit of the per-host limit
+	user      string // ssh user from the URL, if any
+	scheme    string // http, https, ssh, git or file
+}
+
+var errPasswordInURL = errors.New("repository URL carries a password: put it in the credentials file instead")
+
+// scpLike matches git's "user@host:path" form: a colon before any slash.
+var scpLike = regexp.MustCompile(`^(?:([^@/]+)@)?([^@/:]+):(.*)$`)
+
+var defaultPorts = map[string]string{"http": "80", "https": "443", "ssh": "22", "git": "9418"}
+
+// parseLocation normalises a repository reference: an http(s), ssh, git or
+// file URL, an scp-like "user@host:path", or a local path (made absolute).
+// Scheme and host are lower-cased, default ports and trailing slashes
+// dropped. A URL with a password is refused: secrets come from credentials.
+func parseLocation(repo string) (location, error) {
+	s := strings.TrimSpace(repo)
+	if s == "" {
+		return location{}, errors.New("repository URL is empty")
+	}
+	if strings.Contains(s, "://") {
+		return parseURLLocation(s)
+	}
+	if m := scpLike.FindStringSubmatch(s); m != nil && !filepath.IsAbs(s) {
+		user, host, p := m[1], strings.ToLower(m[2]), strings.TrimSuffix(m[3], "/")
+		if strings.Contains(user, ":") {
+			return location{}, errPasswordInURL
+		}
+		if p == "" {
+			return location{}, fmt.Errorf("repository URL %q has no path", RedactURL(s))
+		}
+		key := "ssh://" + host + "/" + strings.TrimPrefix(p, "/")
+		l := location{transport: s, match: key, host: "ssh://" + host, user: user, scheme: "ssh"}
+		l.key = key
+		if user != "" {
+			l.key = "ssh://" + user + "@" + host + "/" + strings.TrimPrefix(p, "/")
+		}
+		return l, nil
+	}
+	abs, err := filepath.Abs(s)
+	if err != nil {
+		return location{}, fmt.Errorf("repository path %q: %w", s, err)
+	}
+	return fileLocation(abs), nil
+}
+
+func fileLocation(abs string) location {
+	key := "file://" + filepath.ToSlash(abs)
+	return location{transport: abs, key: key, match: key, host: "file://", scheme: "file"}
+}
+
+func parseURLLocation(s string) (location, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		// url.Error quotes the input, which may hold a password.
+		return location{}, fmt.Errorf("repository URL %q does not parse", RedactURL(s))
+	}
+	scheme := strings.ToLower(u.Scheme)
+	if _, hasPassword := u.User.Password(); hasPassword {
+		return location{}, errPasswordInURL
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return location{}, fmt.Errorf("repository URL %q must not have a query or fragment", RedactURL(s))
+	}
+	switch scheme {
+	case "file":
+		if u.Host != "" && u.Host != "localhost" {
+			return location{}, fmt.Errorf("file URL %q names a host", RedactURL(s))
+		}
+		if !path.IsAbs(u.Path) {
+			return location{}, fmt.Errorf("file URL %q needs an absolute path", RedactURL(s))
+		}
+		return fileLocation(filepath.FromSlash(path.Clean(u.Path))), nil
+	case "http", "https", "ssh", "git":
+	default:
+		return location{}, fmt.Errorf("repository URL %q: unsupported scheme %q", RedactURL(s), u.Scheme)
+	}
+	host := strings.ToLower(u.Hostname())
+	if host == "" {
+		return location{}, fmt.Errorf("repository URL %q has no host", RedactURL(s))
+	}
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	if port := u.Port(); port != "" && port != defaultPorts[scheme] {
+		host += ":" + port
+	}
+	p := strings.TrimRight(u.EscapedPath(), "/")
+	if p == "" {
+		return location{}, fmt.Errorf("repository URL %q has no path", RedactURL(s))
+	}
+	l := location{
+		match:  scheme + "://" + host + p,
+		host:   scheme + "://" + host,
+		scheme: scheme,
+	}
+	l.key, l.transport = l.match, l.match
+	if scheme == "ssh" && u.User != nil && u.User.Username() != "" {
+		l.user = u.User.Username()
+		l.key = scheme + "://" + url.User(l.user).String() + "@" + host + p
+		l.transport = l.key
+	}
+	return l, nil
+}
+
+// matchesPrefix reports whether the normalised URL u lies under the
+// normalised prefix p. Prefixes match whole path segments, so
+// "https://h/team" covers "https://h/team/app" but not "https://h/team-b".
+func matchesPrefix(u, p string) bool {
+	if !strings.HasPrefix(u, p) {
+		return false
+	}
+	return len(u) == len(p) || strings.HasSuffix(p, "/") || u[len(p)] == '/'
+}
+
+// RedactURL returns s with any userinfo (user name and password) removed, so
+// that it can go into an error or a log line. It never fails: a string that
+// does not parse as a URL loses everything between "://" and its last "@",
+// and an scp-like "user@host:path" loses its "user@".
+func RedactURL(s string) string {
+	i := strings.Index(s, "://")
+	if i < 0 {
+		// scp-like or a path: userinfo can only sit before the first slash.
+		head := s
+		if j := strings.Index(s, "/"); j >= 0 {
+			head = s[:j]
+		}
+		if at := strings.LastIndex(head, "@"); at >= 0 {
+			return s[at+1:]
+		}
+		return s
+	}
+	rest := s[i+3:]
+	if !strings.Contains(rest, "@") {
+		return s
+	}
+	cut := s[:i+3] + rest[strings.LastIndex(rest, "@")+1:]
+	u, err := url.Parse(s)
+	if err != nil || u.Opaque != "" {
+		return cut
+	}
+	if u.User == nil {
+		return s
+	}
+	u.User = nil
+	redacted := u.String()
+	if j := strings.Index(redacted, "://"); j < 0 || strings.Contains(redacted[j+3:], "@") {
+		// A password with an unescaped "/" or "#" splits differently for
+		// url.Parse than for a person; cut at the last "@" to be sure.
+		return cut
+	}
+	return redacted
+}
