@@ -1,0 +1,198 @@
+// Package appset holds the app set: the applications a controller deploys,
+// read from applications.yaml (apiVersion skep/v1).
+//
+// Loading is strict. An unknown key, a value of the wrong type, a bad
+// duration, a path leaving the repository or a duplicate name is a Problem
+// carrying file, line, column and field path, and every problem in the input
+// is returned at once as Problems. Defaults are applied in one place
+// (setDefaults) after decoding and before validation.
+//
+// A loaded Set is immutable and its methods return copies, so it may be shared
+// between goroutines. A Source produces sets (a file, a directory; a git
+// repository through ParseFiles), and a Watcher swaps a new set in only when
+// it is valid, keeping the last good one otherwise.
+//
+// appset never talks to git, Docker or the network, and reads only the files
+// it is pointed at.
+package appset
+
+import (
+	"maps"
+	"slices"
+	"time"
+)
+
+// APIVersion is the only apiVersion an app-set file may declare.
+const APIVersion = "skep/v1"
+
+// Defaults and limits of an application; see setDefaults.
+const (
+	// DefaultRevision asks for the remote's default branch (what HEAD
+	// points to on the remote), resolved by gitsource on every tick.
+	DefaultRevision = "HEAD"
+	// DefaultPath is the repository root.
+	DefaultPath = "."
+	// DefaultEnvFile is read for interpolation when EnvFiles is empty and
+	// the file exists in the application's path.
+	DefaultEnvFile  = ".env"
+	DefaultInterval = 3 * time.Minute
+	// MinInterval is the floor of SyncPolicy.Interval: a shorter one is a
+	// problem, not silently raised.
+	MinInterval = 10 * time.Second
+)
+
+// DefaultComposeFiles returns, in order of preference, the compose files
+// looked for in an application's path when Files is empty; the first that
+// exists is used. The caller owns the returned slice.
+func DefaultComposeFiles() []string {
+	return []string{"compose.yaml", "compose.yml", "docker-compose.yml", "docker-stack.yml", "stack.yml"}
+}
+
+// Set is a valid, loaded app set. It is immutable: every method returns
+// copies, and all are safe to call concurrently. A nil *Set is an empty set.
+type Set struct {
+	apps   []Application
+	byName map[string]int
+}
+
+// Len returns the number of applications.
+func (s *Set) Len() int {
+	if s == nil {
+		return 0
+	}
+	return len(s.apps)
+}
+
+// Applications returns a copy of the applications in declaration order
+// (files in the order they were given, then order within each file).
+func (s *Set) Applications() []Application {
+	if s == nil {
+		return nil
+	}
+	out := make([]Application, len(s.apps))
+	for i, a := range s.apps {
+		out[i] = a.clone()
+	}
+	return out
+}
+
+// Names returns the application names in declaration order.
+func (s *Set) Names() []string {
+	if s == nil {
+		return nil
+	}
+	out := make([]string, len(s.apps))
+	for i, a := range s.apps {
+		out[i] = a.Name
+	}
+	return out
+}
+
+// Lookup returns a copy of the application called name.
+func (s *Set) Lookup(name string) (Application, bool) {
+	if s == nil {
+		return Application{}, false
+	}
+	i, ok := s.byName[name]
+	if !ok {
+		return Application{}, false
+	}
+	return s.apps[i].clone(), true
+}
+
+// Application is the unit of GitOps: where its compose files come from,
+// which stack it becomes, where it goes and how it is kept in sync. Values
+// returned by a Set are the caller's to keep and change.
+type Application struct {
+	// Name is a DNS label, unique in the set.
+	Name string
+	// Source is where the application's compose files are.
+	Source AppSource
+	// Release is the stack namespace; it defaults to Name and is unique
+	// per destination.
+	Release     string
+	Destination Destination
+	SyncPolicy  SyncPolicy
+	Allow       Allow
+}
+
+// AppSource locates an application's compose files in git.
+type AppSource struct {
+	// Repo is an https://, http://, ssh://, file:// URL, an scp-like
+	// user@host:path, or a local path, kept as written. It never carries
+	// a password: credentials come from files or the environment.
+	Repo string
+	// Revision is a branch, tag or commit; DefaultRevision means the
+	// remote's default branch.
+	Revision string
+	// Path is a clean, slash-separated directory relative to the
+	// repository root that does not leave it ("." for the root).
+	Path string
+	// Files are compose files relative to Path, merged in order like
+	// `docker stack deploy -c a -c b`. Empty means the first of
+	// DefaultComposeFiles that exists.
+	Files []string
+	// EnvFiles are files relative to Path read for interpolation, in
+	// order. Empty means DefaultEnvFile when it exists.
+	EnvFiles []string
+	// Variables are inline interpolation variables; they win over
+	// EnvFiles.
+	Variables map[string]string
+}
+
+// Destination names the swarm a release is deployed to.
+type Destination struct {
+	// Swarm is "" for the swarm the controller runs in, the only one
+	// supported today.
+	Swarm string
+}
+
+// SyncPolicy says when and how an application is applied.
+type SyncPolicy struct {
+	// Automated applies every change the plan finds; false only plans and
+	// reports out-of-sync until a sync is requested.
+	Automated bool
+	// Interval is how often the application is reconciled, at least
+	// MinInterval.
+	Interval time.Duration
+	// Prune is reserved: accepted and kept, not acted on yet.
+	Prune        bool
+	ResolveImage ResolveImage
+}
+
+// ResolveImage says when image tags are pinned to the digest a registry
+// reports, as `docker stack deploy --resolve-image` does. The zero value
+// means ResolveAlways.
+type ResolveImage string
+
+// The values of ResolveImage.
+const (
+	ResolveAlways  ResolveImage = "always"
+	ResolveChanged ResolveImage = "changed"
+	ResolveNever   ResolveImage = "never"
+)
+
+// Allow lists what a release may use from outside its own stack. An empty
+// list allows nothing.
+type Allow struct {
+	// HostPaths are absolute, clean paths under which bind mounts are
+	// allowed; "/" allows every path.
+	HostPaths []string
+	// Networks, Configs, Secrets and Volumes are names of external objects.
+	Networks []string
+	Configs  []string
+	Secrets  []string
+	Volumes  []string
+}
+
+func (a Application) clone() Application {
+	a.Source.Files = slices.Clone(a.Source.Files)
+	a.Source.EnvFiles = slices.Clone(a.Source.EnvFiles)
+	a.Source.Variables = maps.Clone(a.Source.Variables)
+	a.Allow.HostPaths = slices.Clone(a.Allow.HostPaths)
+	a.Allow.Networks = slices.Clone(a.Allow.Networks)
+	a.Allow.Configs = slices.Clone(a.Allow.Configs)
+	a.Allow.Secrets = slices.Clone(a.Allow.Secrets)
+	a.Allow.Volumes = slices.Clone(a.Allow.Volumes)
+	return a
+}

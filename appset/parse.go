@@ -1,0 +1,240 @@
+package appset
+
+import (
+	"bytes"
+	"cmp"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// MaxFileSize bounds one app-set file; a larger one is refused unread.
+const MaxFileSize = 4 << 20
+
+// File is one app-set file's name and content. Name is what problems are
+// reported against: a path as the user knows it.
+type File struct {
+	Name string
+	Data []byte
+}
+
+// Parse parses one app-set file. An invalid file yields Problems listing
+// every problem found; name only labels them.
+func Parse(name string, data []byte) (*Set, error) {
+	return ParseFiles([]File{{Name: name, Data: data}})
+}
+
+// ParseFiles parses files as one app set: their applications are merged in
+// the order given, and names and releases must be unique across all of them.
+// An invalid set yields Problems, each naming its own file. Parsing does no
+// I/O; a git-backed source reads the files and calls this.
+func ParseFiles(files []File) (*Set, error) {
+	parsed := make([]*parsedFile, len(files))
+	for i, f := range files {
+		parsed[i] = parseFile(f)
+	}
+	checkUnique(parsed)
+	var problems Problems
+	for _, p := range parsed {
+		problems = append(problems, p.d.problems...)
+	}
+	if len(problems) > 0 {
+		order := map[string]int{}
+		for i, f := range files {
+			if _, ok := order[f.Name]; !ok {
+				order[f.Name] = i
+			}
+		}
+		slices.SortStableFunc(problems, func(a, b Problem) int {
+			return cmp.Or(cmp.Compare(order[a.File], order[b.File]), cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column))
+		})
+		return nil, problems
+	}
+	set := &Set{byName: map[string]int{}}
+	for _, p := range parsed {
+		for _, a := range p.doc.Applications {
+			set.byName[a.Name] = len(set.apps)
+			set.apps = append(set.apps, toApplication(a))
+		}
+	}
+	return set, nil
+}
+
+// parsedFile is one file decoded, defaulted and validated on its own, with
+// the decoder that holds its positions and problems.
+type parsedFile struct {
+	d   *decoder
+	doc fileDoc
+}
+
+var yamlErrorLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+func parseFile(f File) *parsedFile {
+	p := &parsedFile{d: newDecoder(f.Name)}
+	if len(f.Data) > MaxFileSize {
+		p.d.add(position{}, "", "larger than %d bytes", MaxFileSize)
+		return p
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(f.Data))
+	var root yaml.Node
+	if err := dec.Decode(&root); err != nil {
+		if errors.Is(err, io.EOF) {
+			p.d.add(position{}, "", "empty; want apiVersion: %s and a list of applications", APIVersion)
+		} else {
+			p.d.addSyntax(err)
+		}
+		return p
+	}
+	var extra yaml.Node
+	switch err := dec.Decode(&extra); {
+	case errors.Is(err, io.EOF):
+	case err != nil:
+		p.d.addSyntax(err)
+	default:
+		p.d.add(pos(&extra), "", "a second YAML document; an app-set file holds one, and a directory may hold many files")
+	}
+
+	doc := &root
+	if doc.Kind == yaml.DocumentNode && len(doc.Content) == 1 {
+		doc = doc.Content[0]
+	}
+	if r := resolve(doc); r == nil || r.Kind != yaml.MappingNode {
+		p.d.add(pos(doc), "", "want a mapping with apiVersion and applications, got %s", describe(r))
+		return p
+	}
+	p.d.decode(doc, "", reflect.ValueOf(&p.doc).Elem())
+	for i := range p.doc.Applications {
+		setDefaults(&p.doc.Applications[i])
+	}
+	p.d.validateDoc(&p.doc)
+	return p
+}
+
+// addSyntax reports a YAML syntax error at the line yaml.v3 gives, if any.
+func (d *decoder) addSyntax(err error) {
+	msg := err.Error()
+	if m := yamlErrorLine.FindStringSubmatch(msg); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		d.add(position{line: line}, "", "invalid YAML: %s", m[2])
+		return
+	}
+	d.add(position{}, "", "invalid YAML: %s", strings.TrimPrefix(msg, "yaml: "))
+}
+
+// LoadFile reads and parses one app-set file.
+func LoadFile(name string) (*Set, error) {
+	f, err := readOSFile(name)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(f.Name, f.Data)
+}
+
+func readOSFile(name string) (File, error) {
+	info, err := os.Stat(name)
+	if err != nil {
+		return File{}, fmt.Errorf("read app set: %w", err)
+	}
+	if info.IsDir() {
+		return File{}, fmt.Errorf("read app set %s: is a directory", name)
+	}
+	if info.Size() > MaxFileSize {
+		return File{}, fmt.Errorf("read app set %s: larger than %d bytes", name, MaxFileSize)
+	}
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return File{}, fmt.Errorf("read app set: %w", err)
+	}
+	return File{Name: name, Data: data}, nil
+}
+
+// ReadFiles reads the app set at name in fsys: the file itself, or every
+// *.yaml and *.yml file directly inside the directory, in name order,
+// skipping names that start with a dot. Names in the result are name joined
+// with the file's name. An empty directory and a file larger than
+// MaxFileSize are errors.
+//
+// ReadFiles follows symbolic links the way fsys does: a caller reading an
+// untrusted tree passes an FS confined to it, like os.Root.FS.
+func ReadFiles(fsys fs.FS, name string) ([]File, error) {
+	info, err := fs.Stat(fsys, name)
+	if err != nil {
+		return nil, fmt.Errorf("read app set: %w", err)
+	}
+	if !info.IsDir() {
+		f, err := readFile(fsys, name, info)
+		if err != nil {
+			return nil, err
+		}
+		return []File{f}, nil
+	}
+	entries, err := fs.ReadDir(fsys, name)
+	if err != nil {
+		return nil, fmt.Errorf("read app set: %w", err)
+	}
+	var files []File
+	for _, e := range entries {
+		n := e.Name()
+		if strings.HasPrefix(n, ".") || !(strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml")) {
+			continue
+		}
+		full := path.Join(name, n)
+		// Stat, not the entry's type: a file may be a symbolic link, as
+		// in a mounted Kubernetes ConfigMap.
+		st, err := fs.Stat(fsys, full)
+		if err != nil {
+			return nil, fmt.Errorf("read app set: %w", err)
+		}
+		if st.IsDir() {
+			continue
+		}
+		f, err := readFile(fsys, full, st)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, f)
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("read app set: no *.yaml or *.yml files in %s", name)
+	}
+	return files, nil
+}
+
+func readFile(fsys fs.FS, name string, info fs.FileInfo) (File, error) {
+	if info.Size() > MaxFileSize {
+		return File{}, fmt.Errorf("read app set %s: larger than %d bytes", name, MaxFileSize)
+	}
+	data, err := fs.ReadFile(fsys, name)
+	if err != nil {
+		return File{}, fmt.Errorf("read app set: %w", err)
+	}
+	return File{Name: name, Data: data}, nil
+}
+
+// Digest returns a content hash of files, names included, for sources whose
+// revision is their content: "sha256:" and 64 hex digits.
+func Digest(files []File) string {
+	h := sha256.New()
+	var n [8]byte
+	for _, f := range files {
+		for _, part := range [][]byte{[]byte(f.Name), f.Data} {
+			binary.BigEndian.PutUint64(n[:], uint64(len(part)))
+			h.Write(n[:])
+			h.Write(part)
+		}
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}

@@ -1,0 +1,212 @@
+package appset
+
+import (
+	"fmt"
+	"maps"
+	"path"
+	"slices"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// The file form of an app set: what applications.yaml holds, key for key.
+// Only decode.go fills these and only toApplication reads them; the rest of
+// Skep sees Application. Empty strings mean "use the default".
+type fileDoc struct {
+	APIVersion   string    `yaml:"apiVersion"`
+	Applications []fileApp `yaml:"applications"`
+}
+
+type fileApp struct {
+	Name        string          `yaml:"name"`
+	Source      fileSource      `yaml:"source"`
+	Release     string          `yaml:"release"`
+	Destination fileDestination `yaml:"destination,omitempty"`
+	SyncPolicy  fileSyncPolicy  `yaml:"syncPolicy"`
+	Allow       fileAllow       `yaml:"allow,omitempty"`
+
+	// releaseDefaulted records that setDefaults copied Name into Release,
+	// so that a clash names the application, not a key nobody wrote.
+	releaseDefaulted bool
+}
+
+type fileSource struct {
+	Repo      string            `yaml:"repo"`
+	Revision  string            `yaml:"revision"`
+	Path      string            `yaml:"path"`
+	Files     []string          `yaml:"files,omitempty"`
+	EnvFiles  []string          `yaml:"envFiles,omitempty"`
+	Variables map[string]string `yaml:"variables,omitempty"`
+}
+
+type fileDestination struct {
+	Swarm string `yaml:"swarm"`
+}
+
+type fileSyncPolicy struct {
+	Automated    bool         `yaml:"automated"`
+	Interval     duration     `yaml:"interval"`
+	Prune        bool         `yaml:"prune"`
+	ResolveImage ResolveImage `yaml:"resolveImage"`
+}
+
+type fileAllow struct {
+	HostPaths []string `yaml:"hostPaths,omitempty"`
+	Networks  []string `yaml:"networks,omitempty"`
+	Configs   []string `yaml:"configs,omitempty"`
+	Secrets   []string `yaml:"secrets,omitempty"`
+	Volumes   []string `yaml:"volumes,omitempty"`
+}
+
+// duration is a time.Duration written as "90s" or "3m"; set tells an
+// explicit value (even "0s") from an absent one.
+type duration struct {
+	value time.Duration
+	set   bool
+}
+
+// UnmarshalYAML accepts what time.ParseDuration accepts, if not negative.
+func (d *duration) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("want a duration like 3m or 90s, got %s", describe(n))
+	}
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("want a duration like 3m or 90s, got %s", quote(n.Value))
+	}
+	if v < 0 {
+		return fmt.Errorf("want a positive duration, got %s", quote(n.Value))
+	}
+	*d = duration{value: v, set: true}
+	return nil
+}
+
+// MarshalYAML writes the duration as time.Duration.String does.
+func (d duration) MarshalYAML() (any, error) { return d.value.String(), nil }
+
+// UnmarshalYAML accepts always, changed or never.
+func (r *ResolveImage) UnmarshalYAML(n *yaml.Node) error {
+	v := ResolveImage(n.Value)
+	if n.Kind != yaml.ScalarNode || (v != ResolveAlways && v != ResolveChanged && v != ResolveNever) {
+		return fmt.Errorf("want always, changed or never, got %s", describe(n))
+	}
+	*r = v
+	return nil
+}
+
+// setDefaults fills every field the file left out. It is the only place
+// defaults are written; validation runs after it.
+func setDefaults(a *fileApp) {
+	if a.Source.Revision == "" {
+		a.Source.Revision = DefaultRevision
+	}
+	if a.Source.Path == "" {
+		a.Source.Path = DefaultPath
+	}
+	if a.Release == "" {
+		a.Release = a.Name
+		a.releaseDefaulted = true
+	}
+	if !a.SyncPolicy.Interval.set {
+		a.SyncPolicy.Interval = duration{value: DefaultInterval, set: true}
+	}
+	if a.SyncPolicy.ResolveImage == "" {
+		a.SyncPolicy.ResolveImage = ResolveAlways
+	}
+}
+
+// toApplication converts a defaulted, valid file-form application,
+// cleaning its paths.
+func toApplication(a fileApp) Application {
+	return Application{
+		Name: a.Name,
+		Source: AppSource{
+			Repo:      a.Source.Repo,
+			Revision:  a.Source.Revision,
+			Path:      path.Clean(a.Source.Path),
+			Files:     cleanAll(a.Source.Files),
+			EnvFiles:  cleanAll(a.Source.EnvFiles),
+			Variables: nilIfEmpty(maps.Clone(a.Source.Variables)),
+		},
+		Release:     a.Release,
+		Destination: Destination{Swarm: a.Destination.Swarm},
+		SyncPolicy: SyncPolicy{
+			Automated:    a.SyncPolicy.Automated,
+			Interval:     a.SyncPolicy.Interval.value,
+			Prune:        a.SyncPolicy.Prune,
+			ResolveImage: a.SyncPolicy.ResolveImage,
+		},
+		Allow: Allow{
+			HostPaths: nilIfEmpty(slices.Clone(a.Allow.HostPaths)),
+			Networks:  nilIfEmpty(slices.Clone(a.Allow.Networks)),
+			Configs:   nilIfEmpty(slices.Clone(a.Allow.Configs)),
+			Secrets:   nilIfEmpty(slices.Clone(a.Allow.Secrets)),
+			Volumes:   nilIfEmpty(slices.Clone(a.Allow.Volumes)),
+		},
+	}
+}
+
+// fromApplication is the inverse of toApplication, for MarshalYAML.
+func fromApplication(a Application) fileApp {
+	resolve := a.SyncPolicy.ResolveImage
+	if resolve == "" {
+		resolve = ResolveAlways
+	}
+	return fileApp{
+		Name: a.Name,
+		Source: fileSource{
+			Repo:      a.Source.Repo,
+			Revision:  a.Source.Revision,
+			Path:      a.Source.Path,
+			Files:     a.Source.Files,
+			EnvFiles:  a.Source.EnvFiles,
+			Variables: a.Source.Variables,
+		},
+		Release:     a.Release,
+		Destination: fileDestination{Swarm: a.Destination.Swarm},
+		SyncPolicy: fileSyncPolicy{
+			Automated:    a.SyncPolicy.Automated,
+			Interval:     duration{value: a.SyncPolicy.Interval, set: true},
+			Prune:        a.SyncPolicy.Prune,
+			ResolveImage: resolve,
+		},
+		Allow: fileAllow{
+			HostPaths: a.Allow.HostPaths,
+			Networks:  a.Allow.Networks,
+			Configs:   a.Allow.Configs,
+			Secrets:   a.Allow.Secrets,
+			Volumes:   a.Allow.Volumes,
+		},
+	}
+}
+
+// MarshalYAML writes s as one app-set file with every default spelled out;
+// parsing the result gives back an equal set.
+func (s *Set) MarshalYAML() (any, error) {
+	doc := fileDoc{APIVersion: APIVersion, Applications: []fileApp{}}
+	if s != nil {
+		for _, a := range s.apps {
+			doc.Applications = append(doc.Applications, fromApplication(a))
+		}
+	}
+	return doc, nil
+}
+
+func cleanAll(paths []string) []string {
+	if len(paths) == 0 {
+		return nil
+	}
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		out[i] = path.Clean(p)
+	}
+	return out
+}
+
+func nilIfEmpty[T interface{ ~[]string | ~map[string]string }](v T) T {
+	if len(v) == 0 {
+		return nil
+	}
+	return v
+}

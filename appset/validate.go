@@ -1,0 +1,268 @@
+package appset
+
+import (
+	"fmt"
+	"net/url"
+	"path"
+	"regexp"
+	"strings"
+	"unicode"
+)
+
+var (
+	// A DNS label (RFC 1123), so a name can appear in a hostname.
+	dnsLabel = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+	// What `docker stack deploy` accepts as a namespace once lower-cased.
+	stackName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+	// Docker object names (networks, configs, secrets, volumes).
+	objectName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,254}$`)
+	// Interpolation variable names, as compose reads them.
+	variableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+// validateDoc checks one decoded, defaulted file on its own. Rules that span
+// applications (unique names and releases) are in checkUnique.
+func (d *decoder) validateDoc(doc *fileDoc) {
+	switch {
+	case !d.present("apiVersion"):
+		d.addField("apiVersion", "missing; want %s", APIVersion)
+	case doc.APIVersion != APIVersion:
+		d.addField("apiVersion", "want %s, got %s", APIVersion, quote(doc.APIVersion))
+	}
+	if !d.present("applications") {
+		d.addField("applications", "missing; write `applications: []` for an empty set")
+	}
+	for i := range doc.Applications {
+		d.validateApp(&doc.Applications[i], fmt.Sprintf("applications[%d]", i))
+	}
+}
+
+func (d *decoder) validateApp(a *fileApp, field string) {
+	switch {
+	case a.Name == "":
+		d.addField(field+".name", "missing; every application needs a name")
+	case !dnsLabel.MatchString(a.Name):
+		d.addField(field+".name", "want a DNS label (lower-case letters, digits and '-', starting and ending with a letter or digit, at most 63 characters), got %s", quote(a.Name))
+	}
+	if !a.releaseDefaulted && !stackName.MatchString(a.Release) {
+		d.addField(field+".release", "want a stack name (lower-case letters, digits, '_' and '-', starting with a letter or digit, at most 63 characters), got %s", quote(a.Release))
+	}
+
+	src := field + ".source"
+	if a.Source.Repo == "" {
+		d.addField(src+".repo", "missing; want the URL or local path of a git repository")
+	} else if msg := checkRepo(a.Source.Repo); msg != "" {
+		d.addField(src+".repo", "%s", msg)
+	}
+	if msg := checkRevision(a.Source.Revision); msg != "" {
+		d.addField(src+".revision", "%s", msg)
+	}
+	if msg := checkRelative(a.Source.Path, "the repository", false); msg != "" {
+		d.addField(src+".path", "%s", msg)
+	}
+	d.checkFiles(src+".files", a.Source.Files)
+	d.checkFiles(src+".envFiles", a.Source.EnvFiles)
+	for name := range a.Source.Variables {
+		if !variableName.MatchString(name) {
+			d.addField(src+".variables."+name, "want a variable name (letters, digits and '_', not starting with a digit), got %s", quote(name))
+		}
+	}
+
+	if a.Destination.Swarm != "" {
+		d.addField(field+".destination.swarm", `named swarms are not supported yet; use "" for the swarm the controller runs in`)
+	}
+	if iv := a.SyncPolicy.Interval.value; iv < MinInterval {
+		d.addField(field+".syncPolicy.interval", "%s is below the floor of %s", iv, MinInterval)
+	}
+
+	allow := field + ".allow"
+	for i, p := range a.Allow.HostPaths {
+		if msg := checkHostPath(p); msg != "" {
+			d.addField(fmt.Sprintf("%s.hostPaths[%d]", allow, i), "%s", msg)
+		}
+	}
+	for _, list := range []struct {
+		key   string
+		names []string
+	}{
+		{"networks", a.Allow.Networks}, {"configs", a.Allow.Configs},
+		{"secrets", a.Allow.Secrets}, {"volumes", a.Allow.Volumes},
+	} {
+		key := list.key
+		for i, name := range list.names {
+			if !objectName.MatchString(name) {
+				d.addField(fmt.Sprintf("%s.%s[%d]", allow, key, i), "want a Docker object name (letters, digits, '_', '.' and '-', starting with a letter or digit), got %s", quote(name))
+			}
+		}
+	}
+}
+
+// checkFiles checks a list of files relative to the application's path.
+func (d *decoder) checkFiles(field string, files []string) {
+	first := map[string]int{}
+	for i, f := range files {
+		item := fmt.Sprintf("%s[%d]", field, i)
+		if msg := checkRelative(f, "the application's path", true); msg != "" {
+			d.addField(item, "%s", msg)
+			continue
+		}
+		clean := path.Clean(f)
+		if j, dup := first[clean]; dup {
+			d.addField(item, "%s is listed twice; first as %s[%d]", quote(f), field, j)
+			continue
+		}
+		first[clean] = i
+	}
+}
+
+// checkRelative checks a slash-separated path that must stay inside within.
+// It returns a message, or "" when p is fine.
+func checkRelative(p, within string, file bool) string {
+	switch {
+	case p == "" && file:
+		return "want a file name, got nothing"
+	case strings.ContainsRune(p, 0):
+		return "contains a NUL byte"
+	case strings.HasPrefix(p, "/"):
+		return fmt.Sprintf("want a path relative to %s, got the absolute path %s", within, quote(p))
+	}
+	clean := path.Clean(p)
+	if clean == ".." || strings.HasPrefix(clean, "../") {
+		return fmt.Sprintf("want a path inside %s, got %s, which leaves it", within, quote(p))
+	}
+	if file && clean == "." {
+		return fmt.Sprintf("want a file, got the directory %s", quote(p))
+	}
+	return ""
+}
+
+func checkHostPath(p string) string {
+	if !strings.HasPrefix(p, "/") {
+		return fmt.Sprintf("want an absolute path like /srv/data, got %s", quote(p))
+	}
+	if clean := path.Clean(p); clean != p {
+		return fmt.Sprintf("want a clean path, got %s; write %s", quote(p), quote(clean))
+	}
+	return ""
+}
+
+// checkRepo checks the forms gitsource understands. Messages never quote the
+// URL itself: it may carry a credential.
+func checkRepo(repo string) string {
+	if strings.ContainsFunc(repo, unicode.IsControl) {
+		return "contains a control character"
+	}
+	if scheme, _, ok := strings.Cut(repo, "://"); ok {
+		scheme = strings.ToLower(scheme)
+		switch scheme {
+		case "https", "http", "ssh", "file":
+		default:
+			return fmt.Sprintf("want an https://, http://, ssh:// or file:// URL, an scp-like user@host:path or a local path, got the scheme %s", quote(scheme))
+		}
+		u, err := url.Parse(repo)
+		if err != nil {
+			return fmt.Sprintf("not a valid %s URL", scheme)
+		}
+		if _, hasPassword := u.User.Password(); hasPassword {
+			return "the URL carries a password; give credentials in a file or the environment, never in the app set"
+		}
+		if scheme == "file" {
+			if u.Path == "" {
+				return "want a path after file://"
+			}
+		} else if u.Hostname() == "" {
+			return fmt.Sprintf("want a host after %s://", scheme)
+		}
+		return ""
+	}
+	// git's rule: a colon before any slash makes an scp-like address.
+	colon := strings.IndexByte(repo, ':')
+	if colon >= 0 && !strings.Contains(repo[:colon], "/") {
+		host := repo[:colon]
+		if at := strings.LastIndexByte(host, '@'); at >= 0 {
+			host = host[at+1:]
+		}
+		if host == "" || repo[colon+1:] == "" {
+			return "want an scp-like address of the form user@host:path"
+		}
+	}
+	return ""
+}
+
+// checkRevision applies the parts of git check-ref-format that a branch, tag
+// or commit id must pass; gitsource resolves it.
+func checkRevision(rev string) string {
+	const bad = "~^:?*[\\"
+	switch {
+	case strings.HasPrefix(rev, "-"):
+		return fmt.Sprintf("want a branch, tag or commit, got %s, which starts with '-'", quote(rev))
+	case strings.ContainsFunc(rev, func(r rune) bool { return unicode.IsControl(r) || unicode.IsSpace(r) || strings.ContainsRune(bad, r) }):
+		return fmt.Sprintf("want a branch, tag or commit, got %s; spaces and any of %s are not allowed", quote(rev), bad)
+	case strings.Contains(rev, "..") || strings.Contains(rev, "@{") || strings.Contains(rev, "//") ||
+		strings.HasPrefix(rev, "/") || strings.HasSuffix(rev, "/") || strings.HasSuffix(rev, ".") || strings.HasSuffix(rev, ".lock"):
+		return fmt.Sprintf("want a branch, tag or commit, got %s, which git does not accept as a ref name", quote(rev))
+	}
+	return ""
+}
+
+// checkUnique reports application names and releases used twice across all
+// files of a set. Each problem is filed under the later application and
+// names the earlier one with its file and line.
+func checkUnique(files []*parsedFile) {
+	names := map[string]appRef{}
+	releases := map[string]appRef{}
+	for _, f := range files {
+		for i, a := range f.doc.Applications {
+			ref := appRef{f, i}
+			if a.Name != "" {
+				if first, dup := names[a.Name]; dup {
+					f.d.addField(ref.field()+".name", "name %s is already used by %s", quote(a.Name), first.where(f, ".name"))
+				} else {
+					names[a.Name] = ref
+				}
+			}
+			if a.Release == "" {
+				continue
+			}
+			// The same release on two swarms is two stacks; key by both.
+			key := a.Destination.Swarm + "\x00" + a.Release
+			first, dup := releases[key]
+			if !dup {
+				releases[key] = ref
+				continue
+			}
+			other := first.app()
+			if a.releaseDefaulted && other.releaseDefaulted {
+				continue // the duplicate name says it already
+			}
+			suffix := ".release"
+			if other.releaseDefaulted {
+				suffix = ".name"
+			}
+			msg := fmt.Sprintf("release %s is already used by %s", quote(a.Release), first.where(f, suffix))
+			if a.releaseDefaulted {
+				f.d.addField(ref.field()+".name", "%s; the release defaults to the name, so set release to another stack name", msg)
+			} else {
+				f.d.addField(ref.field()+".release", "%s", msg)
+			}
+		}
+	}
+}
+
+// appRef points at one application of one parsed file.
+type appRef struct {
+	file  *parsedFile
+	index int
+}
+
+func (r appRef) field() string { return fmt.Sprintf("applications[%d]", r.index) }
+func (r appRef) app() fileApp  { return r.file.doc.Applications[r.index] }
+
+// where says where r's field with suffix is, for a message in file from.
+func (r appRef) where(from *parsedFile, suffix string) string {
+	p := r.file.d.position(r.field() + suffix)
+	if r.file == from {
+		return fmt.Sprintf("%s at line %d", r.field(), p.line)
+	}
+	return fmt.Sprintf("%s at %s:%d:%d", r.field(), r.file.d.file, p.line, p.column)
+}

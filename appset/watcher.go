@@ -1,0 +1,113 @@
+package appset
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Watcher keeps the last good app set of a Source. A reload swaps in a new
+// set only when it is valid; otherwise the old set stays and the snapshot
+// says why it is stale. All methods are safe to call concurrently.
+type Watcher struct {
+	source  Source
+	reload  sync.Mutex // serialises Reload, so snapshots are swapped in load order
+	current atomic.Pointer[Snapshot]
+}
+
+// Snapshot is what a Watcher holds at one moment. It is a value, and its Set
+// is immutable, so a caller may keep it as long as it likes.
+type Snapshot struct {
+	// Set is the last valid set loaded; nil until a load succeeds.
+	Set *Set
+	// Revision is the source's revision of Set.
+	Revision string
+	// Err is the error of the last load, nil when it succeeded. A
+	// Problems error lists what is wrong with the set in the source.
+	Err error
+	// ErrRevision is the revision the failed load read, when the source
+	// could tell (an invalid set, not an unreadable one).
+	ErrRevision string
+	// Stale is true when the last load failed while Set was kept from an
+	// earlier one: the running set is not what the source holds.
+	Stale bool
+}
+
+// NewWatcher returns a Watcher of source holding no set; call Reload or Run
+// to load one.
+func NewWatcher(source Source) *Watcher {
+	w := &Watcher{source: source}
+	w.current.Store(&Snapshot{})
+	return w
+}
+
+// Current returns the latest snapshot without blocking.
+func (w *Watcher) Current() Snapshot {
+	return *w.current.Load()
+}
+
+// Reload loads the source once and reports whether a new set was swapped
+// in. A failed or invalid load keeps the current set, is recorded in the
+// snapshot and returned. It blocks while another Reload runs.
+func (w *Watcher) Reload(ctx context.Context) (changed bool, err error) {
+	w.reload.Lock()
+	defer w.reload.Unlock()
+	old := w.Current()
+	set, revision, err := w.source.Load(ctx)
+	if err != nil {
+		next := old
+		next.Err, next.ErrRevision, next.Stale = err, revision, old.Set != nil
+		w.current.Store(&next)
+		return false, err
+	}
+	if set == nil {
+		set = &Set{}
+	}
+	changed = old.Set == nil || revision != old.Revision
+	if !changed {
+		// Same revision, same content: keep the set callers already hold.
+		set = old.Set
+	}
+	w.current.Store(&Snapshot{Set: set, Revision: revision})
+	return changed, nil
+}
+
+// Run reloads now and then every interval (DefaultInterval if not positive)
+// until ctx ends. After a reload whose outcome differs from the last one Run
+// reported (a new set, or an error that appeared, changed or cleared), it
+// calls onChange with the new snapshot on Run's goroutine; onChange should
+// return quickly. Run returns when ctx is done.
+func (w *Watcher) Run(ctx context.Context, interval time.Duration, onChange func(Snapshot)) {
+	if interval <= 0 {
+		interval = DefaultInterval
+	}
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	var reported Snapshot
+	first := true
+	for {
+		changed, _ := w.Reload(ctx) // the error is in the snapshot
+		if ctx.Err() != nil {
+			return
+		}
+		now := w.Current()
+		if first || changed || now.Revision != reported.Revision || errorText(now.Err) != errorText(reported.Err) {
+			first = false
+			reported = now
+			onChange(now)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+func errorText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
