@@ -1,0 +1,163 @@
+package render
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"maps"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/docker/cli/cli/compose/template"
+	"github.com/docker/cli/pkg/kvfile"
+)
+
+// environment builds the interpolation variables: the env files in order,
+// then vars on top. The controller's own environment is never consulted.
+func (r *renderer) environment(envFiles []string, vars map[string]string) (map[string]string, error) {
+	env := map[string]string{}
+	names := make([]string, 0, len(envFiles))
+	for _, f := range envFiles {
+		name, err := r.resolve(f)
+		if err != nil {
+			return nil, &Error{File: f, Err: err}
+		}
+		names = append(names, name)
+	}
+	if len(envFiles) == 0 {
+		name := path.Join(r.dir, DefaultEnvFile)
+		ok, err := r.exists(name)
+		if err != nil {
+			return nil, &Error{File: name, Err: errors.Unwrap(err)}
+		}
+		if ok {
+			names = append(names, name)
+		}
+	}
+	for _, name := range names {
+		lines, err := r.readEnvFile(name, nil)
+		if err != nil {
+			return nil, &Error{File: name, Err: errors.Unwrap(err)}
+		}
+		for _, line := range lines {
+			k, v, _ := strings.Cut(line, "=")
+			env[k] = v
+		}
+	}
+	maps.Copy(env, vars)
+	return env, nil
+}
+
+// readEnvFile reads KEY=VALUE lines the way `docker run --env-file` and the
+// compose loader do: no quoting, no interpolation, "#" comments. A bare KEY
+// takes its value from lookup, or is left out.
+func (r *renderer) readEnvFile(name string, lookup func(string) (string, bool)) ([]string, error) {
+	data, err := r.read(name)
+	if err != nil {
+		return nil, err
+	}
+	lines, err := kvfile.ParseFromReader(bytes.NewReader(data), lookup)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return lines, nil
+}
+
+// inlineEnvFiles replaces every service's env_file with the variables it
+// names, merged under the service's own environment, as the loader would
+// merge them. The loader reads env_file paths from the real file system, so
+// they must never reach it. Values are escaped ($ → $$) because the loader
+// interpolates environment but never env_file content.
+func (r *renderer) inlineEnvFiles(src *source, env map[string]string) error {
+	services, ok := src.dict["services"].(map[string]any)
+	if !ok {
+		return nil
+	}
+	lookupEnv := func(name string) (string, bool) {
+		v, ok := env[name]
+		return v, ok
+	}
+	for _, svcName := range slices.Sorted(maps.Keys(services)) {
+		svc, ok := services[svcName].(map[string]any)
+		if !ok {
+			continue
+		}
+		raw, ok := svc["env_file"]
+		if !ok {
+			continue
+		}
+		var files []string
+		switch v := raw.(type) {
+		case string:
+			files = []string{v}
+		case []any:
+			for _, f := range v {
+				s, ok := f.(string)
+				if !ok {
+					continue
+				}
+				files = append(files, s)
+			}
+		}
+		delete(svc, "env_file")
+
+		field := "services." + svcName + ".env_file"
+		line := 0
+		if n := lookup(src.doc, field); n != nil {
+			line = n.Line
+		}
+		fromFiles := map[string]any{}
+		for i, f := range files {
+			itemField := field
+			if _, isList := raw.([]any); isList {
+				itemField += "[" + strconv.Itoa(i) + "]"
+			}
+			fail := func(err error) error {
+				return &Error{File: src.name, Line: line, Field: itemField, Err: err}
+			}
+			p, err := template.Substitute(f, lookupEnv)
+			if err != nil {
+				return fail(interpolationError(err))
+			}
+			name, err := r.resolve(p)
+			if err != nil {
+				return fail(err)
+			}
+			lines, err := r.readEnvFile(name, lookupEnv)
+			if err != nil {
+				return fail(err)
+			}
+			for _, l := range lines {
+				k, v, _ := strings.Cut(l, "=")
+				fromFiles[k] = strings.ReplaceAll(v, "$", "$$")
+			}
+		}
+		switch own := svc["environment"].(type) {
+		case nil:
+		case map[string]any:
+			maps.Copy(fromFiles, own)
+		case []any:
+			for _, item := range own {
+				s, ok := item.(string)
+				if !ok {
+					// Leave a malformed list for the schema to report.
+					fromFiles = nil
+					break
+				}
+				if k, v, ok := strings.Cut(s, "="); ok {
+					fromFiles[k] = v
+				} else {
+					fromFiles[s] = nil
+				}
+			}
+		default:
+			fromFiles = nil
+		}
+		if len(fromFiles) > 0 {
+			svc["environment"] = fromFiles
+		}
+	}
+	return nil
+}

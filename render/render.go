@@ -1,0 +1,448 @@
+// Package render turns the compose files of one release into one compose
+// document, the way `docker stack deploy -c a -c b` reads them.
+//
+// It interpolates ${VAR}, ${VAR:-default} and ${VAR:?error} from env files
+// and inline variables only (never from the process environment), keeps
+// extension fields and anchors, merges several files in order with docker/cli's
+// compose loader, and reads the content of file-based configs and secrets.
+//
+// Every read is confined to Input.Root: `..` and symbolic links that leave the
+// tree are refused, and absolute paths are never opened. Render does no Docker,
+// git or network I/O, and never lets docker/cli's loader touch the file system
+// itself. Problems with the input are *Error values naming the file, and the
+// line and field where the YAML gives one.
+package render
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/distribution/reference"
+	"github.com/docker/cli/cli/compose/loader"
+	composetypes "github.com/docker/cli/cli/compose/types"
+	"go.yaml.in/yaml/v3"
+)
+
+// DefaultFiles are the compose file names looked for, in this order, when
+// Input.Files is empty; the first one present is used.
+var DefaultFiles = []string{"compose.yaml", "compose.yml", "docker-compose.yml", "docker-stack.yml", "stack.yml"}
+
+// DefaultEnvFile is read for interpolation when Input.EnvFiles is empty and
+// the file exists.
+const DefaultEnvFile = ".env"
+
+// MaxFileSize bounds every file render reads (compose, env, config and secret
+// files); Swarm itself caps configs at 1000 KiB and secrets at 500 KiB.
+const MaxFileSize = 4 << 20
+
+// virtualRoot is the working directory handed to docker/cli's loader. The
+// loader makes relative paths absolute against it without reading them; render
+// maps paths under it back into Input.Root and refuses every other absolute
+// path, so the loader's view never meets the real file system.
+const virtualRoot = "/skep-render-root"
+
+// Input says what to render. Paths in Path, Files and EnvFiles are slash
+// separated; Files and EnvFiles are relative to Path, which is relative to
+// Root. The zero value of each optional field means its default.
+type Input struct {
+	// Root is the directory every read is confined to, normally a checkout.
+	Root string
+	// Path is the directory holding the compose files; "" means Root.
+	Path string
+	// Files are merged in order; empty means the first of DefaultFiles.
+	Files []string
+	// EnvFiles are read in order for interpolation, later ones winning;
+	// empty means DefaultEnvFile when present.
+	EnvFiles []string
+	// Variables win over EnvFiles. Render does not modify the map.
+	Variables map[string]string
+}
+
+// Document is one rendered compose document.
+type Document struct {
+	// Config is the merged compose configuration. The File of every config
+	// and secret that takes its content from a file is rewritten to the slash
+	// path of that file relative to Input.Root.
+	Config *composetypes.Config
+	// Files holds the content of those files, keyed by that File value.
+	Files map[string][]byte
+	// Warnings lists options the input uses that Swarm ignores, as
+	// `docker stack deploy` prints them.
+	Warnings []string
+}
+
+// Compose renders in into one document. It reads only below in.Root, stops
+// early when ctx is cancelled, and returns an *Error for a problem with the
+// input (joined with errors.Join when there are several). It is safe to call
+// concurrently.
+func Compose(ctx context.Context, in Input) (*Document, error) {
+	if in.Root == "" {
+		return nil, errors.New("render: no root directory")
+	}
+	dir, err := localPath(in.Path)
+	if err != nil {
+		return nil, &Error{File: in.Path, Err: err}
+	}
+	root, err := os.OpenRoot(in.Root)
+	if err != nil {
+		return nil, fmt.Errorf("render: open root: %w", err)
+	}
+	defer root.Close()
+	r := &renderer{ctx: ctx, root: root, dir: dir}
+
+	env, err := r.environment(in.EnvFiles, in.Variables)
+	if err != nil {
+		return nil, err
+	}
+	names, err := r.composeFiles(in.Files)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range names {
+		if err := r.parse(name, env); err != nil {
+			return nil, err
+		}
+	}
+	return r.load(env)
+}
+
+// renderer holds the state of one Compose call.
+type renderer struct {
+	ctx   context.Context
+	root  *os.Root
+	dir   string // compose directory, relative to root
+	files []*source
+}
+
+// source is one parsed compose file.
+type source struct {
+	name string // slash path relative to the root
+	doc  *yaml.Node // the top-level mapping
+	dict map[string]any
+}
+
+func (r *renderer) workingDir() string {
+	return path.Join(virtualRoot, r.dir)
+}
+
+// localPath cleans p and refuses paths that are absolute or leave the tree.
+func localPath(p string) (string, error) {
+	if p == "" {
+		return ".", nil
+	}
+	clean := path.Clean(filepath.ToSlash(p))
+	if !filepath.IsLocal(filepath.FromSlash(clean)) {
+		return "", fmt.Errorf("path %q leaves the repository", p)
+	}
+	return clean, nil
+}
+
+// resolve joins name (relative to the compose directory) and checks that the
+// result stays inside the root.
+func (r *renderer) resolve(name string) (string, error) {
+	if name == "" {
+		return "", errors.New("empty file name")
+	}
+	if path.IsAbs(filepath.ToSlash(name)) || filepath.IsAbs(name) {
+		return "", fmt.Errorf("absolute path %q is outside the repository", name)
+	}
+	return localPath(path.Join(r.dir, filepath.ToSlash(name)))
+}
+
+// read reads a file relative to the root. os.Root refuses symbolic links and
+// `..` that would leave it.
+func (r *renderer) read(name string) ([]byte, error) {
+	if err := r.ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	f, err := r.root.Open(filepath.FromSlash(name))
+	if err != nil {
+		return nil, pathError(name, err)
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, pathError(name, err)
+	}
+	if info.IsDir() {
+		return nil, fmt.Errorf("%s: %w", name, errors.New("is a directory, not a file"))
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, pathError(name, err)
+	}
+	if len(data) > MaxFileSize {
+		return nil, fmt.Errorf("%s: %w", name, fmt.Errorf("larger than %d bytes", MaxFileSize))
+	}
+	return data, nil
+}
+
+// pathError drops the os.Root operation and absolute path from err, keeping
+// the cause, so messages name the file as the repository knows it.
+func pathError(name string, err error) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%s: %w", name, fs.ErrNotExist)
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s: %w", name, pe.Err)
+	}
+	return fmt.Errorf("%s: %w", name, err)
+}
+
+func (r *renderer) exists(name string) (bool, error) {
+	info, err := r.root.Stat(filepath.FromSlash(name))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	case err != nil:
+		return false, pathError(name, err)
+	}
+	return !info.IsDir(), nil
+}
+
+func (r *renderer) composeFiles(files []string) ([]string, error) {
+	if len(files) > 0 {
+		names := make([]string, 0, len(files))
+		for _, f := range files {
+			name, err := r.resolve(f)
+			if err != nil {
+				return nil, &Error{File: f, Err: err}
+			}
+			names = append(names, name)
+		}
+		return names, nil
+	}
+	for _, f := range DefaultFiles {
+		name := path.Join(r.dir, f)
+		ok, err := r.exists(name)
+		if err != nil {
+			return nil, &Error{File: name, Err: errors.Unwrap(err)}
+		}
+		if ok {
+			return []string{name}, nil
+		}
+	}
+	dir := r.dir
+	if dir == "." {
+		dir = ""
+	}
+	return nil, &Error{File: dir, Err: fmt.Errorf("no compose file found (looked for %s)", strings.Join(DefaultFiles, ", "))}
+}
+
+// parse reads one compose file, checks its YAML and interpolation with line
+// numbers, and moves the service env_file entries into environment (read
+// through the root) so that the loader never opens them.
+func (r *renderer) parse(name string, env map[string]string) error {
+	data, err := r.read(name)
+	if err != nil {
+		return &Error{File: name, Err: errors.Unwrap(err)}
+	}
+	doc, err := parseNode(data)
+	if err != nil {
+		var le *lineError
+		if errors.As(err, &le) {
+			return &Error{File: name, Line: le.line, Err: le.err}
+		}
+		return &Error{File: name, Err: err}
+	}
+	if err := checkInterpolation(doc, env); err != nil {
+		err.File = name
+		return err
+	}
+	dict, err := parseDict(data)
+	if err != nil {
+		return &Error{File: name, Err: err}
+	}
+	src := &source{name: name, doc: doc, dict: dict}
+	if err := r.inlineEnvFiles(src, env); err != nil {
+		return err
+	}
+	r.files = append(r.files, src)
+	return nil
+}
+
+// parseDict is loader.ParseYAML behind a recover: the loader assumes input
+// shapes its own callers checked, and render must never panic on input.
+func parseDict(data []byte) (dict map[string]any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("invalid compose document: %v", p)
+		}
+	}()
+	return loader.ParseYAML(data)
+}
+
+// loadConfig runs docker/cli's loader behind a recover (see parseDict).
+func loadConfig(details composetypes.ConfigDetails) (cfg *composetypes.Config, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			cfg, err = nil, fmt.Errorf("invalid compose document: %v", p)
+		}
+	}()
+	return loader.Load(details)
+}
+
+func (r *renderer) details(env map[string]string, files ...*source) composetypes.ConfigDetails {
+	details := composetypes.ConfigDetails{
+		WorkingDir:  r.workingDir(),
+		Environment: maps.Clone(env),
+	}
+	for _, f := range files {
+		details.ConfigFiles = append(details.ConfigFiles, composetypes.ConfigFile{Filename: f.name, Config: f.dict})
+	}
+	return details
+}
+
+func (r *renderer) load(env map[string]string) (*Document, error) {
+	// Load each file alone first so that an error names the file it is in;
+	// the loader's own messages do not.
+	for _, f := range r.files {
+		if _, err := loadConfig(r.details(env, f)); err != nil {
+			return nil, locate(f, err)
+		}
+	}
+	cfg, err := loadConfig(r.details(env, r.files...))
+	if err != nil {
+		return nil, &Error{File: r.files[len(r.files)-1].name, Err: err}
+	}
+	sort.Slice(cfg.Services, func(i, j int) bool { return cfg.Services[i].Name < cfg.Services[j].Name })
+
+	doc := &Document{Config: cfg, Files: map[string][]byte{}}
+	var errs []error
+	errs = append(errs, r.checkServices(cfg)...)
+	for _, name := range slices.Sorted(maps.Keys(cfg.Configs)) {
+		obj := composetypes.FileObjectConfig(cfg.Configs[name])
+		if err := r.readObject(doc, "configs", name, &obj); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		cfg.Configs[name] = composetypes.ConfigObjConfig(obj)
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Secrets)) {
+		obj := composetypes.FileObjectConfig(cfg.Secrets[name])
+		if err := r.readObject(doc, "secrets", name, &obj); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		cfg.Secrets[name] = composetypes.SecretConfig(obj)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	doc.Warnings = r.warnings()
+	return doc, nil
+}
+
+// readObject reads the file of a config or secret through the root and
+// rewrites obj.File to its path relative to the root.
+func (r *renderer) readObject(doc *Document, kind, name string, obj *composetypes.FileObjectConfig) error {
+	if obj.External.External || obj.Driver != "" {
+		return nil
+	}
+	field := kind + "." + name + ".file"
+	file, line := r.find(field)
+	if file == "" {
+		file, line = r.find(kind + "." + name)
+	}
+	rel, ok := r.fromVirtual(obj.File)
+	if !ok {
+		return &Error{File: file, Line: line, Field: field, Err: fmt.Errorf("absolute path %s is outside the repository", obj.File)}
+	}
+	if rel == r.dir && obj.File == r.workingDir() {
+		return &Error{File: file, Line: line, Field: kind + "." + name, Err: errors.New("needs file, external or driver")}
+	}
+	data, err := r.read(rel)
+	if err != nil {
+		return &Error{File: file, Line: line, Field: field, Err: err}
+	}
+	obj.File = rel
+	doc.Files[rel] = data
+	return nil
+}
+
+// fromVirtual maps a path the loader made absolute against virtualRoot back
+// to a path relative to the root.
+func (r *renderer) fromVirtual(p string) (string, bool) {
+	p = filepath.ToSlash(p)
+	if p == virtualRoot {
+		return ".", true
+	}
+	rest, ok := strings.CutPrefix(p, virtualRoot+"/")
+	if !ok {
+		return "", false
+	}
+	return rest, true
+}
+
+// checkServices mirrors the checks `docker stack deploy` makes after loading
+// (an image on every service) and refuses relative bind mounts, which name a
+// directory of the controller's checkout rather than of a swarm node.
+func (r *renderer) checkServices(cfg *composetypes.Config) []error {
+	var errs []error
+	for _, svc := range cfg.Services {
+		field := "services." + svc.Name + ".image"
+		switch file, line := r.find(field); {
+		case svc.Image == "":
+			file, line = r.find("services." + svc.Name)
+			errs = append(errs, &Error{File: file, Line: line, Field: field, Err: errors.New("no image specified")})
+		default:
+			if _, err := reference.ParseAnyReference(svc.Image); err != nil {
+				errs = append(errs, &Error{File: file, Line: line, Field: field, Err: fmt.Errorf("invalid image reference %q: %w", svc.Image, err)})
+			}
+		}
+		for i, v := range svc.Volumes {
+			if v.Type != "bind" {
+				continue
+			}
+			if rel, ok := r.fromVirtual(v.Source); ok {
+				field := "services." + svc.Name + ".volumes[" + strconv.Itoa(i) + "]"
+				file, line := r.find("services." + svc.Name + ".volumes." + strconv.Itoa(i))
+				if file == "" {
+					file, line = r.find("services." + svc.Name + ".volumes")
+				}
+				errs = append(errs, &Error{File: file, Line: line, Field: field,
+					Err: fmt.Errorf("relative host path %s names the checkout, not a swarm node; use an absolute path", rel)})
+			}
+		}
+	}
+	return errs
+}
+
+func (r *renderer) warnings() []string {
+	dicts := make([]map[string]any, 0, len(r.files))
+	for _, f := range r.files {
+		dicts = append(dicts, f.dict)
+	}
+	var warnings []string
+	if unsupported := loader.GetUnsupportedProperties(dicts...); len(unsupported) > 0 {
+		warnings = append(warnings, "ignoring unsupported options: "+strings.Join(unsupported, ", "))
+	}
+	deprecated := loader.GetDeprecatedProperties(dicts...)
+	for _, name := range slices.Sorted(maps.Keys(deprecated)) {
+		warnings = append(warnings, "ignoring deprecated option "+name+": "+deprecated[name])
+	}
+	return warnings
+}
+
+// find returns the last file (the one that wins a merge) defining the dotted
+// field, with its line; "" when no file has it.
+func (r *renderer) find(field string) (string, int) {
+	for i := len(r.files) - 1; i >= 0; i-- {
+		if n := lookup(r.files[i].doc, field); n != nil {
+			return r.files[i].name, n.Line
+		}
+	}
+	return "", 0
+}
