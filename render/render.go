@@ -127,7 +127,7 @@ type renderer struct {
 
 // source is one parsed compose file.
 type source struct {
-	name string // slash path relative to the root
+	name string     // slash path relative to the root
 	doc  *yaml.Node // the top-level mapping
 	dict map[string]any
 }
