@@ -32,12 +32,15 @@ type decoder struct {
 	// at holds the position of every field path that was present, so
 	// validation can point at a value, or at the nearest parent of a
 	// missing one.
-	at     map[string]position
+	at map[string]position
+	// failed holds the field paths whose value could not be decoded;
+	// validation stays quiet about them and everything below them.
+	failed map[string]bool
 	budget int
 }
 
 func newDecoder(file string) *decoder {
-	return &decoder{file: file, at: map[string]position{}, budget: nodeBudget}
+	return &decoder{file: file, at: map[string]position{}, failed: map[string]bool{}, budget: nodeBudget}
 }
 
 func (d *decoder) add(pos position, field, format string, args ...any) {
@@ -50,9 +53,29 @@ func (d *decoder) add(pos position, field, format string, args ...any) {
 	})
 }
 
-// addField reports a problem at field, or at its nearest present parent.
+// fail reports that n could not be decoded into field.
+func (d *decoder) fail(n *yaml.Node, field, format string, args ...any) {
+	d.failed[field] = true
+	d.add(pos(n), field, format, args...)
+}
+
+// addField reports a problem at field, or at its nearest present parent,
+// unless decoding field or a parent already failed.
 func (d *decoder) addField(field, format string, args ...any) {
+	for f := field; ; f = parent(f) {
+		if d.failed[f] {
+			return
+		}
+		if f == "" {
+			break
+		}
+	}
 	d.add(d.position(field), field, format, args...)
+}
+
+// parent returns the field path one level up: "a.b[2]" gives "a.b".
+func parent(field string) string {
+	return field[:max(strings.LastIndexAny(field, ".["), 0)]
 }
 
 func (d *decoder) position(field string) position {
@@ -63,7 +86,7 @@ func (d *decoder) position(field string) position {
 		if field == "" {
 			return position{}
 		}
-		field = field[:max(strings.LastIndexAny(field, ".["), 0)]
+		field = parent(field)
 	}
 }
 
@@ -78,6 +101,7 @@ func pos(n *yaml.Node) position { return position{n.Line, n.Column} }
 func (d *decoder) spend(n *yaml.Node) bool {
 	d.budget--
 	if d.budget == -1 {
+		d.failed[""] = true // what was left undecoded is not missing
 		d.add(pos(n), "", "document too large or too deeply aliased: more than %d nodes", nodeBudget)
 	}
 	return d.budget >= 0
@@ -95,7 +119,7 @@ func (d *decoder) decode(n *yaml.Node, field string, v reflect.Value) {
 	}
 	if u, ok := v.Addr().Interface().(yaml.Unmarshaler); ok {
 		if err := u.UnmarshalYAML(n); err != nil {
-			d.add(pos(n), field, "%s", err)
+			d.fail(n, field, "%s", err)
 		}
 		return
 	}
@@ -108,7 +132,7 @@ func (d *decoder) decode(n *yaml.Node, field string, v reflect.Value) {
 		d.decodeMap(n, field, v)
 	case reflect.String:
 		if n.Kind != yaml.ScalarNode {
-			d.add(pos(n), field, "want a string, got %s", describe(n))
+			d.fail(n, field, "want a string, got %s", describe(n))
 			return
 		}
 		// The raw text, so that `revision: 1.10` stays "1.10".
@@ -116,19 +140,19 @@ func (d *decoder) decode(n *yaml.Node, field string, v reflect.Value) {
 	case reflect.Bool:
 		var b bool
 		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" || n.Decode(&b) != nil {
-			d.add(pos(n), field, "want true or false, got %s", describe(n))
+			d.fail(n, field, "want true or false, got %s", describe(n))
 			return
 		}
 		v.SetBool(b)
 	default:
 		// Only the types of schema.go reach here; see TestSchemaTypesAreDecodable.
-		d.add(pos(n), field, "cannot decode into %s", v.Type())
+		d.fail(n, field, "cannot decode into %s", v.Type())
 	}
 }
 
 func (d *decoder) decodeStruct(n *yaml.Node, field string, v reflect.Value) {
 	if n.Kind != yaml.MappingNode {
-		d.add(pos(n), field, "want a mapping, got %s", describe(n))
+		d.fail(n, field, "want a mapping, got %s", describe(n))
 		return
 	}
 	keys := yamlKeys(v.Type())
@@ -147,7 +171,7 @@ func (d *decoder) decodeStruct(n *yaml.Node, field string, v reflect.Value) {
 
 func (d *decoder) decodeSlice(n *yaml.Node, field string, v reflect.Value) {
 	if n.Kind != yaml.SequenceNode {
-		d.add(pos(n), field, "want a list, got %s", describe(n))
+		d.fail(n, field, "want a list, got %s", describe(n))
 		return
 	}
 	out := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
@@ -159,7 +183,7 @@ func (d *decoder) decodeSlice(n *yaml.Node, field string, v reflect.Value) {
 
 func (d *decoder) decodeMap(n *yaml.Node, field string, v reflect.Value) {
 	if n.Kind != yaml.MappingNode {
-		d.add(pos(n), field, "want a mapping, got %s", describe(n))
+		d.fail(n, field, "want a mapping, got %s", describe(n))
 		return
 	}
 	out := reflect.MakeMap(v.Type())
