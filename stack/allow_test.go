@@ -1,0 +1,145 @@
+package stack
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/docker/cli/cli/compose/loader"
+	composetypes "github.com/docker/cli/cli/compose/types"
+)
+
+// loadYAML loads one inline compose document with docker/cli's loader.
+func loadYAML(t *testing.T, doc string) *composetypes.Config {
+	t.Helper()
+	dict, err := loader.ParseYAML([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := loader.Load(composetypes.ConfigDetails{
+		WorkingDir:  "/repo",
+		ConfigFiles: []composetypes.ConfigFile{{Filename: "compose.yaml", Config: dict}},
+		Environment: map[string]string{},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func TestHostPathAllowedComparesCleanPathsOnBoundaries(t *testing.T) {
+	tests := []struct {
+		path    string
+		allowed []string
+		want    bool
+	}{
+		{"/data/app", []string{"/data"}, true},
+		{"/data", []string{"/data"}, true},
+		{"/data2", []string{"/data"}, false},
+		{"/data/../etc", []string{"/data"}, false},
+		{"/data/app/", []string{"/data/"}, true},
+		{"/etc", nil, false},
+		{"/etc/passwd", []string{"/"}, true},
+		{"/var/run/docker.sock", []string{"/var/lib", "/srv"}, false},
+		{"/var/run/docker.sock", []string{"/var/run/docker.sock"}, true},
+		{"/var/run/docker.sock", []string{"/var/run"}, true},
+		{"/var/run/docker.sock.bak", []string{"/var/run/docker.sock"}, false},
+		{"/srv", []string{"srv"}, false},
+		{`C:\data`, []string{"/data"}, false},
+		{`C:\data`, []string{"/"}, true},
+	}
+	for _, tt := range tests {
+		if got := hostPathAllowed(tt.path, tt.allowed); got != tt.want {
+			t.Errorf("hostPathAllowed(%q, %q) = %v, want %v", tt.path, tt.allowed, got, tt.want)
+		}
+	}
+}
+
+func TestConvertRefusesWhatAllowDoesNotList(t *testing.T) {
+	const svc = "services:\n  web:\n    image: busybox\n"
+	tests := []struct {
+		name    string
+		compose string
+		allow   Allow
+		want    []string // every line must appear in the error; empty means success
+	}{
+		{
+			name:    "host bind mount refused by default",
+			compose: svc + "    volumes:\n      - /etc:/host-etc:ro\n",
+			want:    []string{"services.web.volumes[0]: host path /etc is not allowed; list it in allow.hostPaths"},
+		},
+		{
+			name:    "host bind mount outside the allowed prefix refused",
+			compose: svc + "    volumes:\n      - /data2/x:/x\n",
+			allow:   Allow{HostPaths: []string{"/data"}},
+			want:    []string{"services.web.volumes[0]: host path /data2/x is not allowed"},
+		},
+		{
+			name:    "host bind mount under an allowed prefix accepted",
+			compose: svc + "    volumes:\n      - /data/x:/x\n",
+			allow:   Allow{HostPaths: []string{"/data"}},
+		},
+		{
+			name:    "root allows every host path",
+			compose: svc + "    volumes:\n      - /var/run/docker.sock:/var/run/docker.sock\n",
+			allow:   Allow{HostPaths: []string{"/"}},
+		},
+		{
+			name:    "docker socket needs its own entry",
+			compose: svc + "    volumes:\n      - type: bind\n        source: /var/run/docker.sock\n        target: /var/run/docker.sock\n",
+			allow:   Allow{HostPaths: []string{"/var/lib"}},
+			want:    []string{"services.web.volumes[0]: host path /var/run/docker.sock is not allowed"},
+		},
+		{
+			name:    "local volume binding a host directory is a host path",
+			compose: svc + "    volumes:\n      - data:/d\nvolumes:\n  data:\n    driver_opts:\n      type: none\n      o: bind\n      device: /etc\n",
+			want:    []string{"volumes.data.driver_opts.device: host path /etc is not allowed"},
+		},
+		{
+			name:    "external network refused unless listed",
+			compose: svc + "    networks: [proxy]\nnetworks:\n  proxy:\n    external: true\n    name: traefik-public\n",
+			want:    []string{`networks.proxy: external network "traefik-public" is not allowed; list it in allow.networks`},
+		},
+		{
+			name:    "external network accepted by its real name",
+			compose: svc + "    networks: [proxy]\nnetworks:\n  proxy:\n    external: true\n    name: traefik-public\n",
+			allow:   Allow{Networks: []string{"traefik-public"}},
+		},
+		{
+			name:    "external config, secret and volume refused unless listed",
+			compose: svc + "    configs: [c]\n    secrets: [s]\n    volumes: [v:/v]\nconfigs:\n  c:\n    external: true\nsecrets:\n  s:\n    external: true\n    name: real-s\nvolumes:\n  v:\n    external: true\n",
+			want: []string{
+				`configs.c: external config "c" is not allowed; list it in allow.configs`,
+				`secrets.s: external secret "real-s" is not allowed; list it in allow.secrets`,
+				`volumes.v: external volume "v" is not allowed; list it in allow.volumes`,
+			},
+		},
+		{
+			name:    "external config, secret and volume accepted when listed",
+			compose: svc + "    configs: [c]\n    secrets: [s]\n    volumes: [v:/v]\nconfigs:\n  c:\n    external: true\nsecrets:\n  s:\n    external: true\n    name: real-s\nvolumes:\n  v:\n    external: true\n",
+			allow:   Allow{Configs: []string{"c"}, Secrets: []string{"real-s"}, Volumes: []string{"v"}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Convert(loadYAML(t, tt.compose), Options{Owner: testOwner("app"), Allow: tt.allow})
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Fatalf("Convert() = %v, want success", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Convert() = nil error, want %q", tt.want)
+			}
+			if !errors.Is(err, ErrNotAllowed) {
+				t.Errorf("Convert() error %v does not wrap ErrNotAllowed", err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Convert() error = %q, want it to contain %q", err, w)
+				}
+			}
+		})
+	}
+}
