@@ -63,12 +63,12 @@ type fieldID struct {
 
 var (
 	fieldHints = map[fieldID]hint{
-		{reflect.TypeFor[swarm.ContainerSpec](), "Env"}:                 hintEnv,
-		{reflect.TypeFor[swarm.ContainerSpec](), "CapabilityAdd"}:       hintSet,
-		{reflect.TypeFor[swarm.ContainerSpec](), "CapabilityDrop"}:      hintSet,
-		{reflect.TypeFor[swarm.ContainerSpec](), "Groups"}:              hintSet,
-		{reflect.TypeFor[swarm.Placement](), "Constraints"}:             hintSet,
-		{reflect.TypeFor[swarm.NetworkAttachmentConfig](), "Aliases"}:   hintSet,
+		{reflect.TypeFor[swarm.ContainerSpec](), "Env"}:               hintEnv,
+		{reflect.TypeFor[swarm.ContainerSpec](), "CapabilityAdd"}:     hintSet,
+		{reflect.TypeFor[swarm.ContainerSpec](), "CapabilityDrop"}:    hintSet,
+		{reflect.TypeFor[swarm.ContainerSpec](), "Groups"}:            hintSet,
+		{reflect.TypeFor[swarm.Placement](), "Constraints"}:           hintSet,
+		{reflect.TypeFor[swarm.NetworkAttachmentConfig](), "Aliases"}: hintSet,
 	}
 	// ignored fields are filled in by apply from names that are compared.
 	ignored = map[fieldID]bool{

@@ -216,21 +216,28 @@ func (r Release) Summary() string {
 }
 
 // releaseReason names what changed across a release: the areas of updated
-// objects, or else how many objects come and go.
+// services, then those of other objects qualified by kind ("secret data"),
+// or else how many objects come and go.
 func releaseReason(changes []Change) string {
-	var touched []string
+	var touched, others []string
 	created, deleted := 0, 0
 	for _, c := range changes {
 		switch c.Op {
 		case Update:
-			touched = appendNew(touched, areas(c.Kind, c.Fields)...)
+			if c.Kind == KindService {
+				touched = appendNew(touched, areas(c.Kind, c.Fields)...)
+				continue
+			}
+			for _, a := range areas(c.Kind, c.Fields) {
+				others = appendNew(others, string(c.Kind)+" "+a)
+			}
 		case Create:
 			created++
 		case Delete:
 			deleted++
 		}
 	}
-	if len(touched) > 0 {
+	if touched = append(touched, others...); len(touched) > 0 {
 		return changedReason(touched)
 	}
 	var parts []string

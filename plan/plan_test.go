@@ -172,7 +172,7 @@ func TestCompare(t *testing.T) {
 				r.Secrets[dbPassword] = s
 			}),
 			recorded: recorded(),
-			want: Release{Name: "web", Action: Upgrade, Reason: "data changed", Changes: []Change{
+			want: Release{Name: "web", Action: Upgrade, Reason: "secret data changed", Changes: []Change{
 				{Kind: KindSecret, Name: dbPassword, Op: Update, Reason: "data changed", Fields: []FieldDiff{
 					{Path: "Data", Old: digest([]byte(secretText)), New: digest([]byte("another-plaintext"))},
 				}},
