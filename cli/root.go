@@ -81,6 +81,7 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 		return &ExitError{Code: ExitUsage, Err: err}
 	})
 	root.AddCommand(newVersionCommand())
+	root.AddCommand(newValidateCommand())
 	return root
 }
 
