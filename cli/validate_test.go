@@ -1,0 +1,98 @@
+package cli
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// init registers -update unless another test file of the package did in a
+// package-level var, which runs before any init.
+func init() {
+	if flag.Lookup("update") == nil {
+		flag.Bool("update", false, "rewrite the golden files in testdata")
+	}
+}
+
+func updateGolden() bool {
+	f := flag.Lookup("update")
+	return f != nil && f.Value.String() == "true"
+}
+
+const validateInput = "testdata/validate/input/"
+
+func TestValidateGolden(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		wantCode int
+	}{
+		{name: "valid-file", args: []string{validateInput + "valid.yaml"}, wantCode: ExitOK},
+		{name: "valid-example", args: []string{"../examples/appset/applications.yaml"}, wantCode: ExitOK},
+		{name: "invalid-file-lists-every-problem", args: []string{validateInput + "invalid.yaml"}, wantCode: ExitFailure},
+		{name: "directory-is-one-set", args: []string{validateInput + "dir"}, wantCode: ExitFailure},
+		{name: "each-path-reported-in-order", args: []string{validateInput + "valid.yaml", validateInput + "missing.yaml", validateInput + "invalid.yaml"}, wantCode: ExitFailure},
+		{name: "json-valid", args: []string{"-o", "json", validateInput + "valid.yaml"}, wantCode: ExitOK},
+		{name: "json-invalid", args: []string{"-o", "json", validateInput + "invalid.yaml", validateInput + "valid.yaml"}, wantCode: ExitFailure},
+		{name: "no-arguments-is-usage", args: nil, wantCode: ExitUsage},
+		{name: "bad-output-is-usage", args: []string{"-o", "xml", validateInput + "valid.yaml"}, wantCode: ExitUsage},
+		{name: "unknown-flag-is-usage", args: []string{"--strict", validateInput + "valid.yaml"}, wantCode: ExitUsage},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := run(t, append([]string{"validate"}, tt.args...)...)
+			if code != tt.wantCode {
+				t.Errorf("skep validate %s exit = %d, want %d\nstdout:\n%s\nstderr:\n%s", strings.Join(tt.args, " "), code, tt.wantCode, stdout, stderr)
+			}
+			got := fmt.Sprintf("exit %d\n--- stdout\n%s--- stderr\n%s", code, stdout, stderr)
+			golden := filepath.Join("testdata", "validate", tt.name+".golden")
+			if updateGolden() {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if diff := cmp.Diff(string(want), got); diff != "" {
+				t.Errorf("skep validate %s (-%s +got):\n%s", strings.Join(tt.args, " "), golden, diff)
+			}
+		})
+	}
+}
+
+func TestValidateJSONMatchesTextProblems(t *testing.T) {
+	path := validateInput + "invalid.yaml"
+	_, text, _ := run(t, "validate", path)
+	code, out, _ := run(t, "validate", "-o", "json", path)
+	var report struct {
+		Valid    bool `json:"valid"`
+		Problems []struct {
+			File    string `json:"file"`
+			Line    int    `json:"line"`
+			Column  int    `json:"column"`
+			Field   string `json:"field"`
+			Message string `json:"message"`
+		} `json:"problems"`
+	}
+	if err := json.Unmarshal([]byte(out), &report); err != nil {
+		t.Fatalf("skep validate -o json printed %q: %v", out, err)
+	}
+	if code != ExitFailure || report.Valid {
+		t.Errorf("exit %d, valid %t; want %d, false", code, report.Valid, ExitFailure)
+	}
+	var fromJSON []string
+	for _, p := range report.Problems {
+		fromJSON = append(fromJSON, fmt.Sprintf("%s:%d:%d: %s: %s", p.File, p.Line, p.Column, p.Field, p.Message))
+	}
+	if diff := cmp.Diff(strings.Split(strings.TrimSpace(text), "\n"), fromJSON); diff != "" {
+		t.Errorf("json problems differ from text (-text +json):\n%s", diff)
+	}
+}
