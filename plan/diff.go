@@ -114,11 +114,13 @@ func (d *differ) walkStruct(path string, a, b reflect.Value) {
 		if !ok || ignored[fieldID{t, f.Name}] {
 			continue
 		}
-		child := path
-		if name != "" {
-			child = joinPath(path, name)
+		if name == "" {
+			// An embedded struct (Annotations) flattens into its parent, so
+			// it is walked even when empty on one side.
+			d.walkStruct(path, a.Field(i), b.Field(i))
+			continue
 		}
-		d.walk(child, resolve(a.Field(i)), resolve(b.Field(i)), fieldHints[fieldID{t, f.Name}])
+		d.walk(joinPath(path, name), resolve(a.Field(i)), resolve(b.Field(i)), fieldHints[fieldID{t, f.Name}])
 	}
 }
 

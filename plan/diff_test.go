@@ -216,6 +216,18 @@ func TestFieldsOfNetworksAndConfigs(t *testing.T) {
 	}
 }
 
+func TestFieldsFlattensEmbeddedAnnotationsEvenWhenOneSideIsEmpty(t *testing.T) {
+	old := swarm.SecretSpec{}
+	desired := swarm.SecretSpec{Annotations: swarm.Annotations{Name: "s", Labels: map[string]string{"a": "1"}}}
+	want := []FieldDiff{
+		{Path: "Name", New: `"s"`, Added: true},
+		{Path: `Labels["a"]`, New: `"1"`, Added: true},
+	}
+	if diff := cmp.Diff(want, Fields(old, desired, Options{})); diff != "" {
+		t.Errorf("Fields() mismatch (-want +got):\n%s", diff)
+	}
+}
+
 // TestSecretDataNeverShown covers every way a secret payload could leak: a
 // changed payload, a rotation, an install, in the human diff and in JSON.
 func TestSecretDataNeverShown(t *testing.T) {
