@@ -1,0 +1,301 @@
+// Package apply writes one desired stack.Release to a swarm through the
+// Docker Engine API and records what it wrote as a numbered revision in the
+// swarm itself.
+//
+// Order: ownership check, networks, configs and secrets (created when
+// missing), then services (created, or updated with their version index),
+// then the revision, then the deletion of this owner's rotated configs and
+// secrets that no service uses any more.
+//
+// It must never:
+//   - write to a service whose spec is unchanged (see TestApplyTwiceWritesNothing);
+//   - write to or delete an object that does not carry this owner's labels;
+//   - store a secret's value anywhere but in the secret itself (revisions
+//     hold its sha256);
+//   - render, plan or wait for convergence: those are other steps' jobs;
+//   - send registry credentials: private registry auth is not supported
+//     yet, so digests resolve only for images the Engine can read anonymously.
+//
+// Errors are classified for the caller's retry policy: IsTransient (back
+// off), IsStalled (the release must change), *ForeignError (someone else's
+// objects are in the way).
+package apply
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/registry"
+	"github.com/docker/docker/api/types/swarm"
+
+	"github.com/skep-cd/skep/stack"
+)
+
+// Labels apply owns, next to stack's ownership labels.
+const (
+	// LabelSpecHash holds the hash of the desired service spec Skep last
+	// wrote; see specHash.
+	LabelSpecHash = "io.skep.spec-hash"
+	// LabelKind marks Skep's own bookkeeping objects; KindRevision is its
+	// only value so far.
+	LabelKind = "io.skep.kind"
+	// LabelRevision and LabelCommit are set on revision configs.
+	LabelRevision = "io.skep.revision"
+	LabelCommit   = "io.skep.commit"
+	// labelImage is docker stack deploy's record of the image as written,
+	// set the same way here so both tools read each other's services.
+	labelImage = "com.docker.stack.image"
+)
+
+// DefaultKeepRevisions is how many revisions per release Apply keeps when
+// Options.KeepRevisions is zero.
+const DefaultKeepRevisions = 10
+
+// ServiceLister lists services; CheckOwnership needs nothing more.
+type ServiceLister interface {
+	ServiceList(ctx context.Context, options swarm.ServiceListOptions) ([]swarm.Service, error)
+}
+
+// ConfigLister lists configs with their data; Revisions needs nothing more.
+type ConfigLister interface {
+	ConfigList(ctx context.Context, options swarm.ConfigListOptions) ([]swarm.Config, error)
+}
+
+// Engine is the part of the Docker Engine API Apply uses. *client.Client
+// (and so *swarm.Client) satisfies it. Implementations must be safe for
+// the sequential use Apply makes of them; Apply makes no concurrent calls.
+type Engine interface {
+	ServiceLister
+	ConfigLister
+	ServiceCreate(ctx context.Context, service swarm.ServiceSpec, options swarm.ServiceCreateOptions) (swarm.ServiceCreateResponse, error)
+	ServiceUpdate(ctx context.Context, serviceID string, version swarm.Version, service swarm.ServiceSpec, options swarm.ServiceUpdateOptions) (swarm.ServiceUpdateResponse, error)
+	ServiceInspectWithRaw(ctx context.Context, serviceID string, options swarm.ServiceInspectOptions) (swarm.Service, []byte, error)
+	NetworkList(ctx context.Context, options network.ListOptions) ([]network.Summary, error)
+	NetworkCreate(ctx context.Context, name string, options network.CreateOptions) (network.CreateResponse, error)
+	ConfigCreate(ctx context.Context, config swarm.ConfigSpec) (swarm.ConfigCreateResponse, error)
+	ConfigRemove(ctx context.Context, id string) error
+	SecretList(ctx context.Context, options swarm.SecretListOptions) ([]swarm.Secret, error)
+	SecretCreate(ctx context.Context, secret swarm.SecretSpec) (swarm.SecretCreateResponse, error)
+	SecretRemove(ctx context.Context, id string) error
+	DistributionInspect(ctx context.Context, image, encodedRegistryAuth string) (registry.DistributionInspect, error)
+}
+
+// Options are the inputs of one Apply besides the release. The zero value
+// is invalid only for Owner, which must name a controller and the release.
+type Options struct {
+	// Owner is stamped on every object Apply creates and must match the
+	// labels of every object it changes. Owner.Release must equal the
+	// release's Name.
+	Owner stack.Owner
+	// ResolveImage says when service images are pinned to a registry
+	// digest; "" means ResolveAlways.
+	ResolveImage ResolveImage
+	// Commit and Actor are recorded in the revision: the git commit the
+	// release was rendered from and who asked ("" = the controller itself).
+	Commit string
+	Actor  string
+	// KeepRevisions bounds the revisions kept per release; 0 means
+	// DefaultKeepRevisions.
+	KeepRevisions int
+	// Logger receives Debug detail and Warn notices; nil discards them.
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.ResolveImage == "" {
+		o.ResolveImage = ResolveAlways
+	}
+	if o.KeepRevisions <= 0 {
+		o.KeepRevisions = DefaultKeepRevisions
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return o
+}
+
+// Kind names the type of a swarm object in a Change or ForeignObject.
+type Kind string
+
+const (
+	KindNetwork  Kind = "network"
+	KindConfig   Kind = "config"
+	KindSecret   Kind = "secret"
+	KindService  Kind = "service"
+	KindRevision Kind = "revision"
+)
+
+// Action is what Apply did to one object.
+type Action string
+
+const (
+	Created   Action = "created"
+	Updated   Action = "updated"
+	Unchanged Action = "unchanged"
+	Deleted   Action = "deleted"
+)
+
+// Change reports one object Apply looked at.
+type Change struct {
+	Kind   Kind
+	Name   string
+	ID     string
+	Action Action
+	// Note explains what an operator should know, e.g. that a live network's
+	// options differ from the release (networks are immutable).
+	Note string
+}
+
+// Result reports what one Apply did, object by object, in the order it
+// acted. Revision is the number of the revision written, 0 when none was.
+type Result struct {
+	Changes  []Change
+	Revision int
+}
+
+// Changed reports whether Apply created, updated or deleted anything
+// besides revisions.
+func (r Result) Changed() bool {
+	for _, c := range r.Changes {
+		if c.Kind != KindRevision && c.Action != Unchanged {
+			return true
+		}
+	}
+	return false
+}
+
+// Apply makes the swarm run rel. It blocks until every write is accepted by
+// the Engine (not until tasks converge). Apply first refuses a namespace
+// holding services of another owner (see CheckOwnership), unless this owner
+// has recorded a revision of the release already; even then it never writes
+// to an object that another owner holds under a desired name.
+//
+// A revision is written only when something was created or updated, or
+// when the release has no revision yet. rel is not modified. On error the
+// Result lists what was done before it.
+func Apply(ctx context.Context, eng Engine, rel stack.Release, opts Options) (Result, error) {
+	opts = opts.withDefaults()
+	if err := validate(rel, opts); err != nil {
+		return Result{}, err
+	}
+	a := &applier{eng: eng, rel: rel, opts: opts, log: opts.Logger.With("release", rel.Name)}
+	return a.run(ctx)
+}
+
+func validate(rel stack.Release, opts Options) error {
+	switch {
+	case opts.Owner.Controller == "":
+		return stalled("apply release %q: owner has no controller id", rel.Name)
+	case rel.Name == "":
+		return stalled("apply: release has no name")
+	case opts.Owner.Release != rel.Name:
+		return stalled("apply release %q: owner names release %q", rel.Name, opts.Owner.Release)
+	}
+	if err := opts.ResolveImage.Validate(); err != nil {
+		return &StalledError{Err: fmt.Errorf("apply release %q: %w", rel.Name, err)}
+	}
+	for key, spec := range rel.Services {
+		if spec.Name != "" && spec.Name != key {
+			return stalled("apply release %q: service key %q names a spec called %q", rel.Name, key, spec.Name)
+		}
+		if spec.TaskTemplate.ContainerSpec == nil {
+			return stalled("apply release %q: service %q has no container spec", rel.Name, key)
+		}
+	}
+	return nil
+}
+
+// applier carries one Apply's inputs and the live objects it has read.
+type applier struct {
+	eng  Engine
+	rel  stack.Release
+	opts Options
+	log  *slog.Logger
+
+	result Result
+
+	networks map[string]network.Summary // by name; swarm-scoped preferred
+	configs  map[string]swarm.Config    // by name
+	secrets  map[string]swarm.Secret    // by name
+	images   map[string]string          // service name → image as written to the swarm
+}
+
+func (a *applier) run(ctx context.Context) (Result, error) {
+	owner := a.opts.Owner
+	revs, err := revisionConfigs(ctx, a.eng, owner)
+	if err != nil {
+		return a.result, err
+	}
+	live, err := releaseServices(ctx, a.eng, a.rel.Name)
+	if err != nil {
+		return a.result, err
+	}
+	if len(revs) == 0 {
+		if err := foreignServices(owner, live); err != nil {
+			return a.result, err
+		}
+	}
+	steps := []func(context.Context) error{a.applyNetworks, a.applyConfigs, a.applySecrets}
+	for _, step := range steps {
+		if err := step(ctx); err != nil {
+			return a.result, err
+		}
+	}
+	if err := a.applyServices(ctx, live); err != nil {
+		return a.result, err
+	}
+	if a.result.Changed() || len(revs) == 0 {
+		n, err := a.writeRevision(ctx, revs)
+		if err != nil {
+			return a.result, err
+		}
+		a.result.Revision = n
+	}
+	a.deleteRotated(ctx)
+	return a.result, nil
+}
+
+func (a *applier) record(ctx context.Context, c Change) {
+	a.result.Changes = append(a.result.Changes, c)
+	level := slog.LevelDebug
+	if c.Action != Unchanged {
+		level = slog.LevelInfo
+	}
+	if c.Note != "" {
+		level = slog.LevelWarn
+	}
+	a.log.Log(ctx, level, "apply object", "kind", c.Kind, "name", c.Name, "action", c.Action, "note", c.Note)
+}
+
+// ownerFilters returns label filters selecting exactly owner's objects.
+func ownerFilters(owner stack.Owner) filters.Args {
+	f := filters.NewArgs()
+	for _, k := range slices.Sorted(maps.Keys(owner.Labels())) {
+		f.Add("label", k+"="+owner.Labels()[k])
+	}
+	return f
+}
+
+// withLabels returns a new map of base plus extra, extra winning.
+func withLabels(base, extra map[string]string) map[string]string {
+	out := make(map[string]string, len(base)+len(extra))
+	maps.Copy(out, base)
+	maps.Copy(out, extra)
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
+}
+
+func byKindName(a, b ForeignObject) int {
+	return cmp.Or(strings.Compare(string(a.Kind), string(b.Kind)), strings.Compare(a.Name, b.Name))
+}

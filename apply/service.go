@@ -1,0 +1,324 @@
+package apply
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"reflect"
+
+	"github.com/docker/docker/api/types/swarm"
+)
+
+// maxUpdateAttempts bounds the retries of a service update that lost a
+// race with another writer ("update out of sequence").
+const maxUpdateAttempts = 5
+
+// applyServices creates or updates each desired service, in name order,
+// and skips the ones whose live spec already is the desired one.
+func (a *applier) applyServices(ctx context.Context, live map[string]swarm.Service) error {
+	a.images = make(map[string]string, len(a.rel.Services))
+	for _, name := range sortedKeys(a.rel.Services) {
+		var cur *swarm.Service
+		if s, ok := live[name]; ok {
+			if !a.opts.Owner.Owns(s.Spec.Labels) {
+				return &ForeignError{Owner: a.opts.Owner, Objects: []ForeignObject{foreignObject(KindService, name, s.Spec.Labels)}}
+			}
+			cur = &s
+		}
+		spec, err := a.desiredService(ctx, name, cur)
+		if err != nil {
+			return err
+		}
+		a.images[name] = spec.TaskTemplate.ContainerSpec.Image
+		if cur == nil {
+			resp, err := a.eng.ServiceCreate(ctx, spec, swarm.ServiceCreateOptions{})
+			if err != nil {
+				return engineError(fmt.Sprintf("create service %q", name), err)
+			}
+			a.warnings(ctx, name, resp.Warnings)
+			a.record(ctx, Change{Kind: KindService, Name: name, ID: resp.ID, Action: Created})
+			continue
+		}
+		c, err := a.updateService(ctx, *cur, spec)
+		if err != nil {
+			return err
+		}
+		a.record(ctx, c)
+	}
+	return nil
+}
+
+// desiredService returns a deep copy of the release's spec for name, as it
+// is to be written: ownership labels, normalized and resolved image, secret,
+// config and network references resolved to ids, and the spec hash label.
+func (a *applier) desiredService(ctx context.Context, name string, cur *swarm.Service) (swarm.ServiceSpec, error) {
+	spec, err := copySpec(a.rel.Services[name])
+	if err != nil {
+		return spec, stalled("service %q: %w", name, err)
+	}
+	spec.Name = name
+	cs := spec.TaskTemplate.ContainerSpec
+	written := cs.Image
+	spec.Labels = withLabels(spec.Labels, a.opts.Owner.Labels())
+	delete(spec.Labels, LabelSpecHash)
+	if _, ok := spec.Labels[labelImage]; !ok {
+		spec.Labels[labelImage] = written
+	}
+	spec.TaskTemplate.ForceUpdate = 0
+	cs.Image = normalizeImage(written)
+	if err := a.resolveReferences(name, &spec); err != nil {
+		return spec, err
+	}
+	a.resolveImage(ctx, &spec, cur)
+	spec.Labels[LabelSpecHash] = specHash(spec)
+	return spec, nil
+}
+
+// resolveReferences replaces the names the release carries in secret,
+// config and network references by the ids of the live objects.
+func (a *applier) resolveReferences(service string, spec *swarm.ServiceSpec) error {
+	cs := spec.TaskTemplate.ContainerSpec
+	for _, r := range cs.Secrets {
+		if r == nil {
+			continue
+		}
+		s, ok := a.secrets[r.SecretName]
+		if !ok {
+			return stalled("service %q uses secret %q, which is neither in the release nor in the swarm", service, r.SecretName)
+		}
+		r.SecretID = s.ID
+	}
+	for _, r := range cs.Configs {
+		if r == nil {
+			continue
+		}
+		c, ok := a.configs[r.ConfigName]
+		if !ok {
+			return stalled("service %q uses config %q, which is neither in the release nor in the swarm", service, r.ConfigName)
+		}
+		r.ConfigID = c.ID
+	}
+	// A credential spec names its config the way docker/cli's converter
+	// leaves it offline; the Engine wants the id.
+	if p := cs.Privileges; p != nil && p.CredentialSpec != nil && p.CredentialSpec.Config != "" {
+		if c, ok := a.configs[p.CredentialSpec.Config]; ok {
+			p.CredentialSpec.Config = c.ID
+		}
+	}
+	// The Engine stores attachments by network id whatever it was sent, so
+	// sending ids keeps the desired spec comparable with the live one.
+	for _, attachments := range [][]swarm.NetworkAttachmentConfig{spec.TaskTemplate.Networks, spec.Networks} { //nolint:staticcheck // the deprecated field still reaches the Engine
+		for i := range attachments {
+			if n, ok := a.networks[attachments[i].Target]; ok {
+				attachments[i].Target = n.ID
+			}
+		}
+	}
+	return nil
+}
+
+// updateService writes spec over cur unless cur already runs it. On a
+// version conflict it reads the service again and retries, a bounded
+// number of times.
+func (a *applier) updateService(ctx context.Context, cur swarm.Service, spec swarm.ServiceSpec) (Change, error) {
+	name := spec.Name
+	for attempt := 1; ; attempt++ {
+		if unchanged(cur.Spec, spec) {
+			return Change{Kind: KindService, Name: name, ID: cur.ID, Action: Unchanged}, nil
+		}
+		if cur.Spec.Labels[LabelSpecHash] == spec.Labels[LabelSpecHash] {
+			a.log.Warn("service changed outside skep; restoring it", "service", name)
+		}
+		// As docker stack deploy does: keep the live ForceUpdate counter, so
+		// a `docker service update --force` is not undone into a restart.
+		spec.TaskTemplate.ForceUpdate = cur.Spec.TaskTemplate.ForceUpdate
+		resp, err := a.eng.ServiceUpdate(ctx, cur.ID, cur.Version, spec, swarm.ServiceUpdateOptions{})
+		if err == nil {
+			a.warnings(ctx, name, resp.Warnings)
+			return Change{Kind: KindService, Name: name, ID: cur.ID, Action: Updated}, nil
+		}
+		if !isOutOfSequence(err) || attempt == maxUpdateAttempts {
+			return Change{}, engineError(fmt.Sprintf("update service %q (attempt %d)", name, attempt), err)
+		}
+		a.log.Debug("service version moved; reading it again", "service", name, "attempt", attempt)
+		fresh, _, err := a.eng.ServiceInspectWithRaw(ctx, cur.ID, swarm.ServiceInspectOptions{})
+		if err != nil {
+			return Change{}, engineError(fmt.Sprintf("inspect service %q", name), err)
+		}
+		if !a.opts.Owner.Owns(fresh.Spec.Labels) {
+			return Change{}, &ForeignError{Owner: a.opts.Owner, Objects: []ForeignObject{foreignObject(KindService, name, fresh.Spec.Labels)}}
+		}
+		cur = fresh
+	}
+}
+
+func (a *applier) warnings(ctx context.Context, service string, warnings []string) {
+	for _, w := range warnings {
+		a.log.WarnContext(ctx, "engine warning", "service", service, "warning", w)
+	}
+}
+
+// unchanged reports whether live already is desired: it carries desired's
+// spec hash, so Skep wrote this spec last, and, normalized the same way,
+// it still equals desired, so nobody changed it since (a `docker service
+// scale` or `update --image` keeps the hash label but not the spec).
+// See TestApplyTwiceWritesNothing and TestApplyRestoresOutOfBandChange.
+func unchanged(live, desired swarm.ServiceSpec) bool {
+	if live.Labels[LabelSpecHash] != desired.Labels[LabelSpecHash] {
+		return false
+	}
+	l, err := canonical(live)
+	if err != nil {
+		return false
+	}
+	d, err := canonical(desired)
+	if err != nil {
+		return false
+	}
+	return reflect.DeepEqual(l, d)
+}
+
+// specHash is a stable hash of everything desired says, without the hash
+// label itself and the ForceUpdate counter: the same desired spec hashes
+// the same in any process, and any change to it changes the hash.
+func specHash(spec swarm.ServiceSpec) string {
+	spec.Labels = withLabels(spec.Labels, nil)
+	delete(spec.Labels, LabelSpecHash)
+	spec.TaskTemplate.ForceUpdate = 0
+	// encoding/json writes struct fields in order and map keys sorted, so
+	// the bytes are stable. A spec it cannot encode cannot be sent either.
+	b, err := json.Marshal(spec)
+	if err != nil {
+		b = []byte(err.Error())
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// canonical returns spec as a JSON tree in the form the Engine stores it:
+// daemon defaults filled in, the ForceUpdate counter dropped, and every
+// zero value (empty string, false, 0, empty list or object) removed, since
+// the Engine hands back nil, empty and absent interchangeably.
+func canonical(spec swarm.ServiceSpec) (any, error) {
+	spec, err := copySpec(spec)
+	if err != nil {
+		return nil, err
+	}
+	daemonDefaults(&spec)
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var tree any
+	if err := dec.Decode(&tree); err != nil {
+		return nil, err
+	}
+	return prune(tree), nil
+}
+
+// daemonDefaults fills in what the Engine (20.10 and later) stores for
+// fields a spec leaves empty, so a spec compares equal to its live copy.
+// spec must be a private copy.
+func daemonDefaults(spec *swarm.ServiceSpec) {
+	tt := &spec.TaskTemplate
+	tt.ForceUpdate = 0
+	if tt.ContainerSpec != nil {
+		if tt.ContainerSpec.Isolation == "" {
+			tt.ContainerSpec.Isolation = "default"
+		}
+		if tt.Runtime == "" {
+			tt.Runtime = swarm.RuntimeContainer
+		}
+	}
+	m := &spec.Mode
+	if m.Replicated == nil && m.Global == nil && m.ReplicatedJob == nil && m.GlobalJob == nil {
+		m.Replicated = &swarm.ReplicatedService{}
+	}
+	if m.Replicated != nil && m.Replicated.Replicas == nil {
+		one := uint64(1)
+		m.Replicated.Replicas = &one
+	}
+	for _, u := range []*swarm.UpdateConfig{spec.UpdateConfig, spec.RollbackConfig} {
+		if u == nil {
+			continue
+		}
+		if u.FailureAction == "" {
+			u.FailureAction = swarm.UpdateFailureActionPause
+		}
+		if u.Order == "" {
+			u.Order = swarm.UpdateOrderStopFirst
+		}
+	}
+	if e := spec.EndpointSpec; e != nil {
+		if e.Mode == "" {
+			e.Mode = swarm.ResolutionModeVIP
+		}
+		for i := range e.Ports {
+			if e.Ports[i].Protocol == "" {
+				e.Ports[i].Protocol = swarm.PortConfigProtocolTCP
+			}
+			if e.Ports[i].PublishMode == "" {
+				e.Ports[i].PublishMode = swarm.PortConfigPublishModeIngress
+			}
+		}
+	}
+}
+
+// prune removes zero values from a decoded JSON tree, bottom up. List
+// elements stay in place (their position carries meaning); an element that
+// prunes to nothing becomes null.
+func prune(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			if p := prune(e); p == nil {
+				delete(x, k)
+			} else {
+				x[k] = p
+			}
+		}
+		if len(x) == 0 {
+			return nil
+		}
+	case []any:
+		if len(x) == 0 {
+			return nil
+		}
+		for i, e := range x {
+			x[i] = prune(e)
+		}
+	case string:
+		if x == "" {
+			return nil
+		}
+	case bool:
+		if !x {
+			return nil
+		}
+	case json.Number:
+		if f, err := x.Float64(); err == nil && f == 0 {
+			return nil
+		}
+	}
+	return v
+}
+
+// copySpec returns a deep copy of spec. A JSON round trip copies every
+// pointer, slice and map of the Engine's types, which carry JSON tags for
+// every field the Engine accepts.
+func copySpec(spec swarm.ServiceSpec) (swarm.ServiceSpec, error) {
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return swarm.ServiceSpec{}, fmt.Errorf("copy service spec: %w", err)
+	}
+	var out swarm.ServiceSpec
+	if err := json.Unmarshal(b, &out); err != nil {
+		return swarm.ServiceSpec{}, fmt.Errorf("copy service spec: %w", err)
+	}
+	return out, nil
+}
