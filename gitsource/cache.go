@@ -183,6 +183,9 @@ func (c *Cache) repo(repoURL string) (*repo, error) {
 func (r *repo) name() string { return RedactURL(r.loc.key) }
 
 func acquire(ctx context.Context, sem chan struct{}) error {
+	if err := ctx.Err(); err != nil {
+		return err // select would pick at random when both are ready
+	}
 	select {
 	case sem <- struct{}{}:
 		return nil
@@ -286,7 +289,7 @@ func (c *Cache) lsRemote(ctx context.Context, r *repo) (Refs, error) {
 		list, err = nil, nil
 	}
 	if err != nil {
-		return Refs{}, &RemoteError{Op: "ls-remote", Repo: r.name(), Err: classify(err)}
+		return Refs{}, &RemoteError{Op: "ls-remote", Repo: r.name(), Err: classify(err, auth)}
 	}
 	refs := newRefs(list)
 	c.log.DebugContext(ctx, "git ls-remote", "repo", r.name(), "refs", len(refs.byName), "duration", time.Since(start))
@@ -306,7 +309,7 @@ func (c *Cache) Resolve(ctx context.Context, repoURL, revision string) (string, 
 	if err != nil {
 		return "", err
 	}
-	sha, err := refs.Resolve(revision)
+	sha, err := refs.resolve(revision)
 	if err == nil || !isSHA(revision) || !errors.Is(err, ErrRevisionNotFound) {
 		return sha, c.wrapResolve(repoURL, revision, err)
 	}
@@ -394,7 +397,7 @@ func (c *Cache) fetch(ctx context.Context, r *repo, g *git.Repository) error {
 		Prune:      true,
 	})
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) && !errors.Is(err, transport.ErrEmptyRemoteRepository) {
-		return &RemoteError{Op: "fetch", Repo: r.name(), Err: classify(err)}
+		return &RemoteError{Op: "fetch", Repo: r.name(), Err: classify(err, auth)}
 	}
 	c.log.DebugContext(ctx, "git fetch", "repo", r.name(), "duration", time.Since(start))
 	return nil
@@ -434,13 +437,13 @@ func findCommit(g *git.Repository, sha string) (string, error) {
 	}
 	switch len(found) {
 	case 0:
-		return "", fmt.Errorf("%w: %q", ErrRevisionNotFound, sha)
+		return "", ErrRevisionNotFound
 	case 1:
 		for h := range found {
 			return h.String(), nil
 		}
 	}
-	return "", fmt.Errorf("abbreviated sha %q is ambiguous", sha)
+	return "", errors.New("abbreviated sha is ambiguous")
 }
 
 func peelToCommit(g *git.Repository, h plumbing.Hash) (plumbing.Hash, bool) {
@@ -546,5 +549,9 @@ func (c *Cache) ReadFile(ctx context.Context, repoURL, commit, name string) ([]b
 		return nil, err
 	}
 	defer t.Release()
-	return t.ReadFile(name)
+	data, err := t.ReadFile(name)
+	if err != nil {
+		return nil, fmt.Errorf("%s at %s: %w", RedactURL(repoURL), commit[:12], err)
+	}
+	return data, nil
 }

@@ -52,8 +52,9 @@ func (e *RemoteError) Transient() bool {
 	return !errors.Is(e.Err, ErrAuth) && !errors.Is(e.Err, ErrRepositoryNotFound)
 }
 
-// classify attaches this package's sentinels to go-git's errors.
-func classify(err error) error {
+// classify attaches this package's sentinels to go-git's errors; auth is
+// what was offered, so a refusal can say when nothing was.
+func classify(err error, auth transport.AuthMethod) error {
 	var keyErr *knownhosts.KeyError
 	var revoked *knownhosts.RevokedError
 	switch {
@@ -63,9 +64,25 @@ func classify(err error) error {
 		errors.As(err, &keyErr), errors.As(err, &revoked),
 		// x/crypto/ssh reports a refused key as a plain error.
 		strings.Contains(err.Error(), "ssh: unable to authenticate"):
-		return fmt.Errorf("%w: %w", ErrAuth, err)
+		if auth == nil {
+			err = fmt.Errorf("no credential matches this repository: %w", err)
+		}
+		return &sentinelError{is: ErrAuth, cause: err}
 	case errors.Is(err, transport.ErrRepositoryNotFound):
-		return fmt.Errorf("%w: %w", ErrRepositoryNotFound, err)
+		return &sentinelError{is: ErrRepositoryNotFound, cause: err}
 	}
 	return err
 }
+
+// sentinelError is cause, also matching the sentinel is, without repeating
+// the sentinel's text when cause already starts with it.
+type sentinelError struct{ is, cause error }
+
+func (e *sentinelError) Error() string {
+	if strings.HasPrefix(e.cause.Error(), e.is.Error()) {
+		return e.cause.Error()
+	}
+	return e.is.Error() + ": " + e.cause.Error()
+}
+
+func (e *sentinelError) Unwrap() []error { return []error{e.is, e.cause} }

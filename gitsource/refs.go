@@ -1,6 +1,7 @@
 package gitsource
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"strings"
@@ -64,6 +65,14 @@ func (r Refs) DefaultBranch() string { return r.defaultBranch }
 // Anything else is ErrRevisionNotFound. A sha that no ref points at may
 // still exist in history: Cache.Resolve fetches to find out.
 func (r Refs) Resolve(revision string) (string, error) {
+	sha, err := r.resolve(revision)
+	if err != nil {
+		return "", fmt.Errorf("resolve %q: %w", revision, err)
+	}
+	return sha, nil
+}
+
+func (r Refs) resolve(revision string) (string, error) {
 	if sha, ok := r.lookupName(revision); ok {
 		return sha, nil
 	}
@@ -73,10 +82,10 @@ func (r Refs) Resolve(revision string) (string, error) {
 		case n == 1:
 			return sha, nil
 		case n > 1:
-			return "", fmt.Errorf("revision %q: abbreviated sha is ambiguous", revision)
+			return "", errors.New("abbreviated sha is ambiguous")
 		}
 	}
-	return "", fmt.Errorf("%w: %q", ErrRevisionNotFound, revision)
+	return "", ErrRevisionNotFound
 }
 
 func (r Refs) lookupName(revision string) (string, bool) {

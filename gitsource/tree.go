@@ -59,13 +59,19 @@ func (t *Tree) ReadFile(name string) ([]byte, error) {
 	}
 	defer root.Close()
 	resolved, err := resolveConfined(root, name)
-	if errors.Is(err, ErrOutsideTree) {
-		return nil, &fs.PathError{Op: "read", Path: name, Err: err}
+	var data []byte
+	if err == nil {
+		data, err = root.ReadFile(resolved)
 	}
 	if err != nil {
-		return nil, err
+		// os.Root's own PathError names its internal operation ("statat").
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, &fs.PathError{Op: "read", Path: name, Err: err}
 	}
-	return root.ReadFile(resolved)
+	return data, nil
 }
 
 func checkRelPath(name string) error {

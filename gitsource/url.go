@@ -21,7 +21,7 @@ type location struct {
 	scheme    string // http, https, ssh, git or file
 }
 
-var errPasswordInURL = errors.New("repository URL carries a password: put it in the credentials file instead")
+var errPasswordInURL = errors.New("a password in the URL is not allowed: put it in the credentials file")
 
 // scpLike matches git's "user@host:path" form: a colon before any slash.
 var scpLike = regexp.MustCompile(`^(?:([^@/]+)@)?([^@/:]+):(.*)$`)
@@ -32,20 +32,26 @@ var defaultPorts = map[string]string{"http": "80", "https": "443", "ssh": "22", 
 // file URL, an scp-like "user@host:path", or a local path (made absolute).
 // Scheme and host are lower-cased, default ports and trailing slashes
 // dropped. A URL with a password is refused: secrets come from credentials.
-func parseLocation(repo string) (location, error) {
+func parseLocation(repo string) (location, error) { return parse(repo, false) }
+
+// parsePrefix normalises a credential's URL prefix like a repository URL,
+// except that it may stop at the host.
+func parsePrefix(prefix string) (location, error) { return parse(prefix, true) }
+
+func parse(repo string, prefix bool) (location, error) {
 	s := strings.TrimSpace(repo)
 	if s == "" {
 		return location{}, errors.New("repository URL is empty")
 	}
 	if strings.Contains(s, "://") {
-		return parseURLLocation(s)
+		return parseURLLocation(s, prefix)
 	}
 	if m := scpLike.FindStringSubmatch(s); m != nil && !filepath.IsAbs(s) {
 		user, host, p := m[1], strings.ToLower(m[2]), strings.TrimSuffix(m[3], "/")
 		if strings.Contains(user, ":") {
-			return location{}, errPasswordInURL
+			return location{}, fmt.Errorf("repository URL %q: %w", RedactURL(s), errPasswordInURL)
 		}
-		if p == "" {
+		if p == "" && !prefix {
 			return location{}, fmt.Errorf("repository URL %q has no path", RedactURL(s))
 		}
 		key := "ssh://" + host + "/" + strings.TrimPrefix(p, "/")
@@ -68,7 +74,7 @@ func fileLocation(abs string) location {
 	return location{transport: abs, key: key, match: key, host: "file://", scheme: "file"}
 }
 
-func parseURLLocation(s string) (location, error) {
+func parseURLLocation(s string, prefix bool) (location, error) {
 	u, err := url.Parse(s)
 	if err != nil {
 		// url.Error quotes the input, which may hold a password.
@@ -76,7 +82,7 @@ func parseURLLocation(s string) (location, error) {
 	}
 	scheme := strings.ToLower(u.Scheme)
 	if _, hasPassword := u.User.Password(); hasPassword {
-		return location{}, errPasswordInURL
+		return location{}, fmt.Errorf("repository URL %q: %w", RedactURL(s), errPasswordInURL)
 	}
 	if u.RawQuery != "" || u.Fragment != "" {
 		return location{}, fmt.Errorf("repository URL %q must not have a query or fragment", RedactURL(s))
@@ -105,7 +111,7 @@ func parseURLLocation(s string) (location, error) {
 		host += ":" + port
 	}
 	p := strings.TrimRight(u.EscapedPath(), "/")
-	if p == "" {
+	if p == "" && !prefix {
 		return location{}, fmt.Errorf("repository URL %q has no path", RedactURL(s))
 	}
 	l := location{
