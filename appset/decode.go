@@ -205,6 +205,9 @@ const maxMergeDepth = 8
 // mapping wins over a later one, as YAML's merge key type says. A key written
 // twice is a problem.
 func (d *decoder) pairs(n *yaml.Node, field string, depth int) []pair {
+	if d.budget < 0 {
+		return nil
+	}
 	var out []pair
 	seen := map[string]*yaml.Node{}
 	var merges []*yaml.Node
