@@ -26,6 +26,8 @@ var errPasswordInURL = errors.New("a password in the URL is not allowed: put it 
 // scpLike matches git's "user@host:path" form: a colon before any slash.
 var scpLike = regexp.MustCompile(`^(?:([^@/]+)@)?([^@/:]+):(.*)$`)
 
+var urlScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*$`)
+
 var defaultPorts = map[string]string{"http": "80", "https": "443", "ssh": "22", "git": "9418"}
 
 // parseLocation normalises a repository reference: an http(s), ssh, git or
@@ -139,40 +141,22 @@ func matchesPrefix(u, p string) bool {
 }
 
 // RedactURL returns s with any userinfo (user name and password) removed, so
-// that it can go into an error or a log line. It never fails: a string that
-// does not parse as a URL loses everything between "://" and its last "@",
-// and an scp-like "user@host:path" loses its "user@".
+// that it can go into an error or a log line. It never fails and errs on
+// the side of removing too much: everything between "://" and the last "@"
+// goes, because a password with an unescaped "/", "#" or "?" makes the
+// userinfo look like a path or a fragment. (A path holding an "@" is thus
+// shortened too.) Without "://" (scp-like "user@host:path"), whatever
+// precedes an "@" before the first "/" goes.
 func RedactURL(s string) string {
-	i := strings.Index(s, "://")
-	if i < 0 {
-		// scp-like or a path: userinfo can only sit before the first slash.
-		head := s
-		if j := strings.Index(s, "/"); j >= 0 {
-			head = s[:j]
-		}
-		if at := strings.LastIndex(head, "@"); at >= 0 {
-			return s[at+1:]
-		}
+	rest, scheme := s, ""
+	if i := strings.Index(s, "://"); i > 0 && urlScheme.MatchString(s[:i]) {
+		scheme, rest = s[:i+3], s[i+3:]
+	} else if j := strings.Index(s, "/"); j >= 0 {
+		rest = s[:j]
+	}
+	at := strings.LastIndex(rest, "@")
+	if at < 0 {
 		return s
 	}
-	rest := s[i+3:]
-	if !strings.Contains(rest, "@") {
-		return s
-	}
-	cut := s[:i+3] + rest[strings.LastIndex(rest, "@")+1:]
-	u, err := url.Parse(s)
-	if err != nil || u.Opaque != "" {
-		return cut
-	}
-	if u.User == nil {
-		return s
-	}
-	u.User = nil
-	redacted := u.String()
-	if j := strings.Index(redacted, "://"); j < 0 || strings.Contains(redacted[j+3:], "@") {
-		// A password with an unescaped "/" or "#" splits differently for
-		// url.Parse than for a person; cut at the last "@" to be sure.
-		return cut
-	}
-	return redacted
+	return scheme + s[len(scheme)+at+1:]
 }
