@@ -1,0 +1,5 @@
+package apply
+
+import "flag"
+
+var update = flag.Bool("update", false, "rewrite testdata fixtures")
