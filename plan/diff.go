@@ -253,6 +253,12 @@ func (d *differ) render(v reflect.Value, h hint) string {
 }
 
 func (d *differ) renderStruct(v reflect.Value) string {
+	return "{" + strings.Join(d.structParts(v), ", ") + "}"
+}
+
+// structParts renders the present fields of v as "Name: value", with an
+// embedded struct's fields inline, as JSON flattens them.
+func (d *differ) structParts(v reflect.Value) []string {
 	var parts []string
 	t := v.Type()
 	for i := range t.NumField() {
@@ -261,21 +267,15 @@ func (d *differ) renderStruct(v reflect.Value) string {
 		if !ok || ignored[fieldID{t, f.Name}] {
 			continue
 		}
-		fv := resolve(v.Field(i))
-		if !fv.IsValid() {
+		if name == "" {
+			parts = append(parts, d.structParts(v.Field(i))...)
 			continue
 		}
-		s := d.render(fv, fieldHints[fieldID{t, f.Name}])
-		if name == "" && strings.HasPrefix(s, "{") {
-			// An embedded struct (Annotations) flattens into its parent.
-			if inner := strings.TrimSuffix(strings.TrimPrefix(s, "{"), "}"); inner != "" {
-				parts = append(parts, inner)
-			}
-			continue
+		if fv := resolve(v.Field(i)); fv.IsValid() {
+			parts = append(parts, name+": "+d.render(fv, fieldHints[fieldID{t, f.Name}]))
 		}
-		parts = append(parts, name+": "+s)
 	}
-	return "{" + strings.Join(parts, ", ") + "}"
+	return parts
 }
 
 func (d *differ) renderList(v reflect.Value, h hint) string {
