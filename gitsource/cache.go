@@ -1,27 +1,3 @@
-// Package gitsource resolves revisions of git repositories and hands out
-// the files of exact commits, from one shared clone per repository URL.
-//
-// A tick asks each remote for its refs once (ListRefs, cached for
-// Options.RefsMaxAge and shared by every application of that repository),
-// resolves revisions against that answer, and fetches only when a commit is
-// not already in the local clone. Checkout pins a commit: it exports the
-// commit's files to an immutable directory keyed by sha, shared by every
-// reader of that commit until released.
-//
-// Remotes are https/http (basic auth or bearer token), ssh (private key,
-// host keys always checked against a known_hosts file), git://, file://
-// and local paths to repositories, bare or not. Credentials come from
-// Credentials, matched by the longest URL prefix.
-//
-// This package must never put a secret in an error or a log line: URLs are
-// stripped of userinfo (RedactURL) before they are wrapped, URLs with a
-// password are refused, and credential types log and print redacted. It
-// never writes to a remote and never runs the git command line (go-git's
-// file transport does run git-upload-pack for local repositories).
-//
-// Layout under Options.Dir, one directory per repository named by a hash
-// of its normalised URL: "git/" (a bare clone), "trees/<sha>/" (exports),
-// "repository" (the URL, redacted, for people). One Cache owns a Dir.
 package gitsource
 
 import (
