@@ -1,0 +1,91 @@
+package stack
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/docker/cli/cli/compose/loader"
+	composetypes "github.com/docker/cli/cli/compose/types"
+)
+
+// FuzzConvert converts whatever docker/cli's loader accepts. Property:
+// Convert never panics, and a release it returns names every service and
+// network inside its namespace and every config and secret within Swarm's
+// name limit.
+func FuzzConvert(f *testing.F) {
+	seeds, err := filepath.Glob(filepath.Join(fixtureDir, "*", "*.yaml"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	if len(seeds) < 10 {
+		f.Fatalf("found %d seed compose files, want at least 10", len(seeds))
+	}
+	for _, s := range seeds {
+		data, err := os.ReadFile(s)
+		if err != nil {
+			f.Fatal(err)
+		}
+		if len(data) == 0 {
+			f.Fatalf("seed %s is empty", s)
+		}
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, ok := loadQuietly(data)
+		if !ok {
+			return
+		}
+		files := map[string][]byte{}
+		for _, c := range cfg.Configs {
+			files[c.File] = []byte("config " + c.File)
+		}
+		for _, s := range cfg.Secrets {
+			files[s.File] = []byte("secret " + s.File)
+		}
+		rel, err := Convert(cfg, Options{Owner: testOwner("fz"), Files: files, Allow: Allow{HostPaths: []string{"/"}}})
+		if err != nil {
+			return
+		}
+		for name, spec := range rel.Services {
+			if name != spec.Name || !strings.HasPrefix(name, "fz_") {
+				t.Errorf("service %q (spec name %q) is outside the namespace", name, spec.Name)
+			}
+		}
+		for name := range rel.Configs {
+			if len(name) > maxNameLength {
+				t.Errorf("config name %q is longer than %d", name, maxNameLength)
+			}
+		}
+		for name := range rel.Secrets {
+			if len(name) > maxNameLength {
+				t.Errorf("secret name %q is longer than %d", name, maxNameLength)
+			}
+		}
+	})
+}
+
+// loadQuietly runs the loader on fuzz input; panics inside docker/cli's
+// loader are its own (render guards against them) and not what this target
+// tests.
+func loadQuietly(data []byte) (cfg *composetypes.Config, ok bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			cfg, ok = nil, false
+		}
+	}()
+	dict, err := loader.ParseYAML(data)
+	if err != nil {
+		return nil, false
+	}
+	cfg, err = loader.Load(composetypes.ConfigDetails{
+		WorkingDir:  "/repo",
+		ConfigFiles: []composetypes.ConfigFile{{Filename: "compose.yaml", Config: dict}},
+		Environment: map[string]string{"IMAGE": "img:1", "REPLICAS": "2", "VERSION": "v1"},
+	})
+	if err != nil {
+		return nil, false
+	}
+	return cfg, true
+}
