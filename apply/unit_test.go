@@ -327,8 +327,8 @@ func TestResolveImageValidate(t *testing.T) {
 
 func TestEngineErrorClassifiesByCause(t *testing.T) {
 	for _, tc := range []struct {
-		name                string
-		err                 error
+		name                 string
+		err                  error
 		transient, isStalled bool
 	}{
 		{name: "invalid spec is stalled", err: fmt.Errorf("bad mount: %w", cerrdefs.ErrInvalidArgument), isStalled: true},
