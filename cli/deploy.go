@@ -1,0 +1,134 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/skep-cd/skep/notify"
+	"github.com/skep-cd/skep/plan"
+	"github.com/skep-cd/skep/reconcile"
+)
+
+// deployResult is one application's line in `skep deploy -o json`.
+type deployResult struct {
+	Application string        `json:"application"`
+	Commit      string        `json:"commit,omitempty"`
+	Plan        *plan.Release `json:"plan,omitempty"`
+	Applied     bool          `json:"applied"`
+	Revision    int           `json:"revision,omitempty"`
+	Error       string        `json:"error,omitempty"`
+}
+
+func newDeployCommand() *cobra.Command {
+	var flags controllerFlags
+	var app, output string
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "deploy",
+		Short: "Run one reconcile of the app set (or one application) and exit",
+		Long: "deploy loads the app set, renders each application at its revision, plans it\n" +
+			"against the release's recorded revision and applies it, then exits; non-zero\n" +
+			"when any application failed. --dry-run prints the plan and diff and writes nothing.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "" && output != "text" && output != "json" {
+				return usageError("--output: want text or json, got %q", output)
+			}
+			logger, err := flags.logger(cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			var notifier notify.Registry
+			notifier.Register(notify.NewLog(logger))
+			ctrl, closeEngine, err := flags.build(cmd.Context(), logger, &notifier)
+			if err != nil {
+				return err
+			}
+			defer closeEngine()
+			if _, err := ctrl.LoadAppSet(cmd.Context()); err != nil {
+				return &ExitError{Code: ExitFailure, Err: fmt.Errorf("app set: %w", err)}
+			}
+			var names []string
+			for _, a := range ctrl.Applications() {
+				if app == "" || a.Name == app {
+					names = append(names, a.Name)
+				}
+			}
+			if app != "" && len(names) == 0 {
+				return &ExitError{Code: ExitFailure, Err: fmt.Errorf("%w: %s", reconcile.ErrUnknownApplication, app)}
+			}
+			var results []deployResult
+			failed := false
+			for _, name := range names {
+				var out reconcile.Outcome
+				if dryRun {
+					out, err = ctrl.Plan(cmd.Context(), name)
+				} else {
+					out, err = ctrl.ReconcileOnce(cmd.Context(), name, reconcile.Request{Sync: true})
+				}
+				r := deployResult{Application: name, Commit: out.Commit, Applied: out.Applied, Revision: out.Result.Revision}
+				if out.Plan.Action.Valid() {
+					p := out.Plan
+					r.Plan = &p
+				}
+				if err != nil {
+					r.Error, failed = err.Error(), true
+				}
+				results = append(results, r)
+			}
+			if output == "json" {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(results); err != nil {
+					return err
+				}
+			} else if err := printDeploy(cmd.OutOrStdout(), results, dryRun); err != nil {
+				return err
+			}
+			if failed {
+				return &ExitError{Code: ExitFailure, Err: errors.New("deploy failed for at least one application")}
+			}
+			return nil
+		},
+	}
+	flags.register(cmd.Flags())
+	cmd.Flags().StringVar(&app, "app", "", "deploy only this application")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and diff; write nothing")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: text or json")
+	return cmd
+}
+
+func printDeploy(w io.Writer, results []deployResult, dryRun bool) error {
+	for _, r := range results {
+		switch {
+		case r.Error != "":
+			fmt.Fprintf(w, "%s: FAILED at %s: %s\n", r.Application, shortCommit(r.Commit), r.Error)
+		case dryRun:
+			fmt.Fprintf(w, "%s: plan at %s\n", r.Application, shortCommit(r.Commit))
+		case r.Applied && r.Revision > 0:
+			fmt.Fprintf(w, "%s: deployed %s as revision %d\n", r.Application, shortCommit(r.Commit), r.Revision)
+		default:
+			fmt.Fprintf(w, "%s: in sync at %s\n", r.Application, shortCommit(r.Commit))
+		}
+		if r.Plan != nil && (dryRun || r.Plan.Changed()) {
+			if err := plan.Render(w, []plan.Release{*r.Plan}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func shortCommit(c string) string {
+	if len(c) > 12 {
+		return c[:12]
+	}
+	if c == "" {
+		return "(unresolved)"
+	}
+	return c
+}

@@ -1,0 +1,302 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/skep-cd/skep/apply"
+	"github.com/skep-cd/skep/appset"
+	"github.com/skep-cd/skep/gitsource"
+	"github.com/skep-cd/skep/notify"
+)
+
+// ErrUnknownApplication is returned for a name the running app set lacks.
+var ErrUnknownApplication = errors.New("unknown application")
+
+// DefaultAppSetInterval is how often the app-set source is re-read.
+const DefaultAppSetInterval = 30 * time.Second
+
+// Options wire a Controller. Git, Engine and AppSet are required; the zero
+// value of every other field means its default.
+type Options struct {
+	// ControllerID is stamped in ownership labels; "" means "default".
+	ControllerID string
+	AppSet       appset.Source
+	// AppSetName describes the source in the status, e.g. "file apps.yaml".
+	AppSetName string
+	// AppSetInterval is how often AppSet is re-read.
+	AppSetInterval time.Duration
+	Git            *gitsource.Cache
+	Engine         apply.Engine
+	// Notifier receives every event; nil means none.
+	Notifier *notify.Registry
+	Logger   *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Controller keeps every application of an app set at what git declares.
+// Its methods are safe for concurrent use.
+type Controller struct {
+	id       string
+	git      *gitsource.Cache
+	engine   apply.Engine
+	notifier *notify.Registry
+	log      *slog.Logger
+	now      func() time.Time
+	watcher  *appset.Watcher
+	interval time.Duration
+	source   string
+	status   *Statuses
+
+	mu      sync.Mutex
+	apps    map[string]appset.Application
+	workers map[string]*worker
+	wg      sync.WaitGroup
+	runCtx  context.Context // set by Run for workers started later; never a request's
+}
+
+// New validates opts and returns a Controller that does nothing until Run.
+func New(opts Options) (*Controller, error) {
+	switch {
+	case opts.AppSet == nil:
+		return nil, errors.New("controller: no app-set source")
+	case opts.Git == nil:
+		return nil, errors.New("controller: no git cache")
+	case opts.Engine == nil:
+		return nil, errors.New("controller: no docker engine")
+	}
+	c := &Controller{
+		id:       opts.ControllerID,
+		git:      opts.Git,
+		engine:   opts.Engine,
+		notifier: opts.Notifier,
+		log:      opts.Logger,
+		now:      opts.Now,
+		watcher:  appset.NewWatcher(opts.AppSet),
+		interval: opts.AppSetInterval,
+		source:   opts.AppSetName,
+		status:   NewStatuses(),
+		apps:     map[string]appset.Application{},
+		workers:  map[string]*worker{},
+	}
+	if c.id == "" {
+		c.id = "default"
+	}
+	if c.notifier == nil {
+		c.notifier = &notify.Registry{}
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	if c.interval <= 0 {
+		c.interval = DefaultAppSetInterval
+	}
+	return c, nil
+}
+
+// ID returns the controller id stamped in ownership labels.
+func (c *Controller) ID() string { return c.id }
+
+// Statuses returns the status table the controller writes.
+func (c *Controller) Statuses() *Statuses { return c.status }
+
+// Run loads the app set, starts one worker per application, and follows the
+// app set until ctx ends. It then stops every worker and waits for them. An
+// app set that cannot be loaded at start is not fatal: Run keeps trying,
+// and the status says why nothing runs.
+func (c *Controller) Run(ctx context.Context) error {
+	c.mu.Lock()
+	c.runCtx = ctx
+	c.mu.Unlock()
+	c.watcher.Run(ctx, c.interval, c.onAppSet)
+	c.stopAll()
+	return nil
+}
+
+// LoadAppSet loads the app set once and applies it to the workers' view
+// without starting workers; `skep deploy` uses it.
+func (c *Controller) LoadAppSet(ctx context.Context) (appset.Snapshot, error) {
+	_, err := c.watcher.Reload(ctx)
+	snap := c.watcher.Current()
+	c.setApps(snap)
+	return snap, err
+}
+
+// Ready reports whether a valid app set has been loaded.
+func (c *Controller) Ready() bool { return c.watcher.Current().Set != nil }
+
+func (c *Controller) onAppSet(snap appset.Snapshot) {
+	c.setApps(snap)
+	if snap.Err != nil {
+		c.log.Error("app set not loaded", "revision", snap.ErrRevision, "stale", snap.Stale, "err", snap.Err)
+	} else {
+		c.log.Info("app set loaded", "revision", snap.Revision, "applications", snap.Set.Len())
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.runCtx == nil || snap.Set == nil {
+		return
+	}
+	for name, w := range c.workers {
+		if _, ok := c.apps[name]; !ok {
+			c.log.Info("application left the app set", "app", name)
+			w.stop()
+			delete(c.workers, name)
+			c.status.Remove(name)
+		}
+	}
+	for name := range c.apps {
+		if w, ok := c.workers[name]; ok {
+			w.enqueue(Request{}) // the definition may have changed: look now
+			continue
+		}
+		c.startWorker(name)
+	}
+}
+
+func (c *Controller) setApps(snap appset.Snapshot) {
+	st := AppSetStatus{Source: c.source, Revision: snap.Revision,
+		Loaded: snap.Set != nil, Stale: snap.Stale}
+	if snap.Err != nil {
+		st.Error = snap.Err.Error()
+	}
+	if snap.Set != nil {
+		st.LoadedAt = c.now()
+	}
+	c.status.SetAppSet(st)
+	if snap.Set == nil {
+		return
+	}
+	apps := map[string]appset.Application{}
+	for _, a := range snap.Set.Applications() {
+		apps[a.Name] = a
+		c.status.Update(a.Name, func(s *AppStatus) { s.Automated = a.SyncPolicy.Automated })
+	}
+	c.mu.Lock()
+	c.apps = apps
+	c.mu.Unlock()
+}
+
+func (c *Controller) app(name string) (appset.Application, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a, ok := c.apps[name]
+	return a, ok
+}
+
+// Applications returns the names of the running app set's applications.
+func (c *Controller) Applications() []appset.Application {
+	snap := c.watcher.Current()
+	return snap.Set.Applications()
+}
+
+// Sync asks the application's worker for a sync by actor ("" = the
+// controller). It returns at once; a sync already queued absorbs it.
+func (c *Controller) Sync(name, actor string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w, ok := c.workers[name]
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrUnknownApplication, name)
+	}
+	w.enqueue(Request{Sync: true, Actor: actor})
+	return nil
+}
+
+// ReconcileOnce runs one reconcile of app in the caller's goroutine,
+// outside any worker: `skep deploy` uses it. req.Sync forces an apply.
+func (c *Controller) ReconcileOnce(ctx context.Context, name string, req Request) (Outcome, error) {
+	app, ok := c.app(name)
+	if !ok {
+		return Outcome{}, fmt.Errorf("%w: %s", ErrUnknownApplication, name)
+	}
+	return c.reconcile(ctx, app, req, &appState{})
+}
+
+// appState is what one worker remembers between reconciles.
+type appState struct {
+	stalledCommit string // a commit that failed to render: not retried until git moves
+	driftCommit   string // the commit a drift-detected event was raised for
+	failures      int
+}
+
+// startWorker starts the worker of name under Run's context. c.mu is held.
+func (c *Controller) startWorker(name string) {
+	ctx, cancel := context.WithCancel(c.runCtx)
+	w := &worker{name: name, requests: make(chan Request, 1), stop: cancel, done: make(chan struct{})}
+	c.workers[name] = w
+	w.enqueue(Request{})
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer close(w.done)
+		c.runWorker(ctx, w)
+	}()
+}
+
+func (c *Controller) runWorker(ctx context.Context, w *worker) {
+	st := &appState{}
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	for {
+		var req Request
+		select {
+		case <-ctx.Done():
+			return
+		case req = <-w.requests:
+		case <-timer.C:
+		}
+		app, ok := c.app(w.name)
+		if !ok {
+			return
+		}
+		_, err := c.reconcile(ctx, app, req, st)
+		next := jitter(app.SyncPolicy.Interval)
+		switch Class(err) {
+		case "":
+			st.failures = 0
+		case "stalled":
+			st.failures = 0
+			c.log.Warn("reconcile stalled", "app", app.Name, "err", err)
+		case "waiting":
+			var waiting *WaitingError
+			if errors.As(err, &waiting) && waiting.Retry > 0 {
+				next = waiting.Retry
+			}
+		default:
+			st.failures++
+			next = backoff(st.failures, app.SyncPolicy.Interval)
+			c.log.Error("reconcile failed", "app", app.Name, "err", err, "retry", next)
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(next)
+	}
+}
+
+func (c *Controller) stopAll() {
+	c.mu.Lock()
+	for name, w := range c.workers {
+		w.stop()
+		delete(c.workers, name)
+	}
+	c.mu.Unlock()
+	c.wg.Wait()
+}
+
+func stackTrace() string { return string(debug.Stack()) }

@@ -1,0 +1,258 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/skep-cd/skep/apply"
+	"github.com/skep-cd/skep/appset"
+	"github.com/skep-cd/skep/gitsource"
+	"github.com/skep-cd/skep/notify"
+	"github.com/skep-cd/skep/plan"
+	"github.com/skep-cd/skep/render"
+	"github.com/skep-cd/skep/stack"
+)
+
+// Outcome is what one reconcile of one application found and did.
+type Outcome struct {
+	Commit   string
+	Plan     plan.Release
+	Applied  bool
+	Result   apply.Result
+	Recorded *apply.Revision
+}
+
+// desired is an application rendered at one commit.
+type desired struct {
+	commit  string
+	release stack.Release
+}
+
+// owner is the ownership of app's release by this controller.
+func (c *Controller) owner(app appset.Application) stack.Owner {
+	return stack.Owner{Controller: c.id, Application: app.Name, Release: app.Release}
+}
+
+// render resolves app's revision, fetches that commit and renders it into
+// the release's desired specs. Errors are classed.
+func (c *Controller) render(ctx context.Context, app appset.Application, commit string) (desired, error) {
+	if commit == "" {
+		var err error
+		commit, err = c.git.Resolve(ctx, app.Source.Repo, app.Source.Revision)
+		if err != nil {
+			return desired{}, classifyGit(fmt.Errorf("resolve %s at %q: %w", gitsource.RedactURL(app.Source.Repo), app.Source.Revision, err))
+		}
+	}
+	tree, err := c.git.Checkout(ctx, app.Source.Repo, commit)
+	if err != nil {
+		return desired{commit: commit}, classifyGit(fmt.Errorf("fetch %s at %s: %w", gitsource.RedactURL(app.Source.Repo), short(commit), err))
+	}
+	defer tree.Release()
+	doc, err := render.Compose(ctx, render.Input{
+		Root:      tree.Dir(),
+		Path:      app.Source.Path,
+		Files:     app.Source.Files,
+		EnvFiles:  app.Source.EnvFiles,
+		Variables: app.Source.Variables,
+	})
+	if err != nil {
+		return desired{commit: commit}, &StalledError{Err: fmt.Errorf("render at %s: %w", short(commit), err)}
+	}
+	rel, err := stack.Convert(doc.Config, stack.Options{
+		Owner: c.owner(app),
+		Allow: stack.Allow{
+			HostPaths: app.Allow.HostPaths,
+			Networks:  app.Allow.Networks,
+			Configs:   app.Allow.Configs,
+			Secrets:   app.Allow.Secrets,
+			Volumes:   app.Allow.Volumes,
+		},
+		Files: doc.Files,
+	})
+	if err != nil {
+		return desired{commit: commit}, &StalledError{Err: fmt.Errorf("convert at %s: %w", short(commit), err)}
+	}
+	return desired{commit: commit, release: rel}, nil
+}
+
+// compare plans the desired release against its last recorded revision.
+func (c *Controller) compare(ctx context.Context, app appset.Application, d desired) (plan.Release, *apply.Revision, error) {
+	recorded, err := apply.LatestRevision(ctx, c.engine, c.owner(app))
+	if err != nil {
+		return plan.Release{}, nil, &TransientError{Err: fmt.Errorf("read recorded revision of %s: %w", app.Release, err)}
+	}
+	var before *stack.Release
+	if recorded != nil {
+		before = &recorded.Release
+	}
+	return plan.Compare(apply.RedactSecrets(d.release), before, plan.Options{}), recorded, nil
+}
+
+// Plan renders app at its current revision and compares it with what was
+// last recorded, writing nothing. It is safe to call beside the workers.
+func (c *Controller) Plan(ctx context.Context, name string) (Outcome, error) {
+	app, ok := c.app(name)
+	if !ok {
+		return Outcome{}, fmt.Errorf("%w: %s", ErrUnknownApplication, name)
+	}
+	d, err := c.render(ctx, app, "")
+	if err != nil {
+		return Outcome{Commit: d.commit}, err
+	}
+	p, recorded, err := c.compare(ctx, app, d)
+	return Outcome{Commit: d.commit, Plan: p, Recorded: recorded}, err
+}
+
+// reconcile runs one full reconcile of app: plan, and apply when the policy
+// or req says so. It records status and raises events; the returned error
+// is classed.
+func (c *Controller) reconcile(ctx context.Context, app appset.Application, req Request, st *appState) (out Outcome, err error) {
+	ctx = notify.WithActor(ctx, req.Actor)
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("reconcile %s: panic: %v", app.Name, r)
+			c.log.Error("reconcile panicked", "app", app.Name, "err", err, "stack", stackTrace())
+		}
+		c.record(app, out, err)
+	}()
+
+	d, err := c.render(ctx, app, "")
+	out.Commit = d.commit
+	if err != nil {
+		// A stalled commit is reported once, not on every tick.
+		if Class(err) == "stalled" && st.stalledCommit == d.commit && !req.Sync {
+			return out, err
+		}
+		if Class(err) == "stalled" {
+			st.stalledCommit = d.commit
+			c.emit(ctx, app, notify.SyncFailed, d.commit, err.Error())
+		}
+		return out, err
+	}
+	st.stalledCommit = ""
+	p, recorded, err := c.compare(ctx, app, d)
+	out.Plan, out.Recorded = p, recorded
+	if err != nil {
+		return out, err
+	}
+	apply := req.Sync || (app.SyncPolicy.Automated && p.Changed())
+	if !apply {
+		if p.Changed() && st.driftCommit != d.commit {
+			st.driftCommit = d.commit
+			c.emit(ctx, app, notify.DriftDetected, d.commit, p.Summary())
+		}
+		return out, nil
+	}
+	return c.apply(ctx, app, d, p, req, out)
+}
+
+func (c *Controller) apply(ctx context.Context, app appset.Application, d desired, p plan.Release, req Request, out Outcome) (Outcome, error) {
+	c.emit(ctx, app, notify.SyncStarted, d.commit, p.Summary())
+	res, err := apply.Apply(ctx, c.engine, d.release, apply.Options{
+		Owner:        c.owner(app),
+		ResolveImage: apply.ResolveImage(app.SyncPolicy.ResolveImage),
+		Commit:       d.commit,
+		Actor:        req.Actor,
+		Logger:       c.log.With("app", app.Name),
+	})
+	out.Result = res
+	if err != nil {
+		err = classifyApply(fmt.Errorf("apply %s at %s: %w", app.Release, short(d.commit), err))
+		c.emit(ctx, app, notify.SyncFailed, d.commit, err.Error())
+		return out, err
+	}
+	out.Applied = true
+	c.emit(ctx, app, notify.SyncSucceeded, d.commit, applySummary(app.Release, res))
+	return out, nil
+}
+
+// record stores what one reconcile found in the status table.
+func (c *Controller) record(app appset.Application, out Outcome, err error) {
+	now := c.now()
+	c.status.Update(app.Name, func(s *AppStatus) {
+		s.Automated = app.SyncPolicy.Automated
+		s.LastReconcile = now
+		if out.Commit != "" {
+			s.Revision = out.Commit
+		}
+		if out.Recorded != nil {
+			s.DeployedRevision = out.Recorded.Commit
+		}
+		if out.Plan.Action.Valid() {
+			s.Plan = []string{out.Plan.Summary()}
+			s.Sync = Synced
+			if out.Plan.Changed() {
+				s.Sync = OutOfSync
+			}
+		}
+		if out.Applied {
+			s.Sync, s.DeployedRevision, s.LastSync = Synced, out.Commit, now
+		}
+		s.LastError, s.LastErrorClass = "", ""
+		if err != nil {
+			s.LastError, s.LastErrorClass = err.Error(), Class(err)
+			if !out.Plan.Action.Valid() {
+				s.Sync = Unknown
+			}
+		}
+	})
+}
+
+func (c *Controller) emit(ctx context.Context, app appset.Application, t notify.EventType, commit, msg string) {
+	c.notifier.Dispatch(ctx, notify.Event{
+		Application: app.Name,
+		Type:        t,
+		Revision:    commit,
+		Message:     msg,
+		At:          c.now(),
+		Swarm:       app.Destination.Swarm,
+		Actor:       notify.ActorFrom(ctx),
+	})
+}
+
+func applySummary(release string, res apply.Result) string {
+	counts := map[apply.Action]int{}
+	for _, ch := range res.Changes {
+		if ch.Kind != apply.KindRevision {
+			counts[ch.Action]++
+		}
+	}
+	msg := fmt.Sprintf("release %s: %d created, %d updated, %d unchanged", release,
+		counts[apply.Created], counts[apply.Updated], counts[apply.Unchanged])
+	if res.Revision > 0 {
+		msg += fmt.Sprintf("; revision %d", res.Revision)
+	}
+	return msg
+}
+
+func classifyGit(err error) error {
+	var remote *gitsource.RemoteError
+	switch {
+	case errors.Is(err, gitsource.ErrRevisionNotFound), errors.Is(err, gitsource.ErrAuth),
+		errors.Is(err, gitsource.ErrRepositoryNotFound):
+		return &StalledError{Err: err}
+	case errors.As(err, &remote) && !remote.Transient():
+		return &StalledError{Err: err}
+	default:
+		return &TransientError{Err: err}
+	}
+}
+
+func classifyApply(err error) error {
+	var foreign *apply.ForeignError
+	if errors.As(err, &foreign) || apply.IsStalled(err) {
+		return &StalledError{Err: err}
+	}
+	return &TransientError{Err: err}
+}
+
+func short(commit string) string {
+	if len(commit) > 12 {
+		return commit[:12]
+	}
+	if commit == "" {
+		return "unresolved revision"
+	}
+	return commit
+}

@@ -1,0 +1,116 @@
+package reconcile
+
+import (
+	"maps"
+	"slices"
+	"sync"
+	"time"
+)
+
+// SyncState says whether the swarm matches git for one application.
+type SyncState string
+
+// Sync states. The zero value is not used; an application not yet compared
+// is Unknown.
+const (
+	Synced    SyncState = "synced"
+	OutOfSync SyncState = "out-of-sync"
+	Unknown   SyncState = "unknown"
+)
+
+// AppStatus is the last observed state of one application. It is a value:
+// readers get copies.
+type AppStatus struct {
+	Name string    `json:"name"`
+	Sync SyncState `json:"sync"`
+	// Revision is the commit the last reconcile compared against.
+	Revision string `json:"revision,omitempty"`
+	// DeployedRevision is the commit of the last revision applied.
+	DeployedRevision string `json:"deployedRevision,omitempty"`
+	// Plan summarises what the last comparison found, one line per release.
+	Plan []string `json:"plan,omitempty"`
+	// LastError is the last reconcile's error, with its class.
+	LastError      string    `json:"lastError,omitempty"`
+	LastErrorClass string    `json:"lastErrorClass,omitempty"`
+	LastReconcile  time.Time `json:"lastReconcile,omitempty"`
+	LastSync       time.Time `json:"lastSync,omitempty"`
+	Automated      bool      `json:"automated"`
+}
+
+// AppSetStatus is the state of the app-set source.
+type AppSetStatus struct {
+	Source   string    `json:"source"`
+	Revision string    `json:"revision,omitempty"`
+	Loaded   bool      `json:"loaded"`
+	Stale    bool      `json:"stale"`
+	Error    string    `json:"error,omitempty"`
+	LoadedAt time.Time `json:"loadedAt,omitempty"`
+}
+
+// Statuses keeps every application's status in one place. It is safe for
+// concurrent use; readers always get copies.
+type Statuses struct {
+	mu     sync.RWMutex
+	apps   map[string]AppStatus
+	appSet AppSetStatus
+}
+
+// NewStatuses returns an empty status table.
+func NewStatuses() *Statuses { return &Statuses{apps: map[string]AppStatus{}} }
+
+// Update applies fn to the status of app (a zero AppStatus named app when
+// new) and stores the result.
+func (s *Statuses) Update(app string, fn func(*AppStatus)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.apps[app]
+	if !ok {
+		st = AppStatus{Name: app, Sync: Unknown}
+	}
+	st.Plan = slices.Clone(st.Plan)
+	fn(&st)
+	s.apps[app] = st
+}
+
+// Get returns a copy of one application's status.
+func (s *Statuses) Get(app string) (AppStatus, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	st, ok := s.apps[app]
+	st.Plan = slices.Clone(st.Plan)
+	return st, ok
+}
+
+// List returns copies of every application's status, sorted by name.
+func (s *Statuses) List() []AppStatus {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]AppStatus, 0, len(s.apps))
+	for _, name := range slices.Sorted(maps.Keys(s.apps)) {
+		st := s.apps[name]
+		st.Plan = slices.Clone(st.Plan)
+		out = append(out, st)
+	}
+	return out
+}
+
+// Remove forgets an application that left the app set.
+func (s *Statuses) Remove(app string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.apps, app)
+}
+
+// SetAppSet records the app-set source's state.
+func (s *Statuses) SetAppSet(st AppSetStatus) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.appSet = st
+}
+
+// AppSet returns the app-set source's state.
+func (s *Statuses) AppSet() AppSetStatus {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.appSet
+}
