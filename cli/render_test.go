@@ -1,0 +1,101 @@
+package cli
+
+import (
+	"encoding/base64"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+const (
+	renderTestInput = "testdata/render/input/"
+	renderFixtures  = "../testdata/compose/"
+	imageEnv        = renderTestInput + "image.env"
+)
+
+func TestRenderGolden(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		wantCode int
+	}{
+		{name: "directory-as-yaml", args: []string{renderFixtures + "configs", "--env-file", imageEnv}, wantCode: ExitOK},
+		{name: "file-as-json", args: []string{"-o", "json", renderFixtures + "networks/compose.yaml", "--env-file", imageEnv}, wantCode: ExitOK},
+		{name: "secrets-redacted", args: []string{"-o", "json", renderFixtures + "secrets", "--env-file", imageEnv}, wantCode: ExitOK},
+		{name: "extra-file-merged-after", args: []string{renderFixtures + "multi-file", "-f", renderFixtures + "multi-file/compose.prod.yaml", "--env-file", imageEnv, "--release", "shop"}, wantCode: ExitOK},
+		{name: "env-files-in-order", args: []string{renderFixtures + "interpolation", "--env-file", renderFixtures + "interpolation/.env", "--env-file", imageEnv, "--controller-id", "ci"}, wantCode: ExitOK},
+		{name: "warnings-on-stderr", args: []string{renderTestInput + "unsupported"}, wantCode: ExitOK},
+		{name: "invalid-yaml-names-file-and-line", args: []string{renderTestInput + "bad-yaml"}, wantCode: ExitFailure},
+		{name: "no-image-names-file-and-line", args: []string{renderFixtures + "basic"}, wantCode: ExitFailure},
+		{name: "unset-required-variable-names-file-and-line", args: []string{renderFixtures + "interpolation", "--env-file", imageEnv}, wantCode: ExitFailure},
+		{name: "host-path-refused", args: []string{renderTestInput + "host-path"}, wantCode: ExitFailure},
+		{name: "host-path-allowed-by-flag", args: []string{renderTestInput + "host-path", "--allow-host-path", "/var/run/docker.sock"}, wantCode: ExitOK},
+		{name: "missing-path", args: []string{renderTestInput + "missing"}, wantCode: ExitFailure},
+		{name: "no-arguments-is-usage", args: nil, wantCode: ExitUsage},
+		{name: "bad-output-is-usage", args: []string{"-o", "xml", renderTestInput + "host-path"}, wantCode: ExitUsage},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := run(t, append([]string{"render"}, tt.args...)...)
+			if code != tt.wantCode {
+				t.Errorf("skep render %s exit = %d, want %d\nstdout:\n%s\nstderr:\n%s", strings.Join(tt.args, " "), code, tt.wantCode, stdout, stderr)
+			}
+			got := fmt.Sprintf("exit %d\n--- stdout\n%s--- stderr\n%s", code, stdout, stderr)
+			golden := filepath.Join("testdata", "render", tt.name+".golden")
+			if updateRenderGolden() {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test -update to create it)", err)
+			}
+			if diff := cmp.Diff(string(want), got); diff != "" {
+				t.Errorf("skep render %s differs from %s (-want +got):\n%s", strings.Join(tt.args, " "), golden, diff)
+			}
+		})
+	}
+}
+
+func TestRenderNeverPrintsSecretValues(t *testing.T) {
+	for _, format := range []string{"json", "yaml"} {
+		code, stdout, stderr := run(t, "render", "-o", format, renderFixtures+"secrets", "--env-file", imageEnv)
+		if code != ExitOK {
+			t.Fatalf("skep render -o %s exit = %d: %s", format, code, stderr)
+		}
+		for _, file := range []string{"db_password.txt", "api_key.txt"} {
+			value, err := os.ReadFile(renderFixtures + "secrets/" + file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, leak := range []string{strings.TrimSpace(string(value)), encodeBase64(value)} {
+				if strings.Contains(stdout, leak) {
+					t.Errorf("skep render -o %s prints the value of %s (%q)", format, file, leak)
+				}
+			}
+		}
+		if !strings.Contains(stdout, "<redacted sha256:") {
+			t.Errorf("skep render -o %s shows no redaction marker:\n%s", format, stdout)
+		}
+	}
+}
+
+// init registers -update unless another test file of the package did.
+func init() {
+	if flag.Lookup("update") == nil {
+		flag.Bool("update", false, "rewrite the golden files in testdata")
+	}
+}
+
+func updateRenderGolden() bool {
+	f := flag.Lookup("update")
+	return f != nil && f.Value.String() == "true"
+}
+
+func encodeBase64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
