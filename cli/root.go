@@ -82,6 +82,9 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 	})
 	root.AddCommand(newVersionCommand())
 	root.AddCommand(newValidateCommand())
+	root.AddCommand(newRenderCommand())
+	root.AddCommand(newControllerCommand())
+	root.AddCommand(newDeployCommand())
 	return root
 }
 
