@@ -53,8 +53,15 @@ func hostPathAllowed(p string, allowed []string) bool {
 	return false
 }
 
+// notAllowedError is a refusal by Allow; it matches ErrNotAllowed without
+// repeating it in the message.
+type notAllowedError struct{ msg string }
+
+func (e *notAllowedError) Error() string        { return e.msg }
+func (e *notAllowedError) Is(target error) bool { return target == ErrNotAllowed }
+
 func notAllowed(field, format string, args ...any) error {
-	return fmt.Errorf("%s: %s: %w", field, fmt.Sprintf(format, args...), ErrNotAllowed)
+	return &notAllowedError{msg: field + ": " + fmt.Sprintf(format, args...)}
 }
 
 // checkAllowed returns one error per host path or external object that allow
