@@ -272,7 +272,11 @@ func (a *applier) record(ctx context.Context, c Change) {
 	if c.Note != "" {
 		level = slog.LevelWarn
 	}
-	a.log.Log(ctx, level, "apply object", "kind", c.Kind, "name", c.Name, "action", c.Action, "note", c.Note)
+	attrs := []any{"kind", c.Kind, "name", c.Name, "action", c.Action}
+	if c.Note != "" {
+		attrs = append(attrs, "note", c.Note)
+	}
+	a.log.Log(ctx, level, "apply object", attrs...)
 }
 
 // ownerFilters returns label filters selecting exactly owner's objects.

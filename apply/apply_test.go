@@ -593,16 +593,32 @@ func TestApplyReportsNetworkThatDiffersFromRelease(t *testing.T) {
 }
 
 func TestApplyStallsOnMissingReference(t *testing.T) {
-	f := newFixture(t)
-	image := harness.TestImage(t, f.cli, harness.ImageOptions{})
-	rel := f.release(image, "listen 80\n")
-	rel.Secrets = nil
-	_, err := Apply(t.Context(), f.cli, rel, f.opts(t, ResolveNever))
-	if !IsStalled(err) || IsTransient(err) {
-		t.Fatalf("Apply with a secret missing everywhere = %v, want a stalled error", err)
-	}
-	if !strings.Contains(err.Error(), "token-1") {
-		t.Errorf("error %q does not name the missing secret", err)
+	for _, tc := range []struct {
+		name    string
+		drop    func(*stack.Release)
+		missing string
+	}{
+		{name: "secret in neither release nor swarm", drop: func(r *stack.Release) { r.Secrets = nil }, missing: "token-1"},
+		{name: "config in neither release nor swarm", drop: func(r *stack.Release) { r.Configs = nil }, missing: "_conf-"},
+		{name: "network in neither release nor swarm", drop: func(r *stack.Release) { r.Networks = nil }, missing: "_default"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			rel := f.release(harness.TestImage(t, f.cli, harness.ImageOptions{}), "listen 80\n")
+			tc.drop(&rel)
+			res, err := Apply(t.Context(), f.cli, rel, f.opts(t, ResolveNever))
+			if !IsStalled(err) || IsTransient(err) {
+				t.Fatalf("Apply = %v, want a stalled error", err)
+			}
+			if !strings.Contains(err.Error(), tc.missing) {
+				t.Errorf("error %q does not name the missing %q", err, tc.missing)
+			}
+			for _, c := range res.Changes {
+				if c.Kind == KindService || c.Kind == KindRevision {
+					t.Errorf("stalled apply still wrote %s %s", c.Kind, c.Name)
+				}
+			}
+		})
 	}
 }
 

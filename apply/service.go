@@ -10,6 +10,7 @@ import (
 	"reflect"
 
 	"github.com/docker/docker/api/types/swarm"
+	"github.com/google/go-cmp/cmp"
 )
 
 // maxUpdateAttempts bounds the retries of a service update that lost a
@@ -110,10 +111,17 @@ func (a *applier) resolveReferences(service string, spec *swarm.ServiceSpec) err
 	}
 	// The Engine stores attachments by network id whatever it was sent, so
 	// sending ids keeps the desired spec comparable with the live one.
+	ids := make(map[string]bool, len(a.networks))
+	for _, n := range a.networks {
+		ids[n.ID] = true
+	}
 	for _, attachments := range [][]swarm.NetworkAttachmentConfig{spec.TaskTemplate.Networks, spec.Networks} { //nolint:staticcheck // the deprecated field still reaches the Engine
 		for i := range attachments {
-			if n, ok := a.networks[attachments[i].Target]; ok {
+			target := attachments[i].Target
+			if n, ok := a.networks[target]; ok {
 				attachments[i].Target = n.ID
+			} else if !ids[target] {
+				return stalled("service %q attaches to network %q, which is neither in the release nor in the swarm", service, target)
 			}
 		}
 	}
@@ -130,7 +138,7 @@ func (a *applier) updateService(ctx context.Context, cur swarm.Service, spec swa
 			return Change{Kind: KindService, Name: name, ID: cur.ID, Action: Unchanged}, nil
 		}
 		if cur.Spec.Labels[LabelSpecHash] == spec.Labels[LabelSpecHash] {
-			a.log.Warn("service changed outside skep; restoring it", "service", name)
+			a.log.WarnContext(ctx, "service changed outside skep; restoring it", "service", name, "diff", specDiff(cur.Spec, spec))
 		}
 		// As docker stack deploy does: keep the live ForceUpdate counter, so
 		// a `docker service update --force` is not undone into a restart.
@@ -179,6 +187,20 @@ func unchanged(live, desired swarm.ServiceSpec) bool {
 		return false
 	}
 	return reflect.DeepEqual(l, d)
+}
+
+// specDiff describes how live differs from desired in canonical form, for
+// the log; the format is go-cmp's and not stable.
+func specDiff(live, desired swarm.ServiceSpec) string {
+	l, err := canonical(live)
+	if err != nil {
+		return err.Error()
+	}
+	d, err := canonical(desired)
+	if err != nil {
+		return err.Error()
+	}
+	return cmp.Diff(l, d)
 }
 
 // specHash is a stable hash of everything desired says, without the hash
