@@ -115,7 +115,8 @@ func (a *applier) resolveReferences(service string, spec *swarm.ServiceSpec) err
 	for _, n := range a.networks {
 		ids[n.ID] = true
 	}
-	for _, attachments := range [][]swarm.NetworkAttachmentConfig{spec.TaskTemplate.Networks, spec.Networks} { //nolint:staticcheck // the deprecated field still reaches the Engine
+	//lint:ignore SA1019 the deprecated field still reaches API 1.41 Engines
+	for _, attachments := range [][]swarm.NetworkAttachmentConfig{spec.TaskTemplate.Networks, spec.Networks} {
 		for i := range attachments {
 			target := attachments[i].Target
 			if n, ok := a.networks[target]; ok {
