@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"errors"
-	"fmt"
 	"time"
 )
 
@@ -47,12 +46,4 @@ func Class(err error) string {
 	default:
 		return "transient"
 	}
-}
-
-func stalled(format string, args ...any) error {
-	return &StalledError{Err: fmt.Errorf(format, args...)}
-}
-
-func transient(format string, args ...any) error {
-	return &TransientError{Err: fmt.Errorf(format, args...)}
 }
