@@ -1,0 +1,203 @@
+package health
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/swarm"
+	"github.com/google/go-cmp/cmp"
+)
+
+// fixture is one testdata/*.json file: a service as `docker service
+// inspect` and `docker service ps` report it, and the health it must have.
+type fixture struct {
+	Description string `json:"description"`
+	Input       struct {
+		Service       *swarm.Service     `json:"service"`
+		Declared      *swarm.ServiceSpec `json:"declared"`
+		Tasks         []swarm.Task       `json:"tasks"`
+		EligibleNodes int                `json:"eligibleNodes"`
+		Now           time.Time          `json:"now"`
+		ReadFailed    bool               `json:"readFailed"`
+	} `json:"input"`
+	Want Result `json:"want"`
+}
+
+func TestServiceHealthOfEachFixture(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 20 {
+		t.Fatalf("found %d fixtures in testdata, want one per state and mode", len(files))
+	}
+	seen := map[State]bool{}
+	for _, file := range files {
+		name := strings.TrimSuffix(filepath.Base(file), ".json")
+		t.Run(name, func(t *testing.T) {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var fx fixture
+			if err := json.Unmarshal(data, &fx); err != nil {
+				t.Fatalf("%s: %v", file, err)
+			}
+			if !fx.Want.State.Valid() {
+				t.Fatalf("%s: want.state %q is not a state", file, fx.Want.State)
+			}
+			seen[fx.Want.State] = true
+			got := Service(ServiceInput{
+				Declared:      fx.Input.Declared,
+				Live:          fx.Input.Service,
+				Tasks:         fx.Input.Tasks,
+				EligibleNodes: fx.Input.EligibleNodes,
+				Now:           fx.Input.Now,
+				ReadFailed:    fx.Input.ReadFailed,
+			})
+			if diff := cmp.Diff(fx.Want, got); diff != "" {
+				t.Errorf("%s (%s): Service() mismatch (-want +got):\n%s", file, fx.Description, diff)
+			}
+		})
+	}
+	for _, s := range []State{Healthy, Progressing, Degraded, Missing, Unknown} {
+		if !seen[s] {
+			t.Errorf("no fixture wants %s", s)
+		}
+	}
+}
+
+func replicated(n uint64) swarm.ServiceMode {
+	return swarm.ServiceMode{Replicated: &swarm.ReplicatedService{Replicas: &n}}
+}
+
+func running(service string, n int) []swarm.Task {
+	var out []swarm.Task
+	for range n {
+		out = append(out, swarm.Task{ServiceID: service, DesiredState: swarm.TaskStateRunning, Status: swarm.TaskStatus{State: swarm.TaskStateRunning}})
+	}
+	return out
+}
+
+func TestServiceUnknownWhenSwarmUnreadable(t *testing.T) {
+	live := &swarm.Service{ID: "s", Spec: swarm.ServiceSpec{Mode: replicated(1)}}
+	for _, tc := range []struct {
+		name string
+		in   ServiceInput
+		want State
+	}{
+		{"a failed read of an absent service is unknown, not missing", ServiceInput{ReadFailed: true}, Unknown},
+		{"a failed read wins over stale live data", ServiceInput{ReadFailed: true, Live: live, Tasks: running("s", 1)}, Unknown},
+		{"a successful read without the service is missing", ServiceInput{}, Missing},
+		{"a successful read with the service running is healthy", ServiceInput{Live: live, Tasks: running("s", 1)}, Healthy},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Service(tc.in); got.State != tc.want {
+				t.Errorf("Service() = %s (%s), want %s", got.State, got.Message, tc.want)
+			}
+		})
+	}
+}
+
+func TestServiceIgnoresTasksOfOtherServices(t *testing.T) {
+	live := &swarm.Service{ID: "mine", Spec: swarm.ServiceSpec{Mode: replicated(2)}}
+	got := Service(ServiceInput{Live: live, Tasks: append(running("mine", 1), running("other", 3)...)})
+	want := Result{State: Progressing, Message: "1/2 running", Running: 1, Desired: 2}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Service() mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestServiceRollbackIsDegradedWhateverTheTasks(t *testing.T) {
+	for _, state := range []swarm.UpdateState{swarm.UpdateStateRollbackStarted, swarm.UpdateStateRollbackPaused, swarm.UpdateStateRollbackCompleted, swarm.UpdateStatePaused} {
+		t.Run(string(state), func(t *testing.T) {
+			live := &swarm.Service{ID: "s", Spec: swarm.ServiceSpec{Mode: replicated(1)},
+				UpdateStatus: &swarm.UpdateStatus{State: state, Message: "the daemon's reason"}}
+			got := Service(ServiceInput{Live: live, Tasks: running("s", 1)})
+			if got.State != Degraded || !strings.Contains(got.Message, "the daemon's reason") {
+				t.Errorf("Service() = %s %q, want degraded with the daemon's reason", got.State, got.Message)
+			}
+		})
+	}
+}
+
+func TestRollUpRanksKnownProblemsAboveUnknown(t *testing.T) {
+	order := []State{Healthy, Progressing, Unknown, Missing, Degraded}
+	for i := range order {
+		for j := range order {
+			if got, want := order[i].Worse(order[j]), i > j; got != want {
+				t.Errorf("%s.Worse(%s) = %v, want %v", order[i], order[j], got, want)
+			}
+		}
+	}
+}
+
+func TestReleaseRollUp(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		results map[string]Result
+		want    Result
+	}{
+		{
+			name: "no services is healthy",
+			want: Result{State: Healthy, Message: "no services"},
+		},
+		{
+			name: "all healthy sums counts",
+			results: map[string]Result{
+				"web": {State: Healthy, Running: 2, Desired: 2},
+				"db":  {State: Healthy, Running: 1, Desired: 1},
+			},
+			want: Result{State: Healthy, Message: "3/3 running", Running: 3, Desired: 3},
+		},
+		{
+			name: "degraded is not hidden by unknown",
+			results: map[string]Result{
+				"a-cache": {State: Unknown, Message: "the swarm could not be read"},
+				"web":     {State: Degraded, Message: "rolled back: bad", Running: 1, Desired: 2},
+				"db":      {State: Healthy, Running: 1, Desired: 1},
+			},
+			want: Result{State: Degraded, Message: "web: rolled back: bad (and 1 more service not healthy)", Running: 2, Desired: 3},
+		},
+		{
+			name: "unknown outranks progressing",
+			results: map[string]Result{
+				"web": {State: Progressing, Message: "updating"},
+				"db":  {State: Unknown, Message: "the swarm could not be read"},
+			},
+			want: Result{State: Unknown, Message: "db: the swarm could not be read (and 1 more service not healthy)"},
+		},
+		{
+			name: "equally bad services name the first by name",
+			results: map[string]Result{
+				"zeta":  {State: Missing, Message: "declared but not in the swarm", Desired: 1},
+				"alpha": {State: Missing, Message: "declared but not in the swarm", Desired: 1},
+			},
+			want: Result{State: Missing, Message: "alpha: declared but not in the swarm (and 1 more service not healthy)", Desired: 2},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, Release(tc.results)); diff != "" {
+				t.Errorf("Release() mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestApplicationRollUpNamesWorstRelease(t *testing.T) {
+	releases := map[string]Result{
+		"shop":    Release(map[string]Result{"shop_web": {State: Degraded, Message: "update paused: x", Running: 0, Desired: 1}}),
+		"billing": Release(map[string]Result{"billing_api": {State: Healthy, Running: 2, Desired: 2}}),
+	}
+	want := Result{State: Degraded, Message: "shop: shop_web: update paused: x", Running: 2, Desired: 3}
+	if diff := cmp.Diff(want, Application(releases)); diff != "" {
+		t.Errorf("Application() mismatch (-want +got):\n%s", diff)
+	}
+	if got := Application(nil); got.State != Healthy {
+		t.Errorf("Application(nil) = %s, want healthy", got.State)
+	}
+}

@@ -1,0 +1,265 @@
+package health
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/swarm"
+)
+
+// RecentFailureWindow is how far back from ServiceInput.Now a failed task
+// counts as a restart of a long-running service.
+const RecentFailureWindow = 5 * time.Minute
+
+// restartThreshold is how many recent task failures make a service
+// Degraded ("restarting") rather than merely replacing a task. One failure
+// is a task being replaced; two within the window is a loop.
+const restartThreshold = 2
+
+// ServiceInput is everything Service needs about one declared service. The
+// caller reads it from one live snapshot; Service keeps none of it.
+type ServiceInput struct {
+	// Declared is the spec git declares. It only gives the desired count of
+	// a Missing service and may be nil.
+	Declared *swarm.ServiceSpec
+	// Live is the service as the swarm reports it (with ServiceStatus when
+	// listed with status), or nil when the swarm has no such service.
+	Live *swarm.Service
+	// Tasks are the tasks the swarm keeps for the service, in any state and
+	// with history; tasks of other services are ignored.
+	Tasks []swarm.Task
+	// EligibleNodes is the number of nodes a global service can run on. It
+	// is used when Live carries no ServiceStatus, whose DesiredTasks already
+	// accounts for placement constraints.
+	EligibleNodes int
+	// Now is when Tasks were read. Failures within RecentFailureWindow
+	// before Now count as restarts; with the zero Now none does.
+	Now time.Time
+	// ReadFailed says the swarm could not be read: the result is Unknown,
+	// whatever else the input holds. A nil Live with ReadFailed false means
+	// the service really is absent.
+	ReadFailed bool
+}
+
+// Service computes the health of one service. See the package doc for
+// what each State means; the tests in testdata/ pin one fixture per state.
+func Service(in ServiceInput) Result {
+	if in.ReadFailed {
+		return Result{State: Unknown, Message: "the swarm could not be read", Desired: declaredCount(in.Declared, in.EligibleNodes)}
+	}
+	if in.Live == nil {
+		return Result{State: Missing, Message: "declared but not in the swarm", Desired: declaredCount(in.Declared, in.EligibleNodes)}
+	}
+	svc := in.Live
+	tasks := ownTasks(svc.ID, in.Tasks)
+	m := svc.Spec.Mode
+	if m.ReplicatedJob != nil || m.GlobalJob != nil {
+		return job(svc, tasks, in.EligibleNodes)
+	}
+	return longRunning(svc, tasks, in)
+}
+
+func ownTasks(serviceID string, tasks []swarm.Task) []swarm.Task {
+	var out []swarm.Task
+	for _, t := range tasks {
+		if t.ServiceID == serviceID || t.ServiceID == "" && serviceID == "" {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// declaredCount is the number of tasks a spec asks for, as far as the spec
+// alone tells: replicas (1 when unset), eligible nodes for global modes,
+// the completions of a replicated job.
+func declaredCount(spec *swarm.ServiceSpec, eligible int) int {
+	if spec == nil {
+		return 0
+	}
+	m := spec.Mode
+	switch {
+	case m.Global != nil, m.GlobalJob != nil:
+		return eligible
+	case m.ReplicatedJob != nil:
+		return jobCompletions(m.ReplicatedJob)
+	case m.Replicated != nil && m.Replicated.Replicas != nil:
+		return int(*m.Replicated.Replicas)
+	}
+	return 1
+}
+
+func jobCompletions(j *swarm.ReplicatedJob) int {
+	switch {
+	case j.TotalCompletions != nil:
+		return int(*j.TotalCompletions)
+	case j.MaxConcurrent != nil:
+		return int(*j.MaxConcurrent)
+	}
+	return 1
+}
+
+// longRunning is the health of a replicated or global service.
+func longRunning(svc *swarm.Service, tasks []swarm.Task, in ServiceInput) Result {
+	desired := declaredCount(&svc.Spec, in.EligibleNodes)
+	if svc.Spec.Mode.Global != nil && svc.ServiceStatus != nil {
+		desired = int(svc.ServiceStatus.DesiredTasks)
+	}
+	var running, starting int
+	var unschedulable, failures []string
+	for _, t := range tasks {
+		current := t.DesiredState == swarm.TaskStateRunning || t.DesiredState == swarm.TaskStateReady
+		switch {
+		case current && t.Status.State == swarm.TaskStateRunning:
+			running++
+		case current && isStarting(t.Status.State):
+			starting++
+			// Swarm leaves a task it cannot place in pending with the reason
+			// ("no suitable node (...)") in Err; it will not place itself.
+			if t.Status.State == swarm.TaskStatePending && t.Status.Err != "" {
+				unschedulable = append(unschedulable, t.Status.Err)
+			}
+		case exitedRecently(t, in.Now):
+			failures = append(failures, taskReason(t))
+		}
+	}
+	r := Result{Running: running, Desired: desired}
+	if u := svc.UpdateStatus; u != nil {
+		switch u.State {
+		case swarm.UpdateStateRollbackStarted:
+			return degraded(r, "rolling back", u.Message)
+		case swarm.UpdateStateRollbackPaused:
+			return degraded(r, "rollback paused", u.Message)
+		case swarm.UpdateStateRollbackCompleted:
+			return degraded(r, "rolled back", u.Message)
+		case swarm.UpdateStatePaused:
+			return degraded(r, "update paused", u.Message)
+		}
+	}
+	switch {
+	case len(failures) >= restartThreshold:
+		r.State = Degraded
+		r.Message = fmt.Sprintf("restarting: %d/%d running, %d task failures in the last %s: %s",
+			running, desired, len(failures), RecentFailureWindow, failures[0])
+	case len(unschedulable) > 0 && running < desired:
+		r.State = Degraded
+		r.Message = fmt.Sprintf("%d/%d running; cannot be scheduled: %s", running, desired, joinReasons(unschedulable))
+	case svc.UpdateStatus != nil && svc.UpdateStatus.State == swarm.UpdateStateUpdating:
+		r.State = Progressing
+		r.Message = fmt.Sprintf("updating: %d/%d running", running, desired)
+	case desired == 0:
+		r.State, r.Message = Healthy, "scaled to zero"
+	case running < desired:
+		r.State = Progressing
+		r.Message = fmt.Sprintf("%d/%d running", running, desired)
+		if starting > 0 {
+			r.Message += fmt.Sprintf(", %d starting", starting)
+		}
+	default:
+		r.State = Healthy
+		r.Message = fmt.Sprintf("%d/%d running", running, desired)
+	}
+	return r
+}
+
+func degraded(r Result, what, reason string) Result {
+	r.State = Degraded
+	r.Message = what
+	if reason != "" {
+		r.Message += ": " + reason
+	}
+	return r
+}
+
+// job is the health of a replicated or global job: Running counts the
+// completed tasks of the current run, Desired the completions wanted.
+func job(svc *swarm.Service, tasks []swarm.Task, eligible int) Result {
+	var iteration *uint64
+	if svc.JobStatus != nil {
+		iteration = &svc.JobStatus.JobIteration.Index
+	}
+	var completed, active int
+	var failures []string
+	nodes := map[string]bool{}
+	for _, t := range tasks {
+		// Tasks of an earlier run of the job (before its spec last changed)
+		// say nothing about this one.
+		if iteration != nil && t.JobIteration != nil && t.JobIteration.Index != *iteration {
+			continue
+		}
+		nodes[t.NodeID] = true
+		switch {
+		case t.Status.State == swarm.TaskStateComplete:
+			completed++
+		case isStarting(t.Status.State) || t.Status.State == swarm.TaskStateRunning:
+			active++
+		case t.Status.State == swarm.TaskStateFailed || t.Status.State == swarm.TaskStateRejected:
+			failures = append(failures, taskReason(t))
+		}
+	}
+	desired := declaredCount(&svc.Spec, eligible)
+	if svc.Spec.Mode.GlobalJob != nil {
+		switch {
+		case svc.ServiceStatus != nil && svc.ServiceStatus.DesiredTasks > 0:
+			desired = int(svc.ServiceStatus.DesiredTasks)
+		case desired == 0:
+			desired = len(nodes)
+		}
+	}
+	r := Result{Running: completed, Desired: desired}
+	switch {
+	case completed >= desired:
+		r.State, r.Message = Healthy, fmt.Sprintf("job completed: %d/%d", completed, desired)
+	case len(failures) >= restartThreshold || len(failures) > 0 && active == 0:
+		r.State = Degraded
+		r.Message = fmt.Sprintf("job failed: %d/%d completed, %d failed attempts: %s", completed, desired, len(failures), failures[0])
+	case active > 0:
+		r.State, r.Message = Progressing, fmt.Sprintf("job running: %d/%d completed", completed, desired)
+	default:
+		r.State, r.Message = Progressing, fmt.Sprintf("job waiting to start: %d/%d completed", completed, desired)
+	}
+	return r
+}
+
+// isStarting reports whether a task is on its way to running: created,
+// scheduled, pulling, or waiting for its first health check to pass.
+func isStarting(s swarm.TaskState) bool {
+	switch s {
+	case swarm.TaskStateNew, swarm.TaskStateAllocated, swarm.TaskStatePending, swarm.TaskStateAssigned,
+		swarm.TaskStateAccepted, swarm.TaskStatePreparing, swarm.TaskStateReady, swarm.TaskStateStarting:
+		return true
+	}
+	return false
+}
+
+// exitedRecently reports whether a long-running task ended on its own
+// (failed, rejected, or exited) within RecentFailureWindow before now. A
+// task shut down by an update or a scale-down is not a failure.
+func exitedRecently(t swarm.Task, now time.Time) bool {
+	switch t.Status.State {
+	case swarm.TaskStateFailed, swarm.TaskStateRejected, swarm.TaskStateComplete:
+	default:
+		return false
+	}
+	if now.IsZero() || t.Status.Timestamp.IsZero() {
+		return false
+	}
+	age := now.Sub(t.Status.Timestamp)
+	return age >= -time.Minute && age <= RecentFailureWindow // a little clock skew is tolerated
+}
+
+// taskReason describes why a task ended, in the daemon's words, naming a
+// failing health check plainly.
+func taskReason(t swarm.Task) string {
+	reason := t.Status.Err
+	if reason == "" {
+		reason = t.Status.Message
+	}
+	if strings.Contains(reason, "unhealthy container") {
+		return "health check failing (" + reason + ")"
+	}
+	if reason == "" {
+		return "task " + string(t.Status.State)
+	}
+	return reason
+}
