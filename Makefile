@@ -7,10 +7,15 @@ LDFLAGS := -X github.com/skep-cd/skep/version.Version=$(VERSION) -X github.com/s
 # Integration tests share one swarm; keep package parallelism at the core count.
 TEST_FLAGS ?= -race -count=1 -timeout 40m -p 2
 
-.PHONY: build test lint vet fmt-check staticcheck swarm-up swarm-down unit clean
+.PHONY: demo build test lint vet fmt-check staticcheck swarm-up swarm-down unit clean
 
-build: ## build bin/skep
-	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/skep ./cmd/skep
+build: ## build bin/skep (static: the demo packages it FROM scratch)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/skep ./cmd/skep
+
+# The main job: a demo that deploys something real on this machine's swarm.
+# DEMO_FLAGS=--exit-after-showcase ends it after the showcase (CI does).
+demo: swarm-up build
+	bin/skep demo $(DEMO_FLAGS)
 
 swarm-up:
 	scripts/swarm-up

@@ -85,6 +85,7 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newRenderCommand())
 	root.AddCommand(newControllerCommand())
 	root.AddCommand(newDeployCommand())
+	root.AddCommand(newDemoCommand(), newDemoAppCommand())
 	return root
 }
 
