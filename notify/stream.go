@@ -1,0 +1,163 @@
+package notify
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+)
+
+// ReplayFunc returns up to limit stored records with ids above afterID, in
+// increasing id order. A store's Events query adapts to it; it may filter,
+// and Stream filters again with the subscription's Filter.
+type ReplayFunc func(ctx context.Context, afterID int64, limit int) ([]Record, error)
+
+// StreamOptions configures Stream. The zero value streams live records only,
+// with the default heartbeat.
+type StreamOptions struct {
+	// AfterID is the client's Last-Event-ID. When above zero, records after
+	// it are replayed before live ones.
+	AfterID int64
+	// Replay reads the store. Nil means no store: nothing is replayed and a
+	// lagging subscriber loses what it missed.
+	Replay ReplayFunc
+	// Heartbeat is the interval of heartbeat comments. Default 15s.
+	Heartbeat time.Duration
+	// Flush is called after each frame (an http.Flusher's Flush). Optional.
+	Flush func()
+	// Logger receives a Warn line when a replay fails; the stream then goes
+	// on live. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// replayPage is how many records one Replay call asks for.
+const replayPage = 500
+
+// Stream writes sub's records to w as server-sent events until ctx is done
+// (it then returns nil), the subscription or its broker closes (nil), or a
+// write fails (the error). It does not close sub.
+//
+// Every record is written once, in increasing id order: first the replay
+// after opts.AfterID, then live records, skipping those the replay already
+// wrote. When sub lags, Stream resumes it and replays from the last id it
+// wrote, so a slow client misses nothing the store kept.
+func Stream(ctx context.Context, w io.Writer, sub *Subscription, opts StreamOptions) error {
+	if opts.Heartbeat <= 0 {
+		opts.Heartbeat = 15 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := streamer{w: w, sub: sub, opts: opts, cursor: sub.Start(), replayed: map[int64]struct{}{}}
+	if opts.AfterID > 0 {
+		s.cursor = opts.AfterID
+		if err := s.replay(ctx); err != nil {
+			return err
+		}
+	}
+	heartbeat := time.NewTicker(opts.Heartbeat)
+	defer heartbeat.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case rec, ok := <-sub.C():
+			if !ok {
+				return nil
+			}
+			if err := s.live(rec); err != nil {
+				return err
+			}
+		case <-sub.Lagged():
+			sub.Resume()
+			if err := s.replay(ctx); err != nil {
+				return err
+			}
+		case <-heartbeat.C:
+			if err := WriteHeartbeat(w); err != nil {
+				return err
+			}
+			s.flush()
+		}
+	}
+}
+
+type streamer struct {
+	w    io.Writer
+	sub  *Subscription
+	opts StreamOptions
+	// cursor is the id a replay starts after: the last id written, or the
+	// client's Last-Event-ID, or the subscription's start.
+	cursor int64
+	// replayed holds replayed ids that may still arrive live (those above
+	// sub.Start()), so each is written once. It is emptied as soon as a live
+	// record passes its highest entry.
+	replayed    map[int64]struct{}
+	replayedMax int64
+}
+
+func (s *streamer) live(rec Record) error {
+	if rec.ID <= s.replayedMax {
+		if _, dup := s.replayed[rec.ID]; dup {
+			delete(s.replayed, rec.ID)
+			return nil
+		}
+	} else if len(s.replayed) > 0 {
+		clear(s.replayed)
+	}
+	return s.write(rec)
+}
+
+func (s *streamer) write(rec Record) error {
+	if err := WriteSSE(s.w, rec); err != nil {
+		return err
+	}
+	s.cursor = rec.ID
+	s.flush()
+	return nil
+}
+
+func (s *streamer) flush() {
+	if s.opts.Flush != nil {
+		s.opts.Flush()
+	}
+}
+
+// replay writes every stored record after the cursor. A failing store is
+// logged and skipped: the stream goes on live rather than ending, since a
+// reconnecting client would only meet the same failure.
+func (s *streamer) replay(ctx context.Context) error {
+	if s.opts.Replay == nil {
+		return nil
+	}
+	filter := s.sub.Filter()
+	for {
+		recs, err := s.opts.Replay(ctx, s.cursor, replayPage)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.opts.Logger.Warn("event replay failed", "after_id", s.cursor, "err", err)
+			}
+			return nil
+		}
+		for _, rec := range recs {
+			if rec.ID <= s.cursor {
+				return fmt.Errorf("replay after %d returned id %d: ids out of order", s.cursor, rec.ID)
+			}
+			if !filter.Match(rec.Event) {
+				s.cursor = rec.ID
+				continue
+			}
+			if err := s.write(rec); err != nil {
+				return err
+			}
+			if rec.ID > s.sub.Start() {
+				s.replayed[rec.ID] = struct{}{}
+				s.replayedMax = max(s.replayedMax, rec.ID)
+			}
+		}
+		if len(recs) < replayPage {
+			return nil
+		}
+	}
+}

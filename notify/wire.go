@@ -1,0 +1,121 @@
+package notify
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Record is an event with the id it was published under. Ids are positive
+// and strictly increasing in publication order; see Recorder for how they
+// stay so across restarts. The zero ID means "not assigned".
+type Record struct {
+	ID int64
+	Event
+}
+
+// Wire is the JSON shape of an event on every outbound channel: the API's
+// event stream, webhooks and the store's consumers. Its field order and tags
+// are the contract, pinned byte for byte by TestWireShape.
+//
+// Swarm is always present because empty is itself the answer ("the swarm
+// the controller runs in"); Revision, Message and Actor are omitted when
+// empty because there the event has no answer to give. At is RFC 3339 in UTC.
+type Wire struct {
+	Application string    `json:"application"`
+	Swarm       string    `json:"swarm"`
+	Type        EventType `json:"type"`
+	Revision    string    `json:"revision,omitempty"`
+	Message     string    `json:"message,omitempty"`
+	Actor       string    `json:"actor,omitempty"`
+	At          time.Time `json:"at"`
+}
+
+// WireOf returns e in its wire shape, with At converted to UTC.
+func WireOf(e Event) Wire {
+	return Wire{
+		Application: e.Application,
+		Swarm:       e.Swarm,
+		Type:        e.Type,
+		Revision:    e.Revision,
+		Message:     e.Message,
+		Actor:       e.Actor,
+		At:          e.At.UTC(),
+	}
+}
+
+// Event returns the event w describes.
+func (w Wire) Event() Event {
+	return Event{
+		Application: w.Application,
+		Type:        w.Type,
+		Revision:    w.Revision,
+		Message:     w.Message,
+		At:          w.At,
+		Swarm:       w.Swarm,
+		Actor:       w.Actor,
+	}
+}
+
+// MarshalWire returns the wire JSON of e, without a trailing newline and
+// without HTML escaping (a message naming "a<b" stays readable).
+func MarshalWire(e Event) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(WireOf(e)); err != nil {
+		return nil, fmt.Errorf("encode event: %w", err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// WriteSSE writes rec as one server-sent event:
+//
+//	id: <ID>
+//	event: <Type>
+//	data: <wire JSON>
+//	<blank line>
+//
+// in a single Write, so a frame is never torn by a concurrent heartbeat
+// writer that serialises on w. The id line is left out when rec.ID is zero.
+// It refuses a type containing a line break, which would forge a frame.
+func WriteSSE(w io.Writer, rec Record) error {
+	if strings.ContainsAny(string(rec.Type), "\r\n") {
+		return fmt.Errorf("write event %d: type %q contains a line break", rec.ID, rec.Type)
+	}
+	data, err := MarshalWire(rec.Event)
+	if err != nil {
+		return fmt.Errorf("write event %d: %w", rec.ID, err)
+	}
+	var buf bytes.Buffer
+	if rec.ID != 0 {
+		buf.WriteString("id: ")
+		buf.WriteString(strconv.FormatInt(rec.ID, 10))
+		buf.WriteByte('\n')
+	}
+	buf.WriteString("event: ")
+	buf.WriteString(string(rec.Type))
+	buf.WriteString("\ndata: ")
+	buf.Write(data)
+	buf.WriteString("\n\n")
+	if _, err := w.Write(buf.Bytes()); err != nil {
+		return fmt.Errorf("write event %d: %w", rec.ID, err)
+	}
+	return nil
+}
+
+// Heartbeat is the SSE comment frame WriteHeartbeat writes. Clients ignore
+// it; proxies see traffic and keep the connection open.
+const Heartbeat = ": heartbeat\n\n"
+
+// WriteHeartbeat writes the heartbeat comment frame.
+func WriteHeartbeat(w io.Writer) error {
+	if _, err := io.WriteString(w, Heartbeat); err != nil {
+		return fmt.Errorf("write heartbeat: %w", err)
+	}
+	return nil
+}

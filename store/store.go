@@ -1,0 +1,160 @@
+// Package store keeps what people look back at in an embedded SQLite
+// database in the data directory: every event, and a sync history per
+// application derived from them.
+//
+// It is history, never safety: nothing in the reconcile reads it to decide
+// what to deploy or delete, and a store that cannot be opened or written is
+// reported while the controller goes on reconciling (see notify.Recorder,
+// which writes to it off the reconcile path). The schema is versioned and
+// migrated forward only when the database is opened; a database written by
+// a newer Skep is refused rather than guessed at. Retention by age and count
+// runs when the caller runs RunRetention. The store never deletes an event
+// because it was read: replay (Events with AfterID) reads only.
+//
+// A Store is safe for concurrent use. It uses modernc.org/sqlite (pure Go)
+// in WAL mode, so readers do not wait for the writer.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// FileName is the database's name inside the data directory.
+const FileName = "skep.db"
+
+// Options configures a Store. The zero value means all defaults; a negative
+// limit turns that limit off.
+type Options struct {
+	// MaxAge is how long events and finished syncs are kept. Default 30 days.
+	MaxAge time.Duration
+	// MaxEvents is how many of the newest events are kept. Default 100000.
+	MaxEvents int
+	// MaxSyncs is how many of the newest syncs are kept per application.
+	// Default 1000.
+	MaxSyncs int
+	// Logger receives a line per retention pass that deleted something and
+	// a Warn line per failed pass. Default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock retention measures age with. Default time.Now.
+	Now func() time.Time
+}
+
+func (o Options) withDefaults() Options {
+	if o.MaxAge == 0 {
+		o.MaxAge = 30 * 24 * time.Hour
+	}
+	if o.MaxEvents == 0 {
+		o.MaxEvents = 100_000
+	}
+	if o.MaxSyncs == 0 {
+		o.MaxSyncs = 1000
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// Store is an open database. Build it with Open and Close it when done.
+type Store struct {
+	db   *sql.DB
+	path string
+	opts Options
+}
+
+// ErrSchemaTooNew is returned by Open for a database migrated by a newer
+// Skep than this one: its schema is not guessed at.
+var ErrSchemaTooNew = errors.New("database schema is newer than this skep")
+
+// ErrIDNotAbove is returned by Insert for a record whose id is not above
+// every id the store has handed out.
+var ErrIDNotAbove = errors.New("event id not above the last stored id")
+
+// Open opens or creates the database at path (normally
+// filepath.Join(dataDir, FileName)), creating its directory, switches it to
+// WAL, checks its integrity and migrates its schema to the current version.
+// An unreadable, corrupt, unwritable or too-new database is an error; the
+// caller reports it and runs without a store.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	if strings.ContainsAny(path, "?#") {
+		return nil, fmt.Errorf("open store %s: path must not contain '?' or '#'", path)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	// _txlock=immediate takes the write lock at BEGIN, so two writers queue
+	// on busy_timeout instead of one failing with SQLITE_BUSY on upgrade.
+	dsn := path + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	s := &Store{db: db, path: path, opts: opts.withDefaults()}
+	if err := s.check(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	if err := migrate(ctx, db, migrations); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// check fails on a file that is not a database, is corrupt, or cannot be
+// switched to WAL (which needs a writable directory).
+func (s *Store) check(ctx context.Context) error {
+	var mode string
+	if err := s.db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		return fmt.Errorf("read journal mode: %w", err)
+	}
+	if !strings.EqualFold(mode, "wal") {
+		return fmt.Errorf("journal mode is %q, want wal", mode)
+	}
+	rows, err := s.db.QueryContext(ctx, "PRAGMA quick_check")
+	if err != nil {
+		return fmt.Errorf("integrity check: %w", err)
+	}
+	defer rows.Close()
+	var problems []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			return fmt.Errorf("integrity check: %w", err)
+		}
+		if line != "ok" {
+			problems = append(problems, line)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("integrity check: %w", err)
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("integrity check: %s", strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// Path is the database file the store was opened on.
+func (s *Store) Path() string { return s.path }
+
+// Close closes the database. Calls after Close fail.
+func (s *Store) Close() error {
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("close store %s: %w", s.path, err)
+	}
+	return nil
+}
