@@ -8,8 +8,10 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/skep-cd/skep/api"
 	"github.com/skep-cd/skep/apply"
 	"github.com/skep-cd/skep/appset"
 	"github.com/skep-cd/skep/gitsource"
@@ -39,6 +41,14 @@ type Options struct {
 	Logger   *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Observer is told what each reconcile took (metrics); nil means none.
+	Observer Observer
+}
+
+// Observer is told about each reconcile when it ends. It must return
+// quickly and be safe for concurrent use; api.Metrics implements it.
+type Observer interface {
+	ObserveReconcile(api.Observation)
 }
 
 // Controller keeps every application of an app set at what git declares.
@@ -54,8 +64,12 @@ type Controller struct {
 	interval time.Duration
 	source   string
 	status   *Statuses
+	observer Observer
+	appSet   appset.Source
+	syncs    atomic.Uint64 // last sync id handed out
 
-	mu      sync.Mutex
+	appSetMu sync.Mutex // serialises onAppSet between Run and RefreshRepository
+	mu       sync.Mutex
 	apps    map[string]appset.Application
 	workers map[string]*worker
 	wg      sync.WaitGroup
@@ -83,6 +97,8 @@ func New(opts Options) (*Controller, error) {
 		interval: opts.AppSetInterval,
 		source:   opts.AppSetName,
 		status:   NewStatuses(),
+		observer: opts.Observer,
+		appSet:   opts.AppSet,
 		apps:     map[string]appset.Application{},
 		workers:  map[string]*worker{},
 	}
@@ -132,10 +148,12 @@ func (c *Controller) LoadAppSet(ctx context.Context) (appset.Snapshot, error) {
 	return snap, err
 }
 
-// Ready reports whether a valid app set has been loaded.
-func (c *Controller) Ready() bool { return c.watcher.Current().Set != nil }
+// Loaded reports whether a valid app set has been loaded.
+func (c *Controller) Loaded() bool { return c.watcher.Current().Set != nil }
 
 func (c *Controller) onAppSet(snap appset.Snapshot) {
+	c.appSetMu.Lock()
+	defer c.appSetMu.Unlock()
 	c.setApps(snap)
 	if snap.Err != nil {
 		c.log.Error("app set not loaded", "revision", snap.ErrRevision, "stale", snap.Stale, "err", snap.Err)
@@ -200,17 +218,37 @@ func (c *Controller) Applications() []appset.Application {
 	return snap.Set.Applications()
 }
 
-// Sync asks the application's worker for a sync by actor ("" = the
+// SyncNow asks the application's worker for a sync by actor ("" = the
 // controller). It returns at once; a sync already queued absorbs it.
-func (c *Controller) Sync(name, actor string) error {
+func (c *Controller) SyncNow(name, actor string) error {
+	_, _, err := c.enqueue(name, Request{Sync: true, Actor: actor})
+	return err
+}
+
+// enqueue hands req to name's worker, numbering it first when it is a
+// sync, and returns the request that will run and whether req was merged
+// into a sync already queued.
+func (c *Controller) enqueue(name string, req Request) (Request, bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	w, ok := c.workers[name]
 	if !ok {
-		return fmt.Errorf("%w: %s", ErrUnknownApplication, name)
+		return Request{}, false, fmt.Errorf("%w: %s", ErrUnknownApplication, name)
 	}
-	w.enqueue(Request{Sync: true, Actor: actor})
-	return nil
+	if req.Sync {
+		req.ID = c.syncs.Add(1)
+	}
+	queued, merged := w.enqueue(req)
+	if queued.Sync {
+		c.status.Update(name, func(s *AppStatus) {
+			// The worker may have finished it already: never mark a done
+			// sync pending again.
+			if s.LastRequestedSync.ID < queued.ID {
+				s.PendingSync = queued.ID
+			}
+		})
+	}
+	return queued, merged, nil
 }
 
 // ReconcileOnce runs one reconcile of app in the caller's goroutine,
@@ -261,7 +299,7 @@ func (c *Controller) runWorker(ctx context.Context, w *worker) {
 		if !ok {
 			return
 		}
-		_, err := c.reconcile(ctx, app, req, st)
+		err := c.runRequest(ctx, app, req, st)
 		next := jitter(app.SyncPolicy.Interval)
 		switch Class(err) {
 		case "":

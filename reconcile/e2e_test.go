@@ -256,7 +256,7 @@ func TestManualAppReportsOutOfSyncAndWaitsForSync(t *testing.T) {
 		t.Errorf("drift-detected events = %+v, want one for %s", got, first)
 	}
 
-	if err := ctrl.Sync("web", "alice"); err != nil {
+	if err := ctrl.SyncNow("web", "alice"); err != nil {
 		t.Fatal(err)
 	}
 	svc := e.waitImage(t, e.v1, time.Minute)
@@ -343,7 +343,7 @@ func TestAppSetCommitAddsAnAppAndAnInvalidSetKeepsTheOldOne(t *testing.T) {
 	ctrl := e.controller(t, reconcile.GitAppSet{Git: git, Repo: sets.URL, Revision: "main", Path: "apps"})
 	run(t, ctrl)
 	harness.Eventually(t, 30*time.Second, func(context.Context) (bool, string) {
-		return ctrl.Ready(), "app set not loaded"
+		return ctrl.Loaded(), "app set not loaded"
 	})
 
 	added := sets.Commit(t, "main", map[string]string{"apps/applications.yaml": appSet(e.app("web", true))})

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
+	"github.com/skep-cd/skep/api"
 	"github.com/skep-cd/skep/apply"
 	"github.com/skep-cd/skep/appset"
 	"github.com/skep-cd/skep/gitsource"
@@ -21,12 +23,17 @@ type Outcome struct {
 	Applied  bool
 	Result   apply.Result
 	Recorded *apply.Revision
+
+	applyTook time.Duration // zero when nothing was applied
 }
 
-// desired is an application rendered at one commit.
+// desired is an application rendered at one commit, with what the git
+// part of rendering took (for metrics).
 type desired struct {
-	commit  string
-	release stack.Release
+	commit    string
+	release   stack.Release
+	gitTook   time.Duration
+	gitFailed bool
 }
 
 // owner is the ownership of app's release by this controller.
@@ -37,18 +44,22 @@ func (c *Controller) owner(app appset.Application) stack.Owner {
 // render resolves app's revision, fetches that commit and renders it into
 // the release's desired specs. Errors are classed.
 func (c *Controller) render(ctx context.Context, app appset.Application, commit string) (desired, error) {
+	start := time.Now()
 	if commit == "" {
 		var err error
 		commit, err = c.git.Resolve(ctx, app.Source.Repo, app.Source.Revision)
 		if err != nil {
-			return desired{}, classifyGit(fmt.Errorf("resolve %s at %q: %w", gitsource.RedactURL(app.Source.Repo), app.Source.Revision, err))
+			return desired{gitTook: time.Since(start), gitFailed: true},
+				classifyGit(fmt.Errorf("resolve %s at %q: %w", gitsource.RedactURL(app.Source.Repo), app.Source.Revision, err))
 		}
 	}
 	tree, err := c.git.Checkout(ctx, app.Source.Repo, commit)
 	if err != nil {
-		return desired{commit: commit}, classifyGit(fmt.Errorf("fetch %s at %s: %w", gitsource.RedactURL(app.Source.Repo), short(commit), err))
+		return desired{commit: commit, gitTook: time.Since(start), gitFailed: true},
+			classifyGit(fmt.Errorf("fetch %s at %s: %w", gitsource.RedactURL(app.Source.Repo), short(commit), err))
 	}
 	defer tree.Release()
+	gitTook := time.Since(start)
 	doc, err := render.Compose(ctx, render.Input{
 		Root:      tree.Dir(),
 		Path:      app.Source.Path,
@@ -57,7 +68,7 @@ func (c *Controller) render(ctx context.Context, app appset.Application, commit 
 		Variables: app.Source.Variables,
 	})
 	if err != nil {
-		return desired{commit: commit}, &StalledError{Err: fmt.Errorf("render at %s: %w", short(commit), err)}
+		return desired{commit: commit, gitTook: gitTook}, &StalledError{Err: fmt.Errorf("render at %s: %w", short(commit), err)}
 	}
 	rel, err := stack.Convert(doc.Config, stack.Options{
 		Owner: c.owner(app),
@@ -71,9 +82,9 @@ func (c *Controller) render(ctx context.Context, app appset.Application, commit 
 		Files: doc.Files,
 	})
 	if err != nil {
-		return desired{commit: commit}, &StalledError{Err: fmt.Errorf("convert at %s: %w", short(commit), err)}
+		return desired{commit: commit, gitTook: gitTook}, &StalledError{Err: fmt.Errorf("convert at %s: %w", short(commit), err)}
 	}
-	return desired{commit: commit, release: rel}, nil
+	return desired{commit: commit, release: rel, gitTook: gitTook}, nil
 }
 
 // compare plans the desired release against its last recorded revision.
@@ -92,11 +103,21 @@ func (c *Controller) compare(ctx context.Context, app appset.Application, d desi
 // Plan renders app at its current revision and compares it with what was
 // last recorded, writing nothing. It is safe to call beside the workers.
 func (c *Controller) Plan(ctx context.Context, name string) (Outcome, error) {
+	return c.PlanAt(ctx, name, "")
+}
+
+// PlanAt is Plan at commit ("" = the revision the application tracks, or
+// the commit it is held at).
+func (c *Controller) PlanAt(ctx context.Context, name, commit string) (Outcome, error) {
 	app, ok := c.app(name)
 	if !ok {
 		return Outcome{}, fmt.Errorf("%w: %s", ErrUnknownApplication, name)
 	}
-	d, err := c.render(ctx, app, "")
+	if commit == "" {
+		st, _ := c.status.Get(name)
+		commit = st.Held.Revision
+	}
+	d, err := c.render(ctx, app, commit)
 	if err != nil {
 		return Outcome{Commit: d.commit}, err
 	}
@@ -109,15 +130,19 @@ func (c *Controller) Plan(ctx context.Context, name string) (Outcome, error) {
 // is classed.
 func (c *Controller) reconcile(ctx context.Context, app appset.Application, req Request, st *appState) (out Outcome, err error) {
 	ctx = notify.WithActor(ctx, req.Actor)
+	start := time.Now()
+	var d desired
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("reconcile %s: panic: %v", app.Name, r)
 			c.log.Error("reconcile panicked", "app", app.Name, "err", err, "stack", stackTrace())
 		}
 		c.record(app, out, err)
+		c.observe(app, req, out, d, time.Since(start), err)
 	}()
+	c.status.Update(app.Name, func(s *AppStatus) { s.Phase = api.PhaseReconciling })
 
-	d, err := c.render(ctx, app, "")
+	d, err = c.render(ctx, app, req.Revision)
 	out.Commit = d.commit
 	if err != nil {
 		// A stalled commit is reported once, not on every tick.
@@ -149,6 +174,13 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 
 func (c *Controller) apply(ctx context.Context, app appset.Application, d desired, p plan.Release, req Request, out Outcome) (Outcome, error) {
 	c.emit(ctx, app, notify.SyncStarted, d.commit, p.Summary())
+	c.status.Update(app.Name, func(s *AppStatus) { s.Phase = api.PhaseApplying })
+	if req.Prune != nil {
+		// TODO: pruning lands with the keep issue; until then the per-sync
+		// setting is carried and logged so callers can rely on the API.
+		c.log.Debug("sync prune setting recorded", "app", app.Name, "prune", *req.Prune)
+	}
+	start := time.Now()
 	res, err := apply.Apply(ctx, c.engine, d.release, apply.Options{
 		Owner:        c.owner(app),
 		ResolveImage: apply.ResolveImage(app.SyncPolicy.ResolveImage),
@@ -157,6 +189,7 @@ func (c *Controller) apply(ctx context.Context, app appset.Application, d desire
 		Logger:       c.log.With("app", app.Name),
 	})
 	out.Result = res
+	out.applyTook = time.Since(start)
 	if err != nil {
 		err = classifyApply(fmt.Errorf("apply %s at %s: %w", app.Release, short(d.commit), err))
 		c.emit(ctx, app, notify.SyncFailed, d.commit, err.Error())
@@ -173,6 +206,7 @@ func (c *Controller) record(app appset.Application, out Outcome, err error) {
 	c.status.Update(app.Name, func(s *AppStatus) {
 		s.Automated = app.SyncPolicy.Automated
 		s.LastReconcile = now
+		s.Phase = api.PhaseIdle
 		if out.Commit != "" {
 			s.Revision = out.Commit
 		}

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/skep-cd/skep/api"
 )
 
 // SyncState says whether the swarm matches git for one application.
@@ -35,6 +37,18 @@ type AppStatus struct {
 	LastReconcile  time.Time `json:"lastReconcile,omitempty"`
 	LastSync       time.Time `json:"lastSync,omitempty"`
 	Automated      bool      `json:"automated"`
+	// Phase is what the worker does now: api.PhaseIdle, PhaseReconciling
+	// or PhaseApplying; "" before the first reconcile.
+	Phase string `json:"phase,omitempty"`
+	// PendingSync is the id of a requested sync not started yet, or 0.
+	PendingSync uint64 `json:"pendingSync,omitempty"`
+	// LastRequestedSync is the last requested sync (ID 0: none yet).
+	LastRequestedSync api.SyncRecord `json:"lastRequestedSync"`
+	// Held is the hold a rollback or a sync to a revision put the
+	// application under (Revision "": none). Ticks deploy Held.Revision
+	// instead of the branch head until a sync without revision or an
+	// unhold clears it.
+	Held api.Hold `json:"held"`
 }
 
 // AppSetStatus is the state of the app-set source.

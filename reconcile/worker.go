@@ -14,6 +14,14 @@ type Request struct {
 	Sync bool
 	// Actor names who asked; empty for the controller's own ticks.
 	Actor string
+	// ID numbers a requested sync (see Controller.SyncApp); 0 for ticks.
+	ID uint64
+	// Revision is a resolved commit to deploy instead of what the
+	// application tracks; a sync with one holds the application there.
+	Revision string
+	// Prune turns pruning on or off for this sync; nil keeps the policy.
+	// It is recorded and carried; pruning itself is not implemented yet.
+	Prune *bool
 }
 
 // worker runs one application's reconciles, one at a time, on the
@@ -47,26 +55,35 @@ func jitter(d time.Duration) time.Duration {
 }
 
 // enqueue queues req for the worker, merging it into a queued request when
-// one is waiting: a sync wins over a tick, and the first actor is kept.
-func (w *worker) enqueue(req Request) {
+// one is waiting (see merge). It returns the request that will run, so a
+// caller learns the id its sync was merged into and whether it was.
+func (w *worker) enqueue(req Request) (queued Request, merged bool) {
 	for {
 		select {
 		case w.requests <- req:
-			return
+			return req, merged
 		default:
 		}
 		select {
-		case queued := <-w.requests:
-			req = merge(queued, req)
+		case waiting := <-w.requests:
+			req = merge(waiting, req)
+			merged = merged || waiting.Sync
 		default:
 		}
 	}
 }
 
+// merge coalesces b into a queued a: a sync wins over a tick; of two syncs
+// the queued one keeps its id and actor, and a later one that names a
+// revision or a prune setting brings those along with its own actor, since
+// the latest explicit intent is what runs.
 func merge(a, b Request) Request {
 	out := a
-	if b.Sync && !a.Sync {
+	switch {
+	case b.Sync && !a.Sync:
 		out = b
+	case b.Sync && a.Sync && (b.Revision != "" || b.Prune != nil):
+		out.Revision, out.Prune, out.Actor = b.Revision, b.Prune, b.Actor
 	}
 	if out.Actor == "" {
 		out.Actor = b.Actor

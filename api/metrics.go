@@ -1,0 +1,236 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Observation is what one reconcile of one application took and found.
+// The reconciler hands one to Metrics.ObserveReconcile when it ends.
+type Observation struct {
+	Application string
+	// Outcome is "ok" or the error class: stalled, waiting or transient.
+	Outcome  string
+	Duration time.Duration
+	// Requested is true for a requested sync, false for a tick.
+	Requested bool
+	// Sync is true when an apply ran; SyncFailed when it failed.
+	Sync          bool
+	SyncFailed    bool
+	ApplyDuration time.Duration
+	// GitDuration is what resolving and fetching took; GitFailed is set
+	// when either failed.
+	GitDuration time.Duration
+	GitFailed   bool
+}
+
+// AppState is one application's state for the per-application gauges.
+type AppState struct {
+	Name   string
+	Sync   string
+	Health string
+	// DriftFindings counts live drift findings (0 until live drift lands).
+	DriftFindings int
+}
+
+// Counter reads a monotonic count kept elsewhere (the git cache, a
+// notifier), exported as a Prometheus counter at scrape time.
+type Counter struct {
+	Name, Help string
+	Labels     prometheus.Labels
+	Read       func() float64
+}
+
+// MetricsOptions wire what Metrics reads at scrape time. Every field may
+// be nil or empty.
+type MetricsOptions struct {
+	// Applications returns the current state of every application. It
+	// must not call the swarm: a scrape costs no Docker request.
+	Applications func() []AppState
+	// Counters are counts kept by other packages: git remote calls,
+	// notifier deliveries and failures.
+	Counters []Counter
+	// Version and Commit label skep_build_info.
+	Version, Commit string
+}
+
+// The sync, health and live-drift states exported as state sets.
+var (
+	syncStates   = []string{"synced", "out-of-sync", "unknown"}
+	healthStates = []string{"healthy", "progressing", "degraded", "missing", "unknown"}
+)
+
+// Metrics holds Skep's Prometheus metrics on a private registry (nothing
+// registers on the global default). Its methods are safe for concurrent
+// use. A nil *Metrics records nothing.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	reconciles        *prometheus.CounterVec
+	reconcileDuration *prometheus.HistogramVec
+	syncs             *prometheus.CounterVec
+	applyDuration     *prometheus.HistogramVec
+	gitDuration       prometheus.Histogram
+	gitFailures       prometheus.Counter
+	webhooks          *prometheus.CounterVec
+	sseSubscribers    prometheus.Gauge
+	requests          *prometheus.CounterVec
+	requestDuration   *prometheus.HistogramVec
+}
+
+// NewMetrics returns the metrics with every collector registered.
+func NewMetrics(opts MetricsOptions) *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "skep_reconcile_total", Help: "Reconciles run, by application and outcome (ok, stalled, waiting, transient).",
+		}, []string{"application", "outcome"}),
+		reconcileDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "skep_reconcile_duration_seconds", Help: "Time one reconcile took, by application and outcome.",
+			Buckets: []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300},
+		}, []string{"application", "outcome"}),
+		syncs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "skep_sync_total", Help: "Applies run, by application and outcome (succeeded, failed).",
+		}, []string{"application", "outcome"}),
+		applyDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "skep_apply_duration_seconds", Help: "Time one apply took, by application.",
+			Buckets: []float64{.1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300},
+		}, []string{"application"}),
+		gitDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "skep_git_fetch_duration_seconds", Help: "Time resolving and fetching an application's revision took.",
+			Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}),
+		gitFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "skep_git_fetch_failures_total", Help: "Resolves or fetches of an application's revision that failed.",
+		}),
+		webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "skep_webhook_deliveries_total", Help: "Inbound webhook deliveries, by provider and result.",
+		}, []string{"provider", "result"}),
+		sseSubscribers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "skep_sse_subscribers", Help: "Clients connected to the event stream.",
+		}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "skep_api_requests_total", Help: "API requests, by route pattern and status code.",
+		}, []string{"route", "code"}),
+		requestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "skep_api_request_duration_seconds", Help: "Time API requests took, by route pattern.",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"route"}),
+	}
+	m.reg.MustRegister(m.reconciles, m.reconcileDuration, m.syncs, m.applyDuration, m.gitDuration,
+		m.gitFailures, m.webhooks, m.sseSubscribers, m.requests, m.requestDuration,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	build := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "skep_build_info", Help: "Always 1; labels name the running build.",
+		ConstLabels: prometheus.Labels{"version": opts.Version, "commit": opts.Commit},
+	})
+	build.Set(1)
+	m.reg.MustRegister(build)
+	if opts.Applications != nil {
+		m.reg.MustRegister(appCollector(opts.Applications))
+	}
+	for _, c := range opts.Counters {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: c.Name, Help: c.Help, ConstLabels: c.Labels,
+		}, c.Read))
+	}
+	return m
+}
+
+var (
+	syncStateDesc = prometheus.NewDesc("skep_application_sync_state",
+		"1 for the sync state the application is in, 0 for the others.", []string{"application", "state"}, nil)
+	healthStateDesc = prometheus.NewDesc("skep_application_health_state",
+		"1 for the health state the application is in, 0 for the others.", []string{"application", "state"}, nil)
+	driftDesc = prometheus.NewDesc("skep_application_drift_findings",
+		"Live drift findings of the application.", []string{"application"}, nil)
+)
+
+// appCollector exports per-application state sets read at scrape time, so
+// an application that left the app set leaves the metrics too.
+type appCollector func() []AppState
+
+func (f appCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- syncStateDesc
+	ch <- healthStateDesc
+	ch <- driftDesc
+}
+
+func (f appCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, a := range f() {
+		for _, s := range syncStates {
+			ch <- prometheus.MustNewConstMetric(syncStateDesc, prometheus.GaugeValue, boolValue(a.Sync == s), a.Name, s)
+		}
+		health := a.Health
+		if health == "" {
+			health = HealthUnknown
+		}
+		for _, s := range healthStates {
+			ch <- prometheus.MustNewConstMetric(healthStateDesc, prometheus.GaugeValue, boolValue(health == s), a.Name, s)
+		}
+		ch <- prometheus.MustNewConstMetric(driftDesc, prometheus.GaugeValue, float64(a.DriftFindings), a.Name)
+	}
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// ObserveReconcile records one reconcile; the reconciler calls it.
+func (m *Metrics) ObserveReconcile(o Observation) {
+	if m == nil {
+		return
+	}
+	m.reconciles.WithLabelValues(o.Application, o.Outcome).Inc()
+	m.reconcileDuration.WithLabelValues(o.Application, o.Outcome).Observe(o.Duration.Seconds())
+	if o.Sync {
+		outcome := OutcomeSucceeded
+		if o.SyncFailed {
+			outcome = OutcomeFailed
+		}
+		m.syncs.WithLabelValues(o.Application, outcome).Inc()
+		m.applyDuration.WithLabelValues(o.Application).Observe(o.ApplyDuration.Seconds())
+	}
+	if o.GitDuration > 0 {
+		m.gitDuration.Observe(o.GitDuration.Seconds())
+	}
+	if o.GitFailed {
+		m.gitFailures.Inc()
+	}
+}
+
+func (m *Metrics) webhook(provider, result string) {
+	if m != nil {
+		m.webhooks.WithLabelValues(provider, result).Inc()
+	}
+}
+
+func (m *Metrics) subscribers(delta float64) {
+	if m != nil {
+		m.sseSubscribers.Add(delta)
+	}
+}
+
+func (m *Metrics) request(route string, code int, took time.Duration) {
+	if m != nil {
+		m.requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
+		m.requestDuration.WithLabelValues(route).Observe(took.Seconds())
+	}
+}
+
+// Handler serves the registry in the Prometheus text format. It does no
+// authorisation: mount it behind the guard or on a private listener.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
+
+// Registry returns the private registry, for tests and extra collectors.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }

@@ -1,0 +1,123 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"path"
+	"strings"
+)
+
+// Reconciler is what the API asks of the controller. *reconcile.Controller
+// implements it; an alternative reconciler can too, depending only on this
+// package. Every method is called concurrently from many requests and must
+// be safe for it; ctx carries the caller's display name (notify.ActorFrom),
+// which an implementation uses only to label what it records and raises.
+//
+// Errors that wrap ErrNotFound, ErrInvalid or ErrUnavailable answer 404,
+// 400 and 503; any other error answers 500.
+type Reconciler interface {
+	// ListApplications lists every application, with live counts read in one
+	// pass over the swarm (not one call per application).
+	ListApplications(ctx context.Context) (ApplicationList, error)
+	// Application returns one application with its releases, services
+	// and tasks.
+	Application(ctx context.Context, name string) (ApplicationDetail, error)
+	// Diff plans the application at revision ("" = what it tracks now)
+	// without writing anything.
+	Diff(ctx context.Context, name, revision string) (Diff, error)
+	// History returns the recorded revisions of each release.
+	History(ctx context.Context, name string) (History, error)
+	// Sync queues a sync (coalesced with one already queued) and returns at
+	// once; a dry run plans synchronously instead.
+	Sync(ctx context.Context, name string, opts SyncOptions) (SyncResponse, error)
+	// Rollback queues a sync to the commit of a recorded revision and holds
+	// the application there.
+	Rollback(ctx context.Context, name string, opts RollbackOptions) (SyncResponse, error)
+	// Unhold releases a hold and queues a tick.
+	Unhold(ctx context.Context, name string) error
+	// Refresh forgets what is known of the application's repository and
+	// queues a tick: git is re-read; nothing is applied unless automated.
+	Refresh(ctx context.Context, name string) error
+	// RefreshRepository refreshes every application (and the app set) whose
+	// repository and revision the push names.
+	RefreshRepository(ctx context.Context, push Push) (Refreshed, error)
+	// Status describes the controller; details are filled in always and
+	// dropped by the handler for non-admins.
+	Status(ctx context.Context) (ControllerStatus, error)
+	// Ready returns nil once the first app set is loaded and the swarm
+	// answers, and an error saying what is missing otherwise.
+	Ready(ctx context.Context) error
+}
+
+// Errors a Reconciler wraps to choose the status code.
+var (
+	ErrNotFound    = errors.New("not found")
+	ErrInvalid     = errors.New("invalid request")
+	ErrUnavailable = errors.New("unavailable")
+)
+
+// RepoKey normalises a repository URL for matching a webhook's repository
+// against an application's: scheme, user, port, a trailing ".git" and "/"
+// and letter case are dropped, so https://Host/o/r.git, ssh://git@host:22/o/r
+// and git@host:o/r all give "host/o/r". It is for matching hints only,
+// never for fetching. An empty or unparsable URL gives "".
+func RepoKey(repo string) string {
+	s := strings.TrimSpace(repo)
+	if s == "" {
+		return ""
+	}
+	var host, p string
+	switch {
+	case strings.Contains(s, "://"):
+		u, err := url.Parse(s)
+		if err != nil {
+			return ""
+		}
+		host, p = u.Hostname(), u.Path
+	case strings.HasPrefix(s, "/"):
+		p = s
+	default:
+		// scp-like user@host:path
+		at := strings.LastIndex(s[:max(strings.Index(s, ":"), 0)], "@")
+		rest := s[at+1:]
+		i := strings.Index(rest, ":")
+		if i < 0 {
+			return ""
+		}
+		host, p = rest[:i], rest[i+1:]
+	}
+	p = path.Clean("/" + p)
+	p = strings.TrimSuffix(strings.TrimSuffix(p, "/"), ".git")
+	return strings.ToLower(host + p)
+}
+
+// RefMatches reports whether a push of ref (a full ref such as
+// refs/heads/main, or "") can move an application that tracks revision. An
+// unknown ref, the default branch ("HEAD" or "") and a branch or tag of the
+// same name match; a full commit id never does, since a push cannot move it.
+func RefMatches(revision, ref string) bool {
+	if ref == "" || revision == "" || revision == "HEAD" {
+		return !isCommitID(revision)
+	}
+	if isCommitID(revision) {
+		return false
+	}
+	if revision == ref {
+		return true
+	}
+	short := strings.TrimPrefix(strings.TrimPrefix(ref, "refs/heads/"), "refs/tags/")
+	return short == revision
+}
+
+func isCommitID(s string) bool {
+	if len(s) != 40 && len(s) != 64 {
+		return false
+	}
+	for _, r := range s {
+		if !strings.ContainsRune("0123456789abcdef", r) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,304 @@
+package api
+
+import (
+	"time"
+
+	"github.com/skep-cd/skep/plan"
+)
+
+// The wire types below are the JSON bodies of the API, described field for
+// field in openapi.yaml. Times are RFC 3339 UTC; a zero time is omitted by
+// using a pointer.
+
+// Health values. Health is "unknown" until health evaluation lands.
+const HealthUnknown = "unknown"
+
+// Phases of an application's worker, as shown while a sync runs.
+const (
+	PhaseIdle        = "idle"
+	PhaseReconciling = "reconciling"
+	PhaseApplying    = "applying"
+)
+
+// Sync outcomes recorded for a requested sync.
+const (
+	OutcomeRunning   = "running"
+	OutcomeSucceeded = "succeeded"
+	OutcomeFailed    = "failed"
+)
+
+// Application is one application as the list shows it: what git declares,
+// what the last reconcile found and what runs on the swarm.
+type Application struct {
+	Name string `json:"name"`
+	// Repo, TargetRevision and Path are the source as the app set declares it.
+	Repo           string   `json:"repo"`
+	TargetRevision string   `json:"targetRevision"`
+	Path           string   `json:"path"`
+	Swarm          string   `json:"swarm"`
+	Releases       []string `json:"releases"`
+	Automated      bool     `json:"automated"`
+	// Sync is synced, out-of-sync or unknown.
+	Sync string `json:"sync"`
+	// Health is HealthUnknown until health evaluation lands.
+	Health string `json:"health"`
+	// Drift lists live drift findings; empty until live drift lands.
+	Drift []DriftFinding `json:"drift"`
+	// Revision is the commit the last reconcile compared; DeployedRevision
+	// the commit of the last revision applied.
+	Revision         string `json:"revision,omitempty"`
+	DeployedRevision string `json:"deployedRevision,omitempty"`
+	// Held is set while a rollback holds the application at a commit.
+	Held *Hold `json:"held,omitempty"`
+	// Phase is what the application's worker does now (PhaseIdle, ...).
+	Phase string `json:"phase"`
+	// PendingSync is the id of a sync queued and not started yet, or 0.
+	PendingSync uint64 `json:"pendingSync,omitempty"`
+	// Services counts the live services and tasks of every release.
+	Services       ServiceCounts `json:"services"`
+	Plan           []string      `json:"plan,omitempty"`
+	LastError      string        `json:"lastError,omitempty"`
+	LastErrorClass string        `json:"lastErrorClass,omitempty"`
+	LastReconcile  *time.Time    `json:"lastReconcile,omitempty"`
+	LastSync       *SyncRecord   `json:"lastSync,omitempty"`
+}
+
+// DriftFinding is one field of a live service that differs from git.
+type DriftFinding struct {
+	Release string `json:"release"`
+	Service string `json:"service"`
+	Path    string `json:"path"`
+	Message string `json:"message,omitempty"`
+}
+
+// Hold says that an application is kept at a commit by a rollback: ticks
+// compare against it instead of the branch head until a sync without a
+// revision or an unhold releases it.
+type Hold struct {
+	Revision string    `json:"revision"`
+	Actor    string    `json:"actor,omitempty"`
+	Since    time.Time `json:"since"`
+}
+
+// ServiceCounts sums the live state of an application's services. Running
+// counts tasks running; Desired the tasks the services ask for.
+type ServiceCounts struct {
+	Services int `json:"services"`
+	Running  int `json:"running"`
+	Desired  int `json:"desired"`
+}
+
+// SyncRecord is one requested sync, as the status keeps its last one and the
+// store keeps every one.
+type SyncRecord struct {
+	// ID orders the syncs of one controller process; a client waits for
+	// LastSync.ID >= the id POST sync returned.
+	ID         uint64     `json:"id"`
+	Revision   string     `json:"revision,omitempty"`
+	Actor      string     `json:"actor,omitempty"`
+	Outcome    string     `json:"outcome"`
+	StartedAt  time.Time  `json:"startedAt"`
+	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+	Summary    string     `json:"summary,omitempty"`
+	Error      string     `json:"error,omitempty"`
+}
+
+// ApplicationList is the body of GET /api/v1/applications.
+type ApplicationList struct {
+	Applications []Application `json:"applications"`
+	// LiveError says why live counts are missing (the swarm did not answer).
+	LiveError string `json:"liveError,omitempty"`
+}
+
+// ApplicationDetail is the body of GET /api/v1/applications/{name}.
+type ApplicationDetail struct {
+	Application Application `json:"application"`
+	Releases    []Release   `json:"releases"`
+	LiveError   string      `json:"liveError,omitempty"`
+}
+
+// Release is one release of an application with its live services.
+type Release struct {
+	Name string `json:"name"`
+	// Revision is the number of the last recorded revision, 0 when none;
+	// Commit its commit.
+	Revision  int        `json:"revision"`
+	Commit    string     `json:"commit,omitempty"`
+	AppliedAt *time.Time `json:"appliedAt,omitempty"`
+	Services  []Service  `json:"services"`
+}
+
+// Service is one live service of a release, with its tasks.
+type Service struct {
+	Name        string `json:"name"`
+	ID          string `json:"id"`
+	Image       string `json:"image"`
+	Mode        string `json:"mode"`
+	Desired     int    `json:"desired"`
+	Running     int    `json:"running"`
+	UpdateState string `json:"updateState,omitempty"`
+	Tasks       []Task `json:"tasks"`
+}
+
+// Task is one task of a service.
+type Task struct {
+	ID           string    `json:"id"`
+	Slot         int       `json:"slot,omitempty"`
+	Node         string    `json:"node,omitempty"`
+	State        string    `json:"state"`
+	DesiredState string    `json:"desiredState"`
+	Message      string    `json:"message,omitempty"`
+	Error        string    `json:"error,omitempty"`
+	UpdatedAt    time.Time `json:"updatedAt"`
+}
+
+// Diff is the body of GET /api/v1/applications/{name}/diff: the plan of
+// each release at Revision against its last recorded revision.
+type Diff struct {
+	Application string         `json:"application"`
+	Revision    string         `json:"revision"`
+	Releases    []plan.Release `json:"releases"`
+}
+
+// History is the body of GET /api/v1/applications/{name}/history.
+type History struct {
+	Application string           `json:"application"`
+	Releases    []ReleaseHistory `json:"releases"`
+	// Syncs is the sync history kept by the store, newest first; empty
+	// when the controller runs without one.
+	Syncs []SyncRecord `json:"syncs"`
+}
+
+// ReleaseHistory is the recorded revisions of one release, oldest first.
+type ReleaseHistory struct {
+	Name      string     `json:"name"`
+	Revisions []Revision `json:"revisions"`
+}
+
+// Revision is one recorded deploy of a release, as stored in the swarm.
+type Revision struct {
+	Number    int               `json:"number"`
+	Commit    string            `json:"commit"`
+	AppliedAt time.Time         `json:"appliedAt"`
+	Actor     string            `json:"actor,omitempty"`
+	Images    map[string]string `json:"images,omitempty"`
+}
+
+// SyncOptions are the body of POST /api/v1/applications/{name}/sync. The
+// zero value syncs the branch head once, with the application's prune policy.
+type SyncOptions struct {
+	// DryRun plans and answers with the diff, synchronously; nothing is
+	// queued or written.
+	DryRun bool `json:"dryRun,omitempty"`
+	// Prune turns pruning on or off for this sync only; nil keeps the
+	// application's policy. Recorded now; acted on once pruning lands.
+	Prune *bool `json:"prune,omitempty"`
+	// Revision deploys this commit (or branch or tag, resolved now) instead
+	// of the branch head, and holds the application there (see Hold).
+	Revision string `json:"revision,omitempty"`
+}
+
+// RollbackOptions are the body of POST /api/v1/applications/{name}/rollback.
+type RollbackOptions struct {
+	// Revision is the number of a recorded revision of Release.
+	Revision int `json:"revision"`
+	// Release names the release; "" is the application's only release.
+	Release string `json:"release,omitempty"`
+}
+
+// Sync statuses of SyncResponse.
+const (
+	SyncQueued  = "queued"
+	SyncMerged  = "merged"
+	SyncPlanned = "planned"
+)
+
+// SyncResponse answers a sync or rollback. Status is SyncQueued (a new
+// sync), SyncMerged (absorbed by one already queued; ID is that one's) or
+// SyncPlanned (a dry run, with Diff).
+type SyncResponse struct {
+	Application string `json:"application"`
+	Status      string `json:"status"`
+	ID          uint64 `json:"id,omitempty"`
+	// Revision is the commit a sync with a revision or a rollback deploys.
+	Revision string `json:"revision,omitempty"`
+	Diff     *Diff  `json:"diff,omitempty"`
+}
+
+// RefreshResponse answers POST /api/v1/applications/{name}/refresh.
+type RefreshResponse struct {
+	Application string `json:"application"`
+	Status      string `json:"status"`
+}
+
+// ControllerStatus is the body of GET /api/v1/status. Details is present
+// for admins only.
+type ControllerStatus struct {
+	ControllerID string       `json:"controllerId"`
+	Ready        bool         `json:"ready"`
+	AppSet       AppSetStatus `json:"appSet"`
+	Applications int          `json:"applications"`
+	// Orphaned names applications whose releases are deployed but that the
+	// app set no longer declares; Pruned those removed. Empty until pruning
+	// lands.
+	Orphaned []string       `json:"orphaned"`
+	Pruned   []string       `json:"pruned"`
+	Details  *StatusDetails `json:"details,omitempty"`
+}
+
+// AppSetStatus is the state of the app-set source.
+type AppSetStatus struct {
+	Source   string     `json:"source"`
+	Revision string     `json:"revision,omitempty"`
+	Loaded   bool       `json:"loaded"`
+	Stale    bool       `json:"stale"`
+	Error    string     `json:"error,omitempty"`
+	LoadedAt *time.Time `json:"loadedAt,omitempty"`
+}
+
+// StatusDetails is what only an admin sees of the controller.
+type StatusDetails struct {
+	Swarm   SwarmInfo `json:"swarm"`
+	Git     GitStats  `json:"git"`
+	Workers int       `json:"workers"`
+}
+
+// SwarmInfo names the swarm manager the controller talks to.
+type SwarmInfo struct {
+	NodeID        string `json:"nodeId,omitempty"`
+	ClusterID     string `json:"clusterId,omitempty"`
+	EngineVersion string `json:"engineVersion,omitempty"`
+}
+
+// GitStats counts the git cache's remote calls since start.
+type GitStats struct {
+	ListRefs int64 `json:"listRefs"`
+	Fetches  int64 `json:"fetches"`
+	Exports  int64 `json:"exports"`
+}
+
+// VersionInfo is the body of GET /api/v1/version.
+type VersionInfo struct {
+	Version      string   `json:"version"`
+	Commit       string   `json:"commit"`
+	GoVersion    string   `json:"goVersion"`
+	APIVersion   string   `json:"apiVersion"`
+	Capabilities []string `json:"capabilities"`
+}
+
+// Push is what a webhook delivery says moved: a hint, never trusted beyond
+// naming which repository and ref to re-read.
+type Push struct {
+	// Repositories are the URLs the payload gives for one repository
+	// (clone, ssh, web); any may match an application's repo.
+	Repositories []string
+	// Ref is the full ref that moved ("refs/heads/main"), or "" when the
+	// payload did not say.
+	Ref string
+}
+
+// Refreshed says what a push refreshed.
+type Refreshed struct {
+	Applications []string
+	AppSet       bool
+}
