@@ -174,7 +174,7 @@ func serveController(ctx context.Context, logger *slog.Logger, ctrl *reconcile.C
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !ctrl.Ready() {
+		if !ctrl.Loaded() {
 			http.Error(w, "app set not loaded yet", http.StatusServiceUnavailable)
 			return
 		}
