@@ -217,4 +217,3 @@ func decisionsByName(p Plan) map[string]Decision {
 	}
 	return out
 }
-
