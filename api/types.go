@@ -1,6 +1,7 @@
 package api
 
 import (
+	"slices"
 	"time"
 
 	"github.com/skep-cd/skep/plan"
@@ -166,7 +167,23 @@ type History struct {
 	Releases    []ReleaseHistory `json:"releases"`
 	// Syncs is the sync history kept by the store, newest first; empty
 	// when the controller runs without one.
-	Syncs []SyncRecord `json:"syncs"`
+	Syncs []HistorySync `json:"syncs"`
+	// SyncsError says why Syncs is empty when the store could not be read.
+	SyncsError string `json:"syncsError,omitempty"`
+}
+
+// HistorySync is one sync as the store keeps it, with who asked.
+type HistorySync struct {
+	ID         int64      `json:"id"`
+	Revision   string     `json:"revision,omitempty"`
+	Actor      string     `json:"actor,omitempty"`
+	StartedAt  time.Time  `json:"startedAt"`
+	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+	// Outcome is running, succeeded, failed or interrupted.
+	Outcome string `json:"outcome"`
+	Summary string `json:"summary,omitempty"`
+	Result  string `json:"result,omitempty"`
+	Error   string `json:"error,omitempty"`
 }
 
 // ReleaseHistory is the recorded revisions of one release, oldest first.
@@ -292,9 +309,22 @@ type Push struct {
 	// Repositories are the URLs the payload gives for one repository
 	// (clone, ssh, web); any may match an application's repo.
 	Repositories []string
-	// Ref is the full ref that moved ("refs/heads/main"), or "" when the
-	// payload did not say.
-	Ref string
+	// Refs are the refs that moved ("refs/heads/main", or a bare branch
+	// name); empty when the payload did not say, which matches any.
+	Refs []string
+}
+
+// Matches reports whether p can move a source that tracks revision in
+// repo: the repositories compare by RepoKey and any ref by RefMatches.
+func (p Push) Matches(repo, revision string) bool {
+	key := RepoKey(repo)
+	if key == "" || !slices.ContainsFunc(p.Repositories, func(r string) bool { return RepoKey(r) == key }) {
+		return false
+	}
+	if len(p.Refs) == 0 {
+		return RefMatches(revision, "")
+	}
+	return slices.ContainsFunc(p.Refs, func(ref string) bool { return RefMatches(revision, ref) })
 }
 
 // Refreshed says what a push refreshed.

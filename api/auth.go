@@ -1,0 +1,308 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/skep-cd/skep/appset"
+)
+
+// Environment variables naming the single admin token. Tokens never come
+// from flags.
+const (
+	EnvAdminTokenFile = "SKEP_ADMIN_TOKEN_FILE"
+	EnvAdminToken     = "SKEP_ADMIN_TOKEN"
+)
+
+// AdminName is the subject name of the token from EnvAdminToken(File).
+const AdminName = "admin"
+
+// Role is what a subject may do. The zero value is invalid and allows
+// nothing.
+type Role string
+
+// The roles, each including the one before.
+const (
+	RoleViewer   Role = "viewer"   // read everything in scope
+	RoleDeployer Role = "deployer" // viewer + sync, refresh, rollback, unhold
+	RoleAdmin    Role = "admin"    // everything, controller details and metrics
+)
+
+func (r Role) rank() int {
+	switch r {
+	case RoleViewer:
+		return 1
+	case RoleDeployer:
+		return 2
+	case RoleAdmin:
+		return 3
+	}
+	return 0
+}
+
+// Valid reports whether r is one of the named roles.
+func (r Role) Valid() bool { return r.rank() > 0 }
+
+// Subject is an authenticated caller: who it is, its role and the
+// applications it may see. The guard resolves it and hands it to handlers
+// as a parameter; it never travels in a context.
+type Subject struct {
+	// Name labels events and logs (notify.WithActor); it grants nothing.
+	Name string
+	Role Role
+	// Apps are path.Match globs of application names; empty means all.
+	Apps []string
+}
+
+// Allows reports whether s's role includes need.
+func (s Subject) Allows(need Role) bool {
+	return need.Valid() && s.Role.rank() >= need.rank()
+}
+
+// Sees reports whether s may see application app.
+func (s Subject) Sees(app string) bool {
+	if !s.Role.Valid() {
+		return false
+	}
+	if len(s.Apps) == 0 {
+		return true
+	}
+	for _, g := range s.Apps {
+		if ok, err := path.Match(g, app); err == nil && ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Scoped reports whether s is limited to some applications.
+func (s Subject) Scoped() bool { return len(s.Apps) > 0 }
+
+// ErrUnauthenticated is what an Authorizer returns when a request carries
+// no credential or one it does not know (401).
+var ErrUnauthenticated = errors.New("unauthenticated")
+
+// Authorizer resolves the subject a request's credential names. Tokens is
+// today's implementation; an OIDC one would be a second. Authenticate must
+// be safe for concurrent use, must not read the request body, and returns
+// an error wrapping ErrUnauthenticated for a missing or unknown credential.
+// authtest.Run is its conformance suite.
+type Authorizer interface {
+	Authenticate(ctx context.Context, r *http.Request) (Subject, error)
+}
+
+// Token is a bearer secret. It never prints: String, GoString and LogValue
+// redact it, so a token cannot reach a log or an error by accident.
+type Token struct{ value string }
+
+// NewToken wraps a secret value.
+func NewToken(value string) Token { return Token{value: value} }
+
+func (Token) String() string         { return "[redacted]" }
+func (Token) GoString() string       { return "api.Token([redacted])" }
+func (Token) LogValue() slog.Value   { return slog.StringValue("[redacted]") }
+func (t Token) MarshalText() ([]byte, error) { return []byte("[redacted]"), nil }
+
+// Empty reports whether the token has no value.
+func (t Token) Empty() bool { return t.value == "" }
+
+// Digest returns the SHA-256 of the token, what Tokens compares.
+func (t Token) Digest() [sha256.Size]byte { return sha256.Sum256([]byte(t.value)) }
+
+// Reveal returns the secret value, for the one place that sends it.
+func (t Token) Reveal() string { return t.value }
+
+// TokenSpec is one accepted token: its subject and the SHA-256 digest of
+// its value (the value itself is not kept).
+type TokenSpec struct {
+	Name   string
+	Role   Role
+	Apps   []string
+	Digest [sha256.Size]byte
+}
+
+// LogValue names the subject and never the digest.
+func (s TokenSpec) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("name", s.Name), slog.String("role", string(s.Role)), slog.Any("apps", s.Apps))
+}
+
+// Tokens authenticates bearer tokens against a fixed list. It is
+// immutable after NewTokens and safe for concurrent use.
+type Tokens struct {
+	specs []TokenSpec
+}
+
+// NewTokens checks specs (names unique and non-empty, roles valid, globs
+// well-formed, no digest twice) and returns the authorizer.
+func NewTokens(specs ...TokenSpec) (*Tokens, error) {
+	var errs []error
+	names := map[string]bool{}
+	digests := map[[sha256.Size]byte]string{}
+	for _, s := range specs {
+		switch {
+		case s.Name == "":
+			errs = append(errs, errors.New("a token has no name"))
+		case names[s.Name]:
+			errs = append(errs, fmt.Errorf("token %q: name given twice", s.Name))
+		}
+		names[s.Name] = true
+		if !s.Role.Valid() {
+			errs = append(errs, fmt.Errorf("token %q: role %q: want viewer, deployer or admin", s.Name, s.Role))
+		}
+		for _, g := range s.Apps {
+			if _, err := path.Match(g, ""); err != nil {
+				errs = append(errs, fmt.Errorf("token %q: apps glob %q: %w", s.Name, g, err))
+			}
+		}
+		if other, ok := digests[s.Digest]; ok {
+			errs = append(errs, fmt.Errorf("tokens %q and %q have the same value", other, s.Name))
+		}
+		digests[s.Digest] = s.Name
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return &Tokens{specs: slices.Clone(specs)}, nil
+}
+
+// Len returns the number of tokens.
+func (t *Tokens) Len() int { return len(t.specs) }
+
+// Names returns the subjects' names, for the start-up log.
+func (t *Tokens) Names() []string {
+	out := make([]string, len(t.specs))
+	for i, s := range t.specs {
+		out[i] = s.Name
+	}
+	return out
+}
+
+// Authenticate implements Authorizer with "Authorization: Bearer <token>".
+// The presented token's digest is compared with every known digest in
+// constant time, so the time taken says nothing about which one is close.
+func (t *Tokens) Authenticate(_ context.Context, r *http.Request) (Subject, error) {
+	presented, ok := bearer(r)
+	if !ok {
+		return Subject{}, fmt.Errorf("%w: no bearer token", ErrUnauthenticated)
+	}
+	sum := presented.Digest()
+	found := -1
+	for i := range t.specs {
+		if subtle.ConstantTimeCompare(sum[:], t.specs[i].Digest[:]) == 1 {
+			found = i
+		}
+	}
+	if found < 0 {
+		return Subject{}, fmt.Errorf("%w: unknown token", ErrUnauthenticated)
+	}
+	s := t.specs[found]
+	return Subject{Name: s.Name, Role: s.Role, Apps: slices.Clone(s.Apps)}, nil
+}
+
+func bearer(r *http.Request) (Token, bool) {
+	h := r.Header.Get("Authorization")
+	scheme, value, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return Token{}, false
+	}
+	value = strings.TrimSpace(value)
+	return NewToken(value), value != ""
+}
+
+// AdminTokenFromEnv returns the admin token named by EnvAdminTokenFile or
+// EnvAdminToken (the file wins when both are set), or ok false when
+// neither is set.
+func AdminTokenFromEnv(getenv func(string) string) (spec TokenSpec, ok bool, err error) {
+	var value string
+	switch file, env := getenv(EnvAdminTokenFile), getenv(EnvAdminToken); {
+	case file != "":
+		data, err := readSmallFile(file)
+		if err != nil {
+			return TokenSpec{}, false, fmt.Errorf("%s: %w", EnvAdminTokenFile, err)
+		}
+		if value = strings.TrimSpace(string(data)); value == "" {
+			return TokenSpec{}, false, fmt.Errorf("%s: file %s is empty", EnvAdminTokenFile, file)
+		}
+	case env != "":
+		value = strings.TrimSpace(env)
+	default:
+		return TokenSpec{}, false, nil
+	}
+	return TokenSpec{Name: AdminName, Role: RoleAdmin, Digest: NewToken(value).Digest()}, true, nil
+}
+
+var tokenFields = []string{"name", "role", "apps", "tokenFile", "tokenEnv", "sha256"}
+
+// LoadTokensFile reads a tokens file (see ParseTokens).
+func LoadTokensFile(name string, getenv func(string) string) ([]TokenSpec, error) {
+	data, err := readSmallFile(name)
+	if err != nil {
+		return nil, fmt.Errorf("tokens file: %w", err)
+	}
+	return ParseTokens(name, data, getenv)
+}
+
+// ParseTokens decodes a tokens file strictly:
+//
+//	tokens:
+//	  - name: ci            # unique; labels events
+//	    role: deployer      # viewer | deployer | admin
+//	    apps: ["web-*"]     # optional globs; default all
+//	    tokenFile: ci.token # or tokenEnv: VAR, or sha256: <hex of the token's SHA-256>
+//
+// A relative tokenFile is read from name's directory. Every problem is
+// returned at once as appset.Problems with file, line and field path.
+func ParseTokens(name string, data []byte, getenv func(string) string) ([]TokenSpec, error) {
+	var problems appset.Problems
+	entries := parseEntries(name, data, "tokens", tokenFields, &problems)
+	var specs []TokenSpec
+	seen := map[string]*entry{}
+	for _, e := range entries {
+		s := TokenSpec{Name: e.str("name"), Role: Role(e.str("role")), Apps: e.strs("apps")}
+		if s.Name == "" {
+			e.problem(e.at("name"), "name", "missing")
+		} else if seen[s.Name] != nil {
+			e.problem(e.at("name"), "name", "%q is given twice", s.Name)
+		}
+		seen[s.Name] = e
+		if !s.Role.Valid() {
+			e.problem(e.at("role"), "role", "want viewer, deployer or admin, got %q", s.Role)
+		}
+		for i, g := range s.Apps {
+			if _, err := path.Match(g, ""); err != nil {
+				e.problem(e.at("apps"), fmt.Sprintf("apps[%d]", i), "bad glob %q: %v", g, err)
+			}
+		}
+		value, fromSecret := e.secret("tokenFile", "tokenEnv", getenv)
+		hexDigest := e.str("sha256")
+		switch {
+		case fromSecret && hexDigest != "":
+			e.problem(e.at("sha256"), "sha256", "give tokenFile, tokenEnv or sha256, only one")
+		case fromSecret:
+			s.Digest = NewToken(value).Digest()
+		case hexDigest != "":
+			b, err := hex.DecodeString(strings.ToLower(hexDigest))
+			if err != nil || len(b) != sha256.Size {
+				e.problem(e.at("sha256"), "sha256", "want 64 hex digits (the SHA-256 of the token)")
+			}
+			copy(s.Digest[:], b)
+		default:
+			e.problem(e.node, "", "no token: give tokenFile, tokenEnv or sha256")
+		}
+		specs = append(specs, s)
+	}
+	if err := problemsErr(problems); err != nil {
+		return nil, err
+	}
+	return specs, nil
+}
+

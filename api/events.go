@@ -1,0 +1,155 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"mime"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/skep-cd/skep/notify"
+	"github.com/skep-cd/skep/store"
+)
+
+// EventItem is one kept event in the JSON list: its id and wire shape.
+type EventItem struct {
+	ID int64 `json:"id"`
+	notify.Wire
+}
+
+// EventList is the JSON body of GET /api/v1/events.
+type EventList struct {
+	Events []EventItem `json:"events"`
+}
+
+// eventsRoute serves GET /api/v1/events: a server-sent event stream when
+// the client accepts text/event-stream, the newest kept events as JSON
+// otherwise. Both are filtered by ?app= and ?type= (repeatable or
+// comma-separated) and by the subject's application scope.
+func (s *Server) eventsRoute(w http.ResponseWriter, r *http.Request, subj Subject) {
+	q := r.URL.Query()
+	filter := notify.Filter{Applications: splitParams(q["app"])}
+	for _, t := range splitParams(q["type"]) {
+		if !slices.Contains(notify.Types(), notify.EventType(t)) {
+			writeError(w, http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("type: unknown event type %q", t))
+			return
+		}
+		filter.Types = append(filter.Types, notify.EventType(t))
+	}
+	if subj.Scoped() {
+		filter.Allow = subj.Sees
+	}
+	if acceptsStream(r) {
+		s.stream(w, r, filter)
+		return
+	}
+	limit := 100
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 || n > store.MaxLimit {
+			writeError(w, http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("limit: want 1 to %d, got %q", store.MaxLimit, v))
+			return
+		}
+		limit = n
+	}
+	list := EventList{Events: []EventItem{}}
+	if s.events != nil {
+		recs, err := s.events.Events(r.Context(), store.Query{Applications: filter.Applications, Types: filter.Types, Limit: limit, Newest: true})
+		if err != nil {
+			s.fail(w, r, fmt.Errorf("%w: %w", ErrUnavailable, err))
+			return
+		}
+		for _, rec := range recs {
+			if filter.Match(rec.Event) {
+				list.Events = append(list.Events, EventItem{ID: rec.ID, Wire: notify.WireOf(rec.Event)})
+			}
+		}
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+func splitParams(values []string) []string {
+	var out []string
+	for _, v := range values {
+		for _, p := range strings.Split(v, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+func acceptsStream(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
+		if mt, _, err := mime.ParseMediaType(strings.TrimSpace(part)); err == nil && mt == "text/event-stream" {
+			return true
+		}
+	}
+	return false
+}
+
+// stream writes the event stream until the client leaves or the broker
+// closes (which is how the controller ends streams at shutdown, since
+// http.Server.Shutdown does not). Last-Event-ID replays from the store.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, filter notify.Filter) {
+	var after int64
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			writeError(w, http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("Last-Event-ID: want an event id, got %q", v))
+			return
+		}
+		after = n
+	}
+	rc := http.NewResponseController(w)
+	// The server's write timeout is for ordinary responses; a stream lives
+	// as long as its client.
+	_ = rc.SetWriteDeadline(time.Time{})
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	flush := func() { _ = rc.Flush() }
+	flush()
+	s.metrics.subscribers(1)
+	defer s.metrics.subscribers(-1)
+
+	if s.broker == nil {
+		s.heartbeats(r.Context(), w, flush)
+		return
+	}
+	sub := s.broker.Subscribe(filter)
+	defer sub.Close()
+	opts := notify.StreamOptions{AfterID: after, Heartbeat: s.heartbeat, Flush: flush, Logger: s.log}
+	if s.events != nil {
+		opts.Replay = s.events.Replay(filter)
+	}
+	if err := notify.Stream(r.Context(), w, sub, opts); err != nil && r.Context().Err() == nil {
+		s.log.Debug("event stream ended", "err", err)
+	}
+}
+
+// heartbeats keeps a stream without a broker open until ctx ends.
+func (s *Server) heartbeats(ctx context.Context, w http.ResponseWriter, flush func()) {
+	every := s.heartbeat
+	if every <= 0 {
+		every = 15 * time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if notify.WriteHeartbeat(w) != nil {
+				return
+			}
+			flush()
+		}
+	}
+}

@@ -1,0 +1,188 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/skep-cd/skep/notify"
+)
+
+// table is the route table: every route the server has, once. The
+// OpenAPI document describes exactly these (TestOpenAPIDescribesEveryRoute).
+func (s *Server) table() []route {
+	return []route{
+		{method: "GET", pattern: "/healthz", handle: s.healthz},
+		{method: "GET", pattern: "/readyz", handle: s.readyz},
+		{method: "GET", pattern: "/metrics", need: RoleAdmin, handle: s.serveMetrics},
+		{method: "GET", pattern: "/api/v1/version", need: RoleViewer, handle: s.version},
+		{method: "GET", pattern: "/api/v1/status", need: RoleViewer, handle: s.status},
+		{method: "GET", pattern: "/api/v1/applications", need: RoleViewer, handle: s.list},
+		{method: "GET", pattern: "/api/v1/applications/{name}", need: RoleViewer, app: true, handle: s.get},
+		{method: "GET", pattern: "/api/v1/applications/{name}/diff", need: RoleViewer, app: true, handle: s.diff},
+		{method: "GET", pattern: "/api/v1/applications/{name}/history", need: RoleViewer, app: true, handle: s.history},
+		{method: "POST", pattern: "/api/v1/applications/{name}/sync", need: RoleDeployer, app: true, handle: s.sync},
+		{method: "POST", pattern: "/api/v1/applications/{name}/rollback", need: RoleDeployer, app: true, handle: s.rollback},
+		{method: "POST", pattern: "/api/v1/applications/{name}/refresh", need: RoleDeployer, app: true, handle: s.refresh},
+		{method: "POST", pattern: "/api/v1/applications/{name}/unhold", need: RoleDeployer, app: true, handle: s.unhold},
+		{method: "GET", pattern: "/api/v1/events", need: RoleViewer, handle: s.eventsRoute},
+		{method: "POST", pattern: "/api/v1/webhooks/{provider}", handle: s.webhook},
+	}
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request, _ Subject) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request, _ Subject) {
+	if err := s.rec.Ready(r.Context()); err != nil {
+		writeError(w, http.StatusServiceUnavailable, CodeUnavailable, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request, _ Subject) {
+	s.metrics.Handler().ServeHTTP(w, r)
+}
+
+func (s *Server) version(w http.ResponseWriter, _ *http.Request, _ Subject) {
+	writeJSON(w, http.StatusOK, s.versionInfo())
+}
+
+func (s *Server) status(w http.ResponseWriter, r *http.Request, subj Subject) {
+	st, err := s.rec.Status(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if !subj.Allows(RoleAdmin) {
+		st.Details = nil
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request, subj Subject) {
+	list, err := s.rec.ListApplications(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	visible := list.Applications[:0:0]
+	for _, a := range list.Applications {
+		if subj.Sees(a.Name) {
+			visible = append(visible, a)
+		}
+	}
+	list.Applications = visible
+	writeJSON(w, http.StatusOK, list)
+}
+
+func (s *Server) get(w http.ResponseWriter, r *http.Request, _ Subject) {
+	d, err := s.rec.Application(r.Context(), r.PathValue("name"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+func (s *Server) diff(w http.ResponseWriter, r *http.Request, _ Subject) {
+	d, err := s.rec.Diff(r.Context(), r.PathValue("name"), r.URL.Query().Get("revision"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+// historyLimit is how many store syncs the history route returns by default.
+const historyLimit = 50
+
+func (s *Server) history(w http.ResponseWriter, r *http.Request, _ Subject) {
+	name := r.PathValue("name")
+	h, err := s.rec.History(r.Context(), name)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	limit := historyLimit
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			writeError(w, http.StatusBadRequest, CodeBadRequest, "limit: want a positive integer, got "+strconv.Quote(v))
+			return
+		}
+		limit = n
+	}
+	if h.Syncs == nil {
+		h.Syncs = []HistorySync{}
+	}
+	if s.syncs != nil {
+		syncs, err := s.syncs.History(r.Context(), name, limit)
+		if err != nil {
+			h.SyncsError = err.Error()
+		}
+		for _, sy := range syncs {
+			hs := HistorySync{ID: sy.ID, Revision: sy.Revision, Actor: sy.Actor, StartedAt: sy.Started.UTC(),
+				Outcome: string(sy.Outcome), Summary: sy.Summary, Result: sy.Result, Error: sy.Error}
+			if !sy.Finished.IsZero() {
+				f := sy.Finished.UTC()
+				hs.FinishedAt = &f
+			}
+			h.Syncs = append(h.Syncs, hs)
+		}
+	}
+	writeJSON(w, http.StatusOK, h)
+}
+
+func (s *Server) sync(w http.ResponseWriter, r *http.Request, subj Subject) {
+	var opts SyncOptions
+	if err := s.decodeBody(w, r, &opts); err != nil {
+		s.failBody(w, r, err)
+		return
+	}
+	ctx := notify.WithActor(r.Context(), subj.Name)
+	resp, err := s.rec.Sync(ctx, r.PathValue("name"), opts)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	code := http.StatusAccepted
+	if resp.Status == SyncPlanned {
+		code = http.StatusOK
+	}
+	writeJSON(w, code, resp)
+}
+
+func (s *Server) rollback(w http.ResponseWriter, r *http.Request, subj Subject) {
+	var opts RollbackOptions
+	if err := s.decodeBody(w, r, &opts); err != nil {
+		s.failBody(w, r, err)
+		return
+	}
+	ctx := notify.WithActor(r.Context(), subj.Name)
+	resp, err := s.rec.Rollback(ctx, r.PathValue("name"), opts)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, resp)
+}
+
+func (s *Server) refresh(w http.ResponseWriter, r *http.Request, subj Subject) {
+	name := r.PathValue("name")
+	if err := s.rec.Refresh(notify.WithActor(r.Context(), subj.Name), name); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, RefreshResponse{Application: name, Status: SyncQueued})
+}
+
+func (s *Server) unhold(w http.ResponseWriter, r *http.Request, subj Subject) {
+	name := r.PathValue("name")
+	if err := s.rec.Unhold(notify.WithActor(r.Context(), subj.Name), name); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, RefreshResponse{Application: name, Status: SyncQueued})
+}

@@ -1,0 +1,378 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/skep-cd/skep/notify"
+	"github.com/skep-cd/skep/store"
+	"github.com/skep-cd/skep/version"
+)
+
+// DefaultMaxBody bounds a request body (JSON or webhook payload).
+const DefaultMaxBody = 1 << 20
+
+// ErrorCode is the stable machine-readable part of an error response.
+type ErrorCode string
+
+// The error codes. Their strings never change.
+const (
+	CodeBadRequest       ErrorCode = "bad_request"
+	CodeUnauthorized     ErrorCode = "unauthorized"
+	CodeForbidden        ErrorCode = "forbidden"
+	CodeNotFound         ErrorCode = "not_found"
+	CodeMethodNotAllowed ErrorCode = "method_not_allowed"
+	CodeTooLarge         ErrorCode = "payload_too_large"
+	CodeUnsupportedMedia ErrorCode = "unsupported_media_type"
+	CodeUnavailable      ErrorCode = "unavailable"
+	CodeInternal         ErrorCode = "internal"
+)
+
+// Error is the body of every error response.
+type Error struct {
+	Code    ErrorCode `json:"code"`
+	Message string    `json:"message"`
+}
+
+// EventLog reads kept events; *store.Store implements it.
+type EventLog interface {
+	Events(ctx context.Context, q store.Query) ([]notify.Record, error)
+	Replay(f notify.Filter) notify.ReplayFunc
+}
+
+// SyncHistory reads the kept sync history; *store.Store implements it.
+type SyncHistory interface {
+	History(ctx context.Context, app string, limit int) ([]store.Sync, error)
+}
+
+// Options wire a Server. Reconciler and Authorizer are required; the zero
+// value of every other field means its default or "not available".
+type Options struct {
+	Reconciler Reconciler
+	Authorizer Authorizer
+	// Metrics is served on /metrics (admins only) and counts requests;
+	// nil means a fresh NewMetrics(MetricsOptions{}).
+	Metrics *Metrics
+	// Webhooks verifies inbound webhooks; nil answers every provider 404.
+	Webhooks *Webhooks
+	// Broker streams live events; EventLog lists and replays kept ones.
+	// Without a broker the stream sends heartbeats only.
+	Broker   *notify.Broker
+	EventLog EventLog
+	// Syncs adds the store's sync history to the history route.
+	Syncs SyncHistory
+	// MaxBody bounds request bodies; 0 means DefaultMaxBody.
+	MaxBody int64
+	// Heartbeat is the event stream's heartbeat interval; 0 means 15s.
+	Heartbeat time.Duration
+	Logger    *slog.Logger
+}
+
+// Server is the API's http.Handler. Build it with New; it is safe for
+// concurrent use.
+type Server struct {
+	rec       Reconciler
+	auth      Authorizer
+	metrics   *Metrics
+	webhooks  *Webhooks
+	broker    *notify.Broker
+	events    EventLog
+	syncs     SyncHistory
+	maxBody   int64
+	heartbeat time.Duration
+	log       *slog.Logger
+	mux       *http.ServeMux
+	routes    []route
+}
+
+// New checks opts and builds the server with every route of routes().
+func New(opts Options) (*Server, error) {
+	if opts.Reconciler == nil {
+		return nil, errors.New("api: no reconciler")
+	}
+	if opts.Authorizer == nil {
+		return nil, errors.New("api: no authorizer")
+	}
+	s := &Server{
+		rec: opts.Reconciler, auth: opts.Authorizer, metrics: opts.Metrics, webhooks: opts.Webhooks,
+		broker: opts.Broker, events: opts.EventLog, syncs: opts.Syncs,
+		maxBody: opts.MaxBody, heartbeat: opts.Heartbeat, log: opts.Logger,
+		mux: http.NewServeMux(),
+	}
+	if s.metrics == nil {
+		s.metrics = NewMetrics(MetricsOptions{})
+	}
+	if s.maxBody <= 0 {
+		s.maxBody = DefaultMaxBody
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.routes = s.table()
+	for _, rt := range s.routes {
+		s.mux.Handle(rt.method+" "+rt.pattern, s.guard(rt))
+	}
+	return s, nil
+}
+
+// Route is one registered route, as Routes reports it.
+type Route struct {
+	Method, Pattern string
+	// Role is the least role the route needs; "" means no token (health,
+	// readiness and webhooks, which verify their own signature).
+	Role Role
+}
+
+// Routes returns every registered route, in registration order.
+func (s *Server) Routes() []Route {
+	out := make([]Route, len(s.routes))
+	for i, rt := range s.routes {
+		out[i] = Route{Method: rt.method, Pattern: rt.pattern, Role: rt.need}
+	}
+	return out
+}
+
+// route is one entry of the route table.
+type route struct {
+	method, pattern string
+	need            Role // "" = public
+	// app is set for routes with {name}: the subject must see it.
+	app    bool
+	handle func(w http.ResponseWriter, r *http.Request, subj Subject)
+}
+
+// securityHeaders are set on every response.
+var securityHeaders = map[string]string{
+	"X-Content-Type-Options":  "nosniff",
+	"X-Frame-Options":         "DENY",
+	"Content-Security-Policy": "default-src 'none'; frame-ancestors 'none'",
+	"Referrer-Policy":         "no-referrer",
+	"Cache-Control":           "no-store",
+}
+
+// ServeHTTP sets the security headers, answers unknown routes (404) and
+// wrong methods (405 with Allow) in JSON, recovers a handler's panic as a
+// 500, and counts the request by route pattern and code.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	h := w.Header()
+	for k, v := range securityHeaders {
+		h.Set(k, v)
+	}
+	if r.TLS != nil {
+		h.Set("Strict-Transport-Security", "max-age=31536000")
+	}
+	sw := &statusWriter{ResponseWriter: w}
+	_, pattern := s.mux.Handler(r)
+	route := pattern
+	if route == "" {
+		route = "unmatched"
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.log.Error("api handler panicked", "route", route, "err", fmt.Sprint(v), "stack", string(debug.Stack()))
+			if !sw.wrote {
+				writeError(sw, http.StatusInternalServerError, CodeInternal, "internal error; see the controller log")
+			}
+		}
+		s.metrics.request(route, sw.code(), time.Since(start))
+	}()
+	if pattern != "" {
+		s.mux.ServeHTTP(sw, r)
+		return
+	}
+	if allow := s.allowed(r); len(allow) > 0 {
+		h.Set("Allow", strings.Join(allow, ", "))
+		writeError(sw, http.StatusMethodNotAllowed, CodeMethodNotAllowed,
+			fmt.Sprintf("%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, strings.Join(allow, ", ")))
+		return
+	}
+	writeError(sw, http.StatusNotFound, CodeNotFound, "no route "+r.URL.Path)
+}
+
+// allowed returns the methods the mux serves for r's path.
+func (s *Server) allowed(r *http.Request) []string {
+	var out []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, p := s.mux.Handler(probe); p != "" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// guard authenticates the caller of a protected route, checks its role
+// and, for an application route, its scope, and hands the subject to the
+// handler. The decision uses the subject value only, never the context.
+func (s *Server) guard(rt route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rt.need == "" {
+			rt.handle(w, r, Subject{})
+			return
+		}
+		subj, err := s.auth.Authenticate(r.Context(), r)
+		if err != nil {
+			if errors.Is(err, ErrUnauthenticated) {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="skep"`)
+				writeError(w, http.StatusUnauthorized, CodeUnauthorized, "a valid bearer token is required (SKEP_TOKEN or SKEP_TOKEN_FILE for the CLI)")
+				return
+			}
+			s.log.Error("authentication failed", "route", rt.pattern, "err", err)
+			writeError(w, http.StatusInternalServerError, CodeInternal, "authentication failed; see the controller log")
+			return
+		}
+		if !subj.Allows(rt.need) {
+			writeError(w, http.StatusForbidden, CodeForbidden,
+				fmt.Sprintf("%s has role %s; %s %s needs %s", subj.Name, subj.Role, rt.method, rt.pattern, rt.need))
+			return
+		}
+		if rt.app && !subj.Sees(r.PathValue("name")) {
+			// The same answer whether or not the application exists.
+			writeError(w, http.StatusForbidden, CodeForbidden,
+				fmt.Sprintf("%s may not access application %q", subj.Name, r.PathValue("name")))
+			return
+		}
+		rt.handle(w, r, subj)
+	})
+}
+
+// statusWriter remembers the status code written, for metrics. It keeps
+// Flush and the deadline setters reachable through http.ResponseController.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.status, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.status, w.wrote = http.StatusOK, true
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *statusWriter) code() int {
+	if !w.wrote {
+		return http.StatusOK
+	}
+	return w.status
+}
+
+// writeJSON writes v with code.
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v) // the client went away; nothing left to tell it
+}
+
+func writeError(w http.ResponseWriter, code int, c ErrorCode, msg string) {
+	writeJSON(w, code, Error{Code: c, Message: msg})
+}
+
+// fail answers err: the Reconciler's sentinels choose the code; anything
+// else is a 500 whose detail goes to the log only.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.Is(err, ErrNotFound):
+		writeError(w, http.StatusNotFound, CodeNotFound, err.Error())
+	case errors.Is(err, ErrInvalid):
+		writeError(w, http.StatusBadRequest, CodeBadRequest, err.Error())
+	case errors.As(err, &tooLarge):
+		writeError(w, http.StatusRequestEntityTooLarge, CodeTooLarge, fmt.Sprintf("request body larger than %d bytes", tooLarge.Limit))
+	case errors.Is(err, ErrUnavailable):
+		writeError(w, http.StatusServiceUnavailable, CodeUnavailable, err.Error())
+	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
+		// The client left; there is nobody to answer.
+	default:
+		s.log.Error("api request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		writeError(w, http.StatusInternalServerError, CodeInternal, "internal error; see the controller log")
+	}
+}
+
+// decodeBody decodes a JSON body into v strictly (unknown fields and
+// trailing data are errors). An empty body leaves v as it is.
+func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			return errUnsupportedMedia
+		}
+	}
+	body := http.MaxBytesReader(w, r.Body, s.maxBody)
+	data, err := io.ReadAll(body)
+	if err != nil {
+		return err
+	}
+	if len(strings.TrimSpace(string(data))) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: body: %w", ErrInvalid, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: body: data after the JSON value", ErrInvalid)
+	}
+	return nil
+}
+
+var errUnsupportedMedia = errors.New("request body must be application/json")
+
+// failBody answers a body decoding error.
+func (s *Server) failBody(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, errUnsupportedMedia) {
+		writeError(w, http.StatusUnsupportedMediaType, CodeUnsupportedMedia, err.Error())
+		return
+	}
+	s.fail(w, r, err)
+}
+
+// capabilities lists what this server offers, for clients to adapt to.
+func (s *Server) capabilities() []string {
+	out := []string{"applications", "sync", "sync.dry-run", "sync.revision", "sync.prune", "rollback", "refresh", "unhold", "events", "metrics"}
+	if s.events != nil {
+		out = append(out, "events.replay")
+	}
+	if s.syncs != nil {
+		out = append(out, "history.syncs")
+	}
+	for _, p := range s.webhooks.Providers() {
+		out = append(out, "webhook."+p)
+	}
+	return out
+}
+
+// versionInfo is the body of the version route.
+func (s *Server) versionInfo() VersionInfo {
+	v := version.Get()
+	caps := s.capabilities()
+	slices.Sort(caps)
+	return VersionInfo{Version: v.Version, Commit: v.Commit, GoVersion: v.GoVersion, APIVersion: "v1", Capabilities: caps}
+}
