@@ -67,7 +67,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, subj Subject) {
 		s.fail(w, r, err)
 		return
 	}
-	visible := list.Applications[:0:0]
+	visible := make([]Application, 0, len(list.Applications))
 	for _, a := range list.Applications {
 		if subj.Sees(a.Name) {
 			visible = append(visible, a)
