@@ -2,6 +2,7 @@ package health
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -106,8 +107,12 @@ func longRunning(svc *swarm.Service, tasks []swarm.Task, in ServiceInput) Result
 		desired = int(svc.ServiceStatus.DesiredTasks)
 	}
 	var running, starting int
-	var unschedulable, failures []string
+	var unschedulable []string
+	var failed, everFailed []swarm.Task
 	for _, t := range tasks {
+		if t.Status.State == swarm.TaskStateFailed || t.Status.State == swarm.TaskStateRejected {
+			everFailed = append(everFailed, t)
+		}
 		current := t.DesiredState == swarm.TaskStateRunning || t.DesiredState == swarm.TaskStateReady
 		switch {
 		case current && t.Status.State == swarm.TaskStateRunning:
@@ -120,20 +125,24 @@ func longRunning(svc *swarm.Service, tasks []swarm.Task, in ServiceInput) Result
 				unschedulable = append(unschedulable, t.Status.Err)
 			}
 		case exitedRecently(t, in.Now):
-			failures = append(failures, taskReason(t))
+			failed = append(failed, t)
 		}
 	}
+	failures := newestReasons(failed)
 	r := Result{Running: running, Desired: desired}
 	if u := svc.UpdateStatus; u != nil {
+		// Swarm's own message after a rollback is only "rollback completed";
+		// the task failure that caused it may be older than the window.
+		failures := newestReasons(everFailed)
 		switch u.State {
 		case swarm.UpdateStateRollbackStarted:
-			return degraded(r, "rolling back", u.Message)
+			return degraded(r, "rolling back", u.Message, failures)
 		case swarm.UpdateStateRollbackPaused:
-			return degraded(r, "rollback paused", u.Message)
+			return degraded(r, "rollback paused", u.Message, failures)
 		case swarm.UpdateStateRollbackCompleted:
-			return degraded(r, "rolled back", u.Message)
+			return degraded(r, "rolled back", u.Message, failures)
 		case swarm.UpdateStatePaused:
-			return degraded(r, "update paused", u.Message)
+			return degraded(r, "update paused", u.Message, failures)
 		}
 	}
 	switch {
@@ -162,11 +171,17 @@ func longRunning(svc *swarm.Service, tasks []swarm.Task, in ServiceInput) Result
 	return r
 }
 
-func degraded(r Result, what, reason string) Result {
+// degraded reports an update Swarm stopped or undid, with the daemon's
+// reason and, since after a rollback that reason is only "rollback
+// completed", the latest task failure that caused it.
+func degraded(r Result, what, reason string, failures []string) Result {
 	r.State = Degraded
 	r.Message = what
 	if reason != "" {
 		r.Message += ": " + reason
+	}
+	if len(failures) > 0 {
+		r.Message += "; last task failure: " + failures[0]
 	}
 	return r
 }
@@ -179,7 +194,7 @@ func job(svc *swarm.Service, tasks []swarm.Task, eligible int) Result {
 		iteration = &svc.JobStatus.JobIteration.Index
 	}
 	var completed, active int
-	var failures []string
+	var failed []swarm.Task
 	nodes := map[string]bool{}
 	for _, t := range tasks {
 		// Tasks of an earlier run of the job (before its spec last changed)
@@ -194,9 +209,10 @@ func job(svc *swarm.Service, tasks []swarm.Task, eligible int) Result {
 		case isStarting(t.Status.State) || t.Status.State == swarm.TaskStateRunning:
 			active++
 		case t.Status.State == swarm.TaskStateFailed || t.Status.State == swarm.TaskStateRejected:
-			failures = append(failures, taskReason(t))
+			failed = append(failed, t)
 		}
 	}
+	failures := newestReasons(failed)
 	desired := declaredCount(&svc.Spec, eligible)
 	if svc.Spec.Mode.GlobalJob != nil {
 		switch {
@@ -246,6 +262,16 @@ func exitedRecently(t swarm.Task, now time.Time) bool {
 	}
 	age := now.Sub(t.Status.Timestamp)
 	return age >= -time.Minute && age <= RecentFailureWindow // a little clock skew is tolerated
+}
+
+// newestReasons returns the reasons tasks ended, newest first.
+func newestReasons(tasks []swarm.Task) []string {
+	slices.SortStableFunc(tasks, func(a, b swarm.Task) int { return b.Status.Timestamp.Compare(a.Status.Timestamp) })
+	out := make([]string, len(tasks))
+	for i, t := range tasks {
+		out[i] = taskReason(t)
+	}
+	return out
 }
 
 // taskReason describes why a task ended, in the daemon's words, naming a
