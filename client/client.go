@@ -1,0 +1,521 @@
+// Package client is the typed client of Skep's HTTP API, used by the CLI
+// and by anyone scripting Skep from Go.
+//
+// The server and token come from the environment (SKEP_SERVER,
+// SKEP_TOKEN_FILE, SKEP_TOKEN) or a config file (~/.config/skep/config.yaml),
+// never from flags or arguments, so a token cannot land in a shell history
+// or a process list. Errors say what went wrong in the caller's terms: a
+// 401 names the token variables, an unreachable server names SKEP_SERVER,
+// a TLS failure names the CA setting.
+//
+// The client never logs, never retries a write, and never prints a token:
+// Token values redact themselves.
+package client
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/skep-cd/skep/api"
+)
+
+// Environment variables the client reads.
+const (
+	EnvServer    = "SKEP_SERVER"
+	EnvToken     = "SKEP_TOKEN"
+	EnvTokenFile = "SKEP_TOKEN_FILE"
+	EnvCAFile    = "SKEP_CA_FILE"
+	// EnvConfig names the config file instead of the default path.
+	EnvConfig = "SKEP_CONFIG"
+)
+
+// DefaultServer is used when neither the environment nor the config file
+// names one.
+const DefaultServer = "http://127.0.0.1:8080"
+
+// maxResponse bounds what is read of one response body.
+const maxResponse = 64 << 20
+
+// Options build a Client. Server is required.
+type Options struct {
+	// Server is the controller's base URL, e.g. https://skep.example.org.
+	Server string
+	Token  api.Token
+	// CAFile is a PEM bundle trusted for the server's certificate, beside
+	// the system roots.
+	CAFile string
+	// HTTPClient overrides the transport (tests); its timeout should be
+	// zero for event streams.
+	HTTPClient *http.Client
+}
+
+// Client calls one controller. It is safe for concurrent use.
+type Client struct {
+	base  *url.URL
+	token api.Token
+	http  *http.Client
+}
+
+// New returns a client for opts.Server.
+func New(opts Options) (*Client, error) {
+	u, err := url.Parse(strings.TrimRight(opts.Server, "/"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("server %q: want an http:// or https:// URL (set %s)", opts.Server, EnvServer)
+	}
+	if u.User != nil {
+		return nil, fmt.Errorf("server URL must not carry credentials; use %s or %s", EnvTokenFile, EnvToken)
+	}
+	hc := opts.HTTPClient
+	if hc == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		if opts.CAFile != "" {
+			pem, err := os.ReadFile(opts.CAFile)
+			if err != nil {
+				return nil, fmt.Errorf("CA file: %w", err)
+			}
+			pool, err := x509.SystemCertPool()
+			if err != nil {
+				pool = x509.NewCertPool()
+			}
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("CA file %s holds no PEM certificate", opts.CAFile)
+			}
+			tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
+		}
+		hc = &http.Client{Transport: tr}
+	}
+	return &Client{base: u, token: opts.Token, http: hc}, nil
+}
+
+// Config is the client config file, ~/.config/skep/config.yaml:
+//
+//	server: https://skep.example.org
+//	tokenFile: ~/.config/skep/token
+//	caFile: /etc/ssl/skep-ca.pem
+type Config struct {
+	Server    string `yaml:"server"`
+	TokenFile string `yaml:"tokenFile"`
+	CAFile    string `yaml:"caFile"`
+}
+
+// ConfigPath returns the config file FromEnvironment reads: EnvConfig, or
+// config.yaml under $XDG_CONFIG_HOME/skep or ~/.config/skep.
+func ConfigPath(getenv func(string) string) string {
+	if p := getenv(EnvConfig); p != "" {
+		return p
+	}
+	if x := getenv("XDG_CONFIG_HOME"); x != "" {
+		return filepath.Join(x, "skep", "config.yaml")
+	}
+	if h := getenv("HOME"); h != "" {
+		return filepath.Join(h, ".config", "skep", "config.yaml")
+	}
+	return ""
+}
+
+// FromEnvironment builds a client from the environment and the config
+// file: the environment wins field by field, and a missing config file is
+// not an error (one named by EnvConfig is).
+func FromEnvironment(getenv func(string) string) (*Client, error) {
+	var cfg Config
+	path := ConfigPath(getenv)
+	if path != "" {
+		data, err := os.ReadFile(path)
+		switch {
+		case err == nil:
+			dec := yaml.NewDecoder(bytes.NewReader(data))
+			dec.KnownFields(true)
+			if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+				return nil, fmt.Errorf("client config %s: %w", path, err)
+			}
+		case errors.Is(err, os.ErrNotExist) && getenv(EnvConfig) == "":
+		default:
+			return nil, fmt.Errorf("client config: %w", err)
+		}
+	}
+	opts := Options{Server: first(getenv(EnvServer), cfg.Server, DefaultServer), CAFile: first(getenv(EnvCAFile), expandHome(cfg.CAFile, getenv))}
+	switch file := first(getenv(EnvTokenFile)); {
+	case file != "":
+		t, err := readToken(file, EnvTokenFile)
+		if err != nil {
+			return nil, err
+		}
+		opts.Token = t
+	case getenv(EnvToken) != "":
+		opts.Token = api.NewToken(strings.TrimSpace(getenv(EnvToken)))
+	case cfg.TokenFile != "":
+		t, err := readToken(expandHome(cfg.TokenFile, getenv), path+": tokenFile")
+		if err != nil {
+			return nil, err
+		}
+		opts.Token = t
+	}
+	return New(opts)
+}
+
+func readToken(file, from string) (api.Token, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return api.Token{}, fmt.Errorf("%s: %w", from, err)
+	}
+	t := strings.TrimSpace(string(data))
+	if t == "" {
+		return api.Token{}, fmt.Errorf("%s: %s is empty", from, file)
+	}
+	return api.NewToken(t), nil
+}
+
+func expandHome(p string, getenv func(string) string) string {
+	if rest, ok := strings.CutPrefix(p, "~/"); ok && getenv("HOME") != "" {
+		return filepath.Join(getenv("HOME"), rest)
+	}
+	return p
+}
+
+func first(values ...string) string {
+	for _, v := range values {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// Server returns the base URL the client calls.
+func (c *Client) Server() string { return c.base.String() }
+
+// Sentinels an *Error matches with errors.Is, by status.
+var (
+	ErrUnauthorized = errors.New("unauthorized")
+	ErrForbidden    = errors.New("forbidden")
+	ErrNotFound     = errors.New("not found")
+)
+
+// Error is a non-2xx answer of the API.
+type Error struct {
+	Status  int
+	Code    api.ErrorCode
+	Message string
+	Method  string
+	Path    string
+}
+
+func (e *Error) Error() string {
+	switch e.Status {
+	case http.StatusUnauthorized:
+		return fmt.Sprintf("unauthorized: %s (set %s or %s to a valid token)", e.Message, EnvTokenFile, EnvToken)
+	case http.StatusForbidden:
+		return "forbidden: " + e.Message
+	}
+	return fmt.Sprintf("%s %s: %d %s: %s", e.Method, e.Path, e.Status, e.Code, e.Message)
+}
+
+// Is matches ErrUnauthorized, ErrForbidden and ErrNotFound by status.
+func (e *Error) Is(target error) bool {
+	switch target {
+	case ErrUnauthorized:
+		return e.Status == http.StatusUnauthorized
+	case ErrForbidden:
+		return e.Status == http.StatusForbidden
+	case ErrNotFound:
+		return e.Status == http.StatusNotFound
+	}
+	return false
+}
+
+// request builds a request to path (with query) carrying the token.
+func (c *Client) request(ctx context.Context, method, path string, query url.Values, body any) (*http.Request, error) {
+	u := *c.base
+	u.Path = strings.TrimRight(u.Path, "/") + path
+	u.RawQuery = query.Encode()
+	var r io.Reader
+	if body != nil {
+		data, err := json.Marshal(body)
+		if err != nil {
+			return nil, fmt.Errorf("encode request: %w", err)
+		}
+		r = bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), r)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	if !c.token.Empty() {
+		req.Header.Set("Authorization", "Bearer "+c.token.Reveal())
+	}
+	return req, nil
+}
+
+// transportError explains a failure to talk to the server at all.
+func (c *Client) transportError(err error) error {
+	var cert *tls.CertificateVerificationError
+	var unknown x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	var op *net.OpError
+	switch {
+	case errors.As(err, &cert), errors.As(err, &unknown), errors.As(err, &hostname):
+		return fmt.Errorf("TLS: cannot verify %s: %w (trust its CA with %s or caFile in the config)", c.base.Host, err, EnvCAFile)
+	case strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
+		return fmt.Errorf("TLS: %s answers plain HTTP; use http:// in %s", c.base.Host, EnvServer)
+	case strings.Contains(err.Error(), "tls:"):
+		return fmt.Errorf("TLS handshake with %s: %w", c.base.Host, err)
+	case errors.As(err, &op), errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("cannot reach skep at %s: %w (is the controller running? check %s)", c.base, err, EnvServer)
+	}
+	return fmt.Errorf("request to %s: %w", c.base, err)
+}
+
+// Call sends a request and returns the response body of a 2xx answer
+// unmodified; any other answer is an *Error.
+func (c *Client) Call(ctx context.Context, method, path string, query url.Values, body any) ([]byte, error) {
+	req, err := c.request(ctx, method, path, query, body)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, c.transportError(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	if err != nil {
+		return nil, fmt.Errorf("read %s %s: %w", method, path, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return nil, decodeError(resp, data, method, path)
+	}
+	return data, nil
+}
+
+func decodeError(resp *http.Response, data []byte, method, path string) error {
+	e := &Error{Status: resp.StatusCode, Method: method, Path: path}
+	var body api.Error
+	if json.Unmarshal(data, &body) == nil && body.Code != "" {
+		e.Code, e.Message = body.Code, body.Message
+	} else {
+		e.Message = strings.TrimSpace(string(data))
+		if e.Message == "" {
+			e.Message = http.StatusText(resp.StatusCode)
+		}
+	}
+	return e
+}
+
+func (c *Client) get(ctx context.Context, path string, query url.Values, out any) error {
+	data, err := c.Call(ctx, http.MethodGet, path, query, nil)
+	if err != nil {
+		return err
+	}
+	return decode(data, path, out)
+}
+
+func (c *Client) post(ctx context.Context, path string, body, out any) error {
+	data, err := c.Call(ctx, http.MethodPost, path, nil, body)
+	if err != nil {
+		return err
+	}
+	return decode(data, path, out)
+}
+
+func decode(data []byte, path string, out any) error {
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("decode answer of %s: %w", path, err)
+	}
+	return nil
+}
+
+// AppPath returns the API path of application name, with suffix.
+func AppPath(name, suffix string) string {
+	return "/api/v1/applications/" + url.PathEscape(name) + suffix
+}
+
+// ListApplications lists the applications the token may see.
+func (c *Client) ListApplications(ctx context.Context) (api.ApplicationList, error) {
+	var out api.ApplicationList
+	return out, c.get(ctx, "/api/v1/applications", nil, &out)
+}
+
+// Application returns one application with its releases and tasks.
+func (c *Client) Application(ctx context.Context, name string) (api.ApplicationDetail, error) {
+	var out api.ApplicationDetail
+	return out, c.get(ctx, AppPath(name, ""), nil, &out)
+}
+
+// Diff plans an application at revision ("" = what it tracks).
+func (c *Client) Diff(ctx context.Context, name, revision string) (api.Diff, error) {
+	var out api.Diff
+	q := url.Values{}
+	if revision != "" {
+		q.Set("revision", revision)
+	}
+	return out, c.get(ctx, AppPath(name, "/diff"), q, &out)
+}
+
+// History returns an application's revisions and sync history.
+func (c *Client) History(ctx context.Context, name string) (api.History, error) {
+	var out api.History
+	return out, c.get(ctx, AppPath(name, "/history"), nil, &out)
+}
+
+// Sync requests a sync (or plans one, with opts.DryRun).
+func (c *Client) Sync(ctx context.Context, name string, opts api.SyncOptions) (api.SyncResponse, error) {
+	var out api.SyncResponse
+	return out, c.post(ctx, AppPath(name, "/sync"), opts, &out)
+}
+
+// Rollback requests a rollback to a recorded revision.
+func (c *Client) Rollback(ctx context.Context, name string, opts api.RollbackOptions) (api.SyncResponse, error) {
+	var out api.SyncResponse
+	return out, c.post(ctx, AppPath(name, "/rollback"), opts, &out)
+}
+
+// Refresh asks the controller to re-read git for an application now.
+func (c *Client) Refresh(ctx context.Context, name string) error {
+	var out api.RefreshResponse
+	return c.post(ctx, AppPath(name, "/refresh"), nil, &out)
+}
+
+// Unhold releases a rollback's hold.
+func (c *Client) Unhold(ctx context.Context, name string) error {
+	var out api.RefreshResponse
+	return c.post(ctx, AppPath(name, "/unhold"), nil, &out)
+}
+
+// Status returns the controller's status.
+func (c *Client) Status(ctx context.Context) (api.ControllerStatus, error) {
+	var out api.ControllerStatus
+	return out, c.get(ctx, "/api/v1/status", nil, &out)
+}
+
+// Version returns the server's build and capabilities.
+func (c *Client) Version(ctx context.Context) (api.VersionInfo, error) {
+	var out api.VersionInfo
+	return out, c.get(ctx, "/api/v1/version", nil, &out)
+}
+
+// EventQuery filters events; the zero value selects all.
+type EventQuery struct {
+	Applications []string
+	Types        []string
+	Limit        int
+}
+
+// Values returns q as URL query parameters.
+func (q EventQuery) Values() url.Values {
+	v := url.Values{}
+	for _, a := range q.Applications {
+		v.Add("app", a)
+	}
+	for _, t := range q.Types {
+		v.Add("type", t)
+	}
+	if q.Limit > 0 {
+		v.Set("limit", fmt.Sprint(q.Limit))
+	}
+	return v
+}
+
+// Events lists the newest kept events.
+func (c *Client) Events(ctx context.Context, q EventQuery) (api.EventList, error) {
+	var out api.EventList
+	return out, c.get(ctx, "/api/v1/events", q.Values(), &out)
+}
+
+// StreamEvent is one frame of the event stream: its id, type and the raw
+// JSON data line (the event's wire shape, unmodified).
+type StreamEvent struct {
+	ID   string
+	Type string
+	Data []byte
+}
+
+// Stream follows the event stream from after lastID ("" = live only),
+// calling fn for each event in order, until ctx ends (nil), the server
+// closes the stream (io.EOF), fn returns an error (that error), or the
+// connection fails. It does not reconnect; see Follow.
+func (c *Client) Stream(ctx context.Context, q EventQuery, lastID string, fn func(StreamEvent) error) error {
+	req, err := c.request(ctx, http.MethodGet, "/api/v1/events", q.Values(), nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return c.transportError(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return decodeError(resp, data, http.MethodGet, "/api/v1/events")
+	}
+	err = readSSE(resp.Body, fn)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// Follow is Stream that reconnects after a dropped connection, resuming
+// from the last id it delivered, until ctx ends or fn fails. An error the
+// server answers (401, 403, 400) ends it at once.
+func (c *Client) Follow(ctx context.Context, q EventQuery, lastID string, fn func(StreamEvent) error) error {
+	for {
+		err := c.Stream(ctx, q, lastID, func(e StreamEvent) error {
+			if err := fn(e); err != nil {
+				return &callbackError{err}
+			}
+			if e.ID != "" {
+				lastID = e.ID
+			}
+			return nil
+		})
+		var apiErr *Error
+		var cbErr *callbackError
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case errors.As(err, &cbErr):
+			return cbErr.err
+		case errors.As(err, &apiErr):
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+type callbackError struct{ err error }
+
+func (e *callbackError) Error() string { return e.err.Error() }
+func (e *callbackError) Unwrap() error { return e.err }
