@@ -1,0 +1,482 @@
+package swarm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/docker/docker/api/types/events"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/swarm"
+	"github.com/docker/docker/api/types/volume"
+)
+
+// ErrNotListed is the read error of a Snapshot taken before the Watcher
+// first listed the swarm.
+var ErrNotListed = errors.New("the swarm has not been listed yet")
+
+// Snapshot is what one swarm held at one moment: every service (with task
+// counts), task, swarm network, config, secret, node and local volume. It
+// is an immutable value: accessors return new slices, and the elements
+// they hold share maps and pointers with the snapshot, so callers must
+// treat them as read-only. The zero value is an empty snapshot that was
+// never taken (ReadFailed).
+type Snapshot struct {
+	services []swarm.Service
+	tasks    []swarm.Task
+	networks []network.Summary
+	configs  []swarm.Config
+	secrets  []swarm.Secret
+	nodes    []swarm.Node
+	volumes  []volume.Volume
+	takenAt  time.Time
+	err      error
+	version  uint64
+}
+
+// Services returns every service, listed with their running and desired
+// task counts (ServiceStatus).
+func (s Snapshot) Services() []swarm.Service { return slices.Clone(s.services) }
+
+// Service returns the service named name.
+func (s Snapshot) Service(name string) (swarm.Service, bool) {
+	for _, svc := range s.services {
+		if svc.Spec.Name == name {
+			return svc, true
+		}
+	}
+	return swarm.Service{}, false
+}
+
+// Tasks returns every task the swarm keeps, history included.
+func (s Snapshot) Tasks() []swarm.Task { return slices.Clone(s.tasks) }
+
+// TasksOf returns the tasks of the service with id serviceID.
+func (s Snapshot) TasksOf(serviceID string) []swarm.Task {
+	var out []swarm.Task
+	for _, t := range s.tasks {
+		if t.ServiceID == serviceID {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Networks returns the networks (every scope) as the Engine lists them.
+func (s Snapshot) Networks() []network.Summary { return slices.Clone(s.networks) }
+
+// NetworkNames maps network ids to names, as plan.DriftOptions wants; the
+// map is new.
+func (s Snapshot) NetworkNames() map[string]string {
+	out := make(map[string]string, len(s.networks))
+	for _, n := range s.networks {
+		out[n.ID] = n.Name
+	}
+	return out
+}
+
+// Configs returns every config, with data.
+func (s Snapshot) Configs() []swarm.Config { return slices.Clone(s.configs) }
+
+// Secrets returns every secret (the Engine never returns their data).
+func (s Snapshot) Secrets() []swarm.Secret { return slices.Clone(s.secrets) }
+
+// Nodes returns the swarm's nodes.
+func (s Snapshot) Nodes() []swarm.Node { return slices.Clone(s.nodes) }
+
+// EligibleNodes counts the nodes a global service may run on, placement
+// constraints aside: ready and active.
+func (s Snapshot) EligibleNodes() int {
+	n := 0
+	for _, node := range s.nodes {
+		if node.Status.State == swarm.NodeStateReady && node.Spec.Availability == swarm.NodeAvailabilityActive {
+			n++
+		}
+	}
+	return n
+}
+
+// Volumes returns the volumes of the manager node the Watcher reads, as new
+// pointers (the shape prune.LiveObjects takes).
+func (s Snapshot) Volumes() []*volume.Volume {
+	out := make([]*volume.Volume, len(s.volumes))
+	for i := range s.volumes {
+		v := s.volumes[i]
+		out[i] = &v
+	}
+	return out
+}
+
+// TakenAt is when the lists were last read successfully; zero if never.
+func (s Snapshot) TakenAt() time.Time { return s.takenAt }
+
+// Err is the error of the latest read, nil when it succeeded. When it is
+// set, the lists are those of the last successful read (or empty) and must
+// not be taken for the swarm's state: health is Unknown, prune is held.
+func (s Snapshot) Err() error { return s.err }
+
+// ReadFailed reports whether Err is set, for health.ServiceInput.
+func (s Snapshot) ReadFailed() bool { return s.err != nil }
+
+// Version increases each time the content or the read error changes; two
+// snapshots with the same Version hold the same data.
+func (s Snapshot) Version() uint64 { return s.version }
+
+// Reader is the part of the Engine API a Watcher uses; *client.Client (and
+// so *Client) satisfies it. A Watcher calls it from one goroutine.
+type Reader interface {
+	ServiceList(ctx context.Context, options swarm.ServiceListOptions) ([]swarm.Service, error)
+	TaskList(ctx context.Context, options swarm.TaskListOptions) ([]swarm.Task, error)
+	NetworkList(ctx context.Context, options network.ListOptions) ([]network.Summary, error)
+	ConfigList(ctx context.Context, options swarm.ConfigListOptions) ([]swarm.Config, error)
+	SecretList(ctx context.Context, options swarm.SecretListOptions) ([]swarm.Secret, error)
+	NodeList(ctx context.Context, options swarm.NodeListOptions) ([]swarm.Node, error)
+	VolumeList(ctx context.Context, options volume.ListOptions) (volume.ListResponse, error)
+	Events(ctx context.Context, options events.ListOptions) (<-chan events.Message, <-chan error)
+}
+
+// WatcherOptions tune a Watcher; the zero value means every default.
+type WatcherOptions struct {
+	// MinInterval bounds relists: at most one starts per MinInterval,
+	// however many events arrive. Default 500ms.
+	MinInterval time.Duration
+	// Resync relists even without events, since task state changes on
+	// other nodes raise no event on this one. Default 30s.
+	Resync time.Duration
+	// MaxBackoff caps the wait before resubscribing after the events
+	// stream failed, or relisting after a list failed; the wait starts at
+	// MinInterval and doubles. Default 30s.
+	MaxBackoff time.Duration
+	// Logger receives Debug detail and Warn notices; nil discards them.
+	Logger *slog.Logger
+}
+
+func (o WatcherOptions) withDefaults() WatcherOptions {
+	if o.MinInterval <= 0 {
+		o.MinInterval = 500 * time.Millisecond
+	}
+	if o.Resync <= 0 {
+		o.Resync = 30 * time.Second
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = 30 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return o
+}
+
+// watchedTypes are the event types that can change a snapshot.
+var watchedTypes = []events.Type{
+	events.ServiceEventType, events.ConfigEventType, events.SecretEventType, events.NetworkEventType,
+	events.NodeEventType, events.ContainerEventType, events.VolumeEventType,
+}
+
+// Watcher keeps a Snapshot of one swarm fresh: it lists everything once,
+// then relists when the Docker events stream reports a change (at most once
+// per MinInterval), every Resync, and after a failure with backoff. One
+// Watcher serves every application of its swarm. Current and Subscribe are
+// safe for concurrent use; Run must be called once.
+type Watcher struct {
+	reader Reader
+	opts   WatcherOptions
+
+	current atomic.Pointer[Snapshot]
+	fp      uint64 // fingerprint of current; Run's goroutine only
+
+	mu      sync.Mutex
+	subs    map[chan struct{}]struct{}
+	stopped bool
+}
+
+// NewWatcher returns a Watcher reading r. It does nothing until Run.
+func NewWatcher(r Reader, opts WatcherOptions) *Watcher {
+	w := &Watcher{reader: r, opts: opts.withDefaults(), subs: map[chan struct{}]struct{}{}}
+	w.current.Store(&Snapshot{err: ErrNotListed})
+	return w
+}
+
+// Current returns the latest snapshot. It never blocks on the Engine.
+func (w *Watcher) Current() Snapshot { return *w.current.Load() }
+
+// Subscribe returns a channel that receives a value after each refresh
+// that changed the snapshot (Version moved). It holds at most one pending
+// value, so a slow reader sees one wake-up for many changes and never
+// blocks the Watcher. The channel is closed when ctx ends or Run returns.
+func (w *Watcher) Subscribe(ctx context.Context) <-chan struct{} {
+	ch := make(chan struct{}, 1)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		close(ch)
+		return ch
+	}
+	w.subs[ch] = struct{}{}
+	context.AfterFunc(ctx, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if _, ok := w.subs[ch]; ok {
+			delete(w.subs, ch)
+			close(ch)
+		}
+	})
+	return ch
+}
+
+func (w *Watcher) notify() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for ch := range w.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (w *Watcher) stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stopped = true
+	for ch := range w.subs {
+		delete(w.subs, ch)
+		close(ch)
+	}
+}
+
+// Run lists the swarm, then follows the events stream until ctx ends, and
+// returns nil then. Failures of the stream or of a list are logged and
+// retried with backoff; a failed list sets the snapshot's Err. Run closes
+// every subscription before it returns.
+func (w *Watcher) Run(ctx context.Context) error {
+	defer w.stop()
+	log := w.opts.Logger
+	backoff := w.opts.MinInterval
+	for ctx.Err() == nil {
+		streamCtx, cancel := context.WithCancel(ctx)
+		msgs, errs := w.reader.Events(streamCtx, events.ListOptions{Filters: eventFilters()})
+		// Subscribe before listing, so no change falls between the two.
+		started := time.Now()
+		err := w.follow(ctx, msgs, errs)
+		cancel()
+		if ctx.Err() != nil {
+			break
+		}
+		if time.Since(started) > w.opts.MaxBackoff {
+			backoff = w.opts.MinInterval // the stream had worked for a while
+		}
+		log.WarnContext(ctx, "docker events stream ended; relisting", "err", err, "retry_in", backoff)
+		if !sleep(ctx, backoff) {
+			break
+		}
+		backoff = min(backoff*2, w.opts.MaxBackoff)
+	}
+	return nil
+}
+
+func eventFilters() filters.Args {
+	f := filters.NewArgs()
+	for _, t := range watchedTypes {
+		f.Add("type", string(t))
+	}
+	return f
+}
+
+// follow refreshes now, then on events (bounded by MinInterval), on
+// Resync, and after a failed refresh with backoff, until the stream fails
+// (its error is returned) or ctx ends.
+func (w *Watcher) follow(ctx context.Context, msgs <-chan events.Message, errs <-chan error) error {
+	var (
+		lastStart  = time.Now()
+		retry      = w.opts.MinInterval
+		timer      = time.NewTimer(time.Hour)
+		timerArmed = false
+	)
+	timer.Stop()
+	defer timer.Stop()
+	resync := time.NewTicker(w.opts.Resync)
+	defer resync.Stop()
+	arm := func(at time.Time) {
+		if timerArmed {
+			return // a refresh is due already; it will see this change too
+		}
+		timer.Reset(max(time.Until(at), 0))
+		timerArmed = true
+	}
+	// The first refresh runs at once, so a daemon that is down shows in
+	// the snapshot's Err before the stream's failure is noticed.
+	if err := w.refresh(ctx); err != nil && ctx.Err() == nil {
+		w.opts.Logger.WarnContext(ctx, "swarm not listed", "err", err, "retry_in", retry)
+		arm(time.Now().Add(retry))
+		retry = min(retry*2, w.opts.MaxBackoff)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-errs:
+			if err == nil {
+				err = errors.New("stream closed")
+			}
+			return err
+		case m, ok := <-msgs:
+			if !ok {
+				return errors.New("stream closed")
+			}
+			if relevant(m) {
+				arm(lastStart.Add(w.opts.MinInterval))
+			}
+		case <-resync.C:
+			arm(lastStart.Add(w.opts.MinInterval))
+		case <-timer.C:
+			timerArmed = false
+			lastStart = time.Now()
+			if err := w.refresh(ctx); err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				w.opts.Logger.WarnContext(ctx, "swarm not listed", "err", err, "retry_in", retry)
+				arm(time.Now().Add(retry))
+				retry = min(retry*2, w.opts.MaxBackoff)
+				continue
+			}
+			retry = w.opts.MinInterval
+		}
+	}
+}
+
+// relevant drops the events that change nothing a snapshot holds: a
+// health check alone raises exec events every few seconds per container.
+func relevant(m events.Message) bool {
+	return !(m.Type == events.ContainerEventType && strings.HasPrefix(string(m.Action), "exec_"))
+}
+
+// refresh lists everything and swaps in a new snapshot. On error it keeps
+// the old lists with the error set. Subscribers are woken when anything
+// changed.
+func (w *Watcher) refresh(ctx context.Context) error {
+	next, err := w.list(ctx)
+	if err != nil {
+		old := w.Current()
+		if old.err != nil && old.err.Error() == err.Error() {
+			return err // nothing new to tell subscribers
+		}
+		old.err = err
+		old.version++
+		w.current.Store(&old)
+		w.notify()
+		return err
+	}
+	fp := next.fingerprint()
+	old := w.Current()
+	if old.err == nil && fp == w.fp && !old.takenAt.IsZero() {
+		old.takenAt = next.takenAt
+		w.current.Store(&old)
+		return nil
+	}
+	w.fp = fp
+	next.version = old.version + 1
+	w.current.Store(&next)
+	w.notify()
+	return nil
+}
+
+// list reads the swarm, one call per kind, one after the other.
+func (w *Watcher) list(ctx context.Context) (Snapshot, error) {
+	var s Snapshot
+	var err error
+	r := w.reader
+	if s.services, err = r.ServiceList(ctx, swarm.ServiceListOptions{Status: true}); err != nil {
+		return s, fmt.Errorf("list services: %w", err)
+	}
+	if s.tasks, err = r.TaskList(ctx, swarm.TaskListOptions{}); err != nil {
+		return s, fmt.Errorf("list tasks: %w", err)
+	}
+	if s.networks, err = r.NetworkList(ctx, network.ListOptions{}); err != nil {
+		return s, fmt.Errorf("list networks: %w", err)
+	}
+	if s.configs, err = r.ConfigList(ctx, swarm.ConfigListOptions{}); err != nil {
+		return s, fmt.Errorf("list configs: %w", err)
+	}
+	if s.secrets, err = r.SecretList(ctx, swarm.SecretListOptions{}); err != nil {
+		return s, fmt.Errorf("list secrets: %w", err)
+	}
+	if s.nodes, err = r.NodeList(ctx, swarm.NodeListOptions{}); err != nil {
+		return s, fmt.Errorf("list nodes: %w", err)
+	}
+	vols, err := r.VolumeList(ctx, volume.ListOptions{})
+	if err != nil {
+		return s, fmt.Errorf("list volumes: %w", err)
+	}
+	for _, v := range vols.Volumes {
+		if v != nil {
+			s.volumes = append(s.volumes, *v)
+		}
+	}
+	s.takenAt = time.Now()
+	return s, nil
+}
+
+// fingerprint hashes what identifies each object's version, so a relist
+// that found nothing new wakes nobody.
+func (s Snapshot) fingerprint() uint64 {
+	h := fnv.New64a()
+	add := func(parts ...any) {
+		fmt.Fprintln(h, parts...)
+	}
+	for _, x := range s.services {
+		add("s", x.ID, x.Version.Index, statusOf(x))
+	}
+	for _, x := range s.tasks {
+		add("t", x.ID, x.Version.Index, x.Status.State, x.Status.Timestamp.UnixNano())
+	}
+	for _, x := range s.networks {
+		add("n", x.ID, x.Name)
+	}
+	for _, x := range s.configs {
+		add("c", x.ID, x.Version.Index)
+	}
+	for _, x := range s.secrets {
+		add("x", x.ID, x.Version.Index)
+	}
+	for _, x := range s.nodes {
+		add("o", x.ID, x.Version.Index, x.Status.State)
+	}
+	for _, x := range s.volumes {
+		add("v", x.Name, x.CreatedAt)
+	}
+	return h.Sum64()
+}
+
+func statusOf(s swarm.Service) string {
+	st := ""
+	if s.UpdateStatus != nil {
+		st = string(s.UpdateStatus.State) + s.UpdateStatus.Message
+	}
+	if s.ServiceStatus != nil {
+		st += fmt.Sprintf("/%d/%d/%d", s.ServiceStatus.RunningTasks, s.ServiceStatus.DesiredTasks, s.ServiceStatus.CompletedTasks)
+	}
+	return st
+}
+
+// sleep waits d or until ctx ends, and reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

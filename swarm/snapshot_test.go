@@ -1,0 +1,291 @@
+package swarm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/docker/docker/api/types/events"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/swarm"
+	"github.com/docker/docker/api/types/volume"
+
+	"github.com/skep-cd/skep/harness"
+)
+
+// runWatcher starts w.Run and, at cleanup, cancels it and checks it
+// returned.
+func runWatcher(t *testing.T, w *Watcher) (context.Context, context.CancelFunc, <-chan error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	return ctx, cancel, done
+}
+
+func TestWatcherOnSwarmSeesOutOfBandChangesAndStops(t *testing.T) {
+	cli := harness.RequireSwarm(t)
+	// A resync of an hour: only the events stream can make changes seen.
+	w := NewWatcher(cli, WatcherOptions{Resync: time.Hour})
+	ctx, cancel, done := runWatcher(t, w)
+	defer cancel()
+	wake := w.Subscribe(ctx)
+
+	harness.Eventually(t, 30*time.Second, func(context.Context) (bool, string) {
+		s := w.Current()
+		return !s.TakenAt().IsZero() && s.Err() == nil, fmt.Sprintf("taken at %v, err %v", s.TakenAt(), s.Err())
+	})
+	if n := w.Current().EligibleNodes(); n < 1 {
+		t.Errorf("EligibleNodes() = %d, want at least this manager", n)
+	}
+	first := w.Current().Version()
+
+	ns := harness.Name(t, "sn")
+	harness.CleanupStack(t, cli, ns)
+	zero := uint64(0)
+	spec := swarm.ServiceSpec{
+		Annotations:  swarm.Annotations{Name: ns + "_hand", Labels: map[string]string{"com.docker.stack.namespace": ns}},
+		TaskTemplate: swarm.TaskSpec{ContainerSpec: &swarm.ContainerSpec{Image: "skep-testapp:absent"}},
+		Mode:         swarm.ServiceMode{Replicated: &swarm.ReplicatedService{Replicas: &zero}},
+	}
+	resp, err := cli.ServiceCreate(ctx, spec, swarm.ServiceCreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, 10*time.Second, func(context.Context) (bool, string) {
+		_, ok := w.Current().Service(ns + "_hand")
+		return ok, "service created by hand not in the snapshot"
+	})
+	select {
+	case <-wake:
+	case <-time.After(5 * time.Second):
+		t.Error("no wake-up on the subscription after a change")
+	}
+	if w.Current().Version() <= first {
+		t.Errorf("Version() = %d after a change, want above %d", w.Current().Version(), first)
+	}
+
+	svc, _, err := cli.ServiceInspectWithRaw(ctx, resp.ID, swarm.ServiceInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	three := uint64(3)
+	svc.Spec.Mode.Replicated.Replicas = &three
+	if _, err := cli.ServiceUpdate(ctx, svc.ID, svc.Version, svc.Spec, swarm.ServiceUpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, 10*time.Second, func(context.Context) (bool, string) {
+		s, _ := w.Current().Service(ns + "_hand")
+		if r := s.Spec.Mode.Replicated; r != nil && r.Replicas != nil && *r.Replicas == 3 {
+			return true, ""
+		}
+		return false, "scale to 3 not in the snapshot"
+	})
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run() = %v after cancel, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after its context ended")
+	}
+	for range wake { // drains a pending wake-up, then sees the close
+	}
+}
+
+// fakeReader is a Reader whose lists are empty, counted and optionally
+// failing, and whose events stream the test drives.
+type fakeReader struct {
+	mu       sync.Mutex
+	lists    int
+	streams  int
+	listErr  error
+	msgs     chan events.Message
+	errs     chan error
+	services []swarm.Service
+}
+
+func newFakeReader() *fakeReader { return &fakeReader{} }
+
+func (f *fakeReader) counts() (lists, streams int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lists, f.streams
+}
+
+func (f *fakeReader) set(fn func(*fakeReader)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(f)
+}
+
+func (f *fakeReader) ServiceList(context.Context, swarm.ServiceListOptions) ([]swarm.Service, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lists++
+	return f.services, f.listErr
+}
+func (f *fakeReader) TaskList(context.Context, swarm.TaskListOptions) ([]swarm.Task, error) {
+	return nil, nil
+}
+func (f *fakeReader) NetworkList(context.Context, network.ListOptions) ([]network.Summary, error) {
+	return nil, nil
+}
+func (f *fakeReader) ConfigList(context.Context, swarm.ConfigListOptions) ([]swarm.Config, error) {
+	return nil, nil
+}
+func (f *fakeReader) SecretList(context.Context, swarm.SecretListOptions) ([]swarm.Secret, error) {
+	return nil, nil
+}
+func (f *fakeReader) NodeList(context.Context, swarm.NodeListOptions) ([]swarm.Node, error) {
+	return nil, nil
+}
+func (f *fakeReader) VolumeList(context.Context, volume.ListOptions) (volume.ListResponse, error) {
+	return volume.ListResponse{}, nil
+}
+func (f *fakeReader) Events(ctx context.Context, _ events.ListOptions) (<-chan events.Message, <-chan error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.streams++
+	f.msgs, f.errs = make(chan events.Message), make(chan error, 1)
+	return f.msgs, f.errs
+}
+
+func (f *fakeReader) send(ctx context.Context, m events.Message) {
+	f.mu.Lock()
+	ch := f.msgs
+	f.mu.Unlock()
+	select {
+	case ch <- m:
+	case <-ctx.Done():
+	}
+}
+
+func TestWatcherRelistsAtMostOncePerIntervalUnderAnEventStorm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeReader()
+		w := NewWatcher(f, WatcherOptions{MinInterval: 500 * time.Millisecond, Resync: time.Hour})
+		ctx, cancel, done := runWatcher(t, w)
+		synctest.Wait()
+		// 2 seconds of events, one every millisecond.
+		for i := range 2000 {
+			f.send(ctx, events.Message{Type: events.ServiceEventType, Action: events.ActionUpdate, Actor: events.Actor{ID: fmt.Sprint(i)}})
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		lists, _ := f.counts()
+		// The first list, then one per 500ms over 2s of events, plus the
+		// one the last events scheduled.
+		if lists < 2 || lists > 6 {
+			t.Errorf("%d relists for 2000 events over 2s, want between 2 and 6", lists)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run() = %v, want nil", err)
+		}
+	})
+}
+
+func TestWatcherIgnoresHealthCheckExecEvents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeReader()
+		w := NewWatcher(f, WatcherOptions{Resync: time.Hour})
+		ctx, cancel, done := runWatcher(t, w)
+		synctest.Wait()
+		for range 10 {
+			f.send(ctx, events.Message{Type: events.ContainerEventType, Action: "exec_start: /testapp health"})
+			time.Sleep(time.Second)
+		}
+		synctest.Wait()
+		if lists, _ := f.counts(); lists != 1 {
+			t.Errorf("%d lists after only exec events, want the first one only", lists)
+		}
+		cancel()
+		<-done
+	})
+}
+
+func TestWatcherReportsListFailureAndRecoversWithBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeReader()
+		f.listErr = errors.New("daemon down")
+		w := NewWatcher(f, WatcherOptions{MinInterval: 100 * time.Millisecond, MaxBackoff: time.Second, Resync: time.Hour})
+		ctx, cancel, done := runWatcher(t, w)
+		wake := w.Subscribe(ctx)
+		synctest.Wait()
+		if s := w.Current(); !s.ReadFailed() || !errors.Is(s.Err(), f.listErr) {
+			t.Errorf("snapshot after a failed list: err %v, want %v", s.Err(), f.listErr)
+		}
+		<-wake
+		// Backoff doubles from 100ms to the 1s cap: in 5s about 8 tries,
+		// not one per millisecond.
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if lists, _ := f.counts(); lists < 4 || lists > 12 {
+			t.Errorf("%d lists in 5s of failure, want backoff between 4 and 12", lists)
+		}
+		f.set(func(f *fakeReader) {
+			f.listErr = nil
+			f.services = []swarm.Service{{ID: "a", Spec: swarm.ServiceSpec{Annotations: swarm.Annotations{Name: "shop_web"}}}}
+		})
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		s := w.Current()
+		if s.ReadFailed() {
+			t.Errorf("snapshot still failed after the daemon came back: %v", s.Err())
+		}
+		if _, ok := s.Service("shop_web"); !ok {
+			t.Error("service listed after recovery is not in the snapshot")
+		}
+		<-wake
+		cancel()
+		<-done
+	})
+}
+
+func TestWatcherResubscribesAfterStreamError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeReader()
+		w := NewWatcher(f, WatcherOptions{MinInterval: 200 * time.Millisecond, Resync: time.Hour})
+		_, cancel, done := runWatcher(t, w)
+		synctest.Wait()
+		f.set(func(f *fakeReader) { f.errs <- errors.New("unexpected EOF") })
+		synctest.Wait()
+		if _, streams := f.counts(); streams != 1 {
+			t.Errorf("resubscribed at once (%d streams), want a backoff first", streams)
+		}
+		time.Sleep(250 * time.Millisecond)
+		synctest.Wait()
+		lists, streams := f.counts()
+		if streams != 2 || lists != 2 {
+			t.Errorf("after backoff: %d streams, %d lists; want a new stream and a relist", streams, lists)
+		}
+		cancel()
+		<-done
+	})
+}
+
+func TestWatcherSubscriptionClosesWithItsContext(t *testing.T) {
+	w := NewWatcher(newFakeReader(), WatcherOptions{})
+	ctx, cancel := context.WithCancel(t.Context())
+	ch := w.Subscribe(ctx)
+	cancel()
+	select {
+	case _, ok := <-ch:
+		if ok {
+			t.Error("received a wake-up instead of a close")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("subscription not closed after its context ended")
+	}
+	if s := w.Current(); !errors.Is(s.Err(), ErrNotListed) {
+		t.Errorf("snapshot before Run: err %v, want ErrNotListed", s.Err())
+	}
+}
