@@ -135,7 +135,10 @@ func (e ConfigError) Error() string {
 	var b strings.Builder
 	b.WriteString(e.File)
 	if e.Line > 0 {
-		fmt.Fprintf(&b, ":%d:%d", e.Line, e.Column)
+		fmt.Fprintf(&b, ":%d", e.Line)
+		if e.Column > 0 {
+			fmt.Fprintf(&b, ":%d", e.Column)
+		}
 	}
 	if e.Field != "" {
 		b.WriteString(": " + e.Field)
@@ -173,7 +176,8 @@ func ParseConfig(name string, data []byte) (Config, error) {
 	cfg := Config{File: name}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return Config{}, ConfigErrors{{File: name, Line: yamlErrorLine(err), Message: err.Error()}}
+		line, msg := yamlError(err)
+		return Config{}, ConfigErrors{{File: name, Line: line, Message: msg}}
 	}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return Config{}, ConfigErrors{{File: name, Message: "empty file; want apiVersion, kind and notifiers"}}
@@ -191,14 +195,16 @@ func ParseConfig(name string, data []byte) (Config, error) {
 	return cfg, nil
 }
 
-var yamlLine = regexp.MustCompile(`^yaml: line (\d+):`)
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): `)
 
-func yamlErrorLine(err error) int {
-	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+// yamlError splits yaml.v3's "yaml: line N: message" into N and message.
+func yamlError(err error) (int, string) {
+	msg := err.Error()
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
 		n, _ := strconv.Atoi(m[1])
-		return n
+		return n, msg[len(m[0]):]
 	}
-	return 0
+	return 0, msg
 }
 
 // configNodeBudget bounds the nodes a file may make the parser visit,

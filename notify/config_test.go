@@ -1,0 +1,244 @@
+package notify
+
+import (
+	"errors"
+	"flag"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files in testdata")
+
+func TestLoadConfigReadsEveryField(t *testing.T) {
+	cfg, err := LoadConfig("testdata/notifications/valid.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	two, zero := 2, 0
+	file := "testdata/notifications/valid.yaml"
+	want := Config{File: file, Notifiers: []NotifierConfig{
+		{
+			Name: "production-alerts",
+			Webhook: &WebhookConfig{
+				URL:    SecretRef{Env: "SKEP_TEST_PROD_URL", Origin: file + ":6:12: notifiers[0].webhook.url"},
+				Secret: &SecretRef{File: "testdata/notifications/secrets/hmac", Origin: file + ":7:15: notifiers[0].webhook.secret"},
+			},
+			Match:    Match{Swarms: []string{"prod*"}, Types: []EventType{SyncFailed, PruneFailed, ResourcesPruned}},
+			Suppress: 10 * time.Minute, Timeout: 5 * time.Second, Retries: &two, Backoff: 500 * time.Millisecond, Queue: 64,
+		},
+		{
+			Name: "staging-chat",
+			Shoutrrr: &ShoutrrrConfig{
+				URL:   SecretRef{File: "/run/secrets/slack-url", Origin: file + ":18:12: notifiers[1].shoutrrr.url"},
+				Title: "{{.Application}}", Template: "{{.Type}} {{short .Revision}}",
+			},
+			Match:   Match{Swarms: []string{"staging"}, Applications: []string{"web-*", "api"}},
+			Retries: &zero,
+		},
+	}}
+	if d := cmp.Diff(want, cfg); d != "" {
+		t.Errorf("LoadConfig (-want +got):\n%s", d)
+	}
+}
+
+func TestParseConfigAcceptsSmallFiles(t *testing.T) {
+	for _, tc := range []struct {
+		name, file string
+		want       int
+	}{
+		{name: "a single notifier with defaults", file: "minimal.yaml", want: 1},
+		{name: "an empty notifier list", file: "empty-list.yaml", want: 0},
+		{name: "anchors under an x- key", file: "aliases.yaml", want: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := LoadConfig(filepath.Join("testdata/notifications", tc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(cfg.Notifiers) != tc.want {
+				t.Errorf("%d notifiers, want %d", len(cfg.Notifiers), tc.want)
+			}
+		})
+	}
+}
+
+func TestParseConfigReportsEveryProblemWithItsPosition(t *testing.T) {
+	data, err := os.ReadFile("testdata/notifications/invalid.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = ParseConfig("invalid.yaml", data)
+	var errs ConfigErrors
+	if !errors.As(err, &errs) {
+		t.Fatalf("ParseConfig = %v, want ConfigErrors", err)
+	}
+	golden := "testdata/notifications/invalid.errors"
+	if *update {
+		if err := os.WriteFile(golden, []byte(errs.Error()+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(strings.TrimSpace(string(want)), errs.Error()); d != "" {
+		t.Errorf("problems (-want +got):\n%s", d)
+	}
+}
+
+func TestParseConfigRefusesBadDocuments(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml, want string
+	}{
+		{name: "an empty file", yaml: "", want: "f.yaml: empty file; want apiVersion, kind and notifiers"},
+		{name: "broken yaml names its line", yaml: "apiVersion: skep/v1\nnotifiers: [\n", want: "f.yaml:2: did not find expected node content"},
+		{name: "a list at the top", yaml: "- a\n", want: "f.yaml:1:1: want a mapping, got a list"},
+		{name: "a repeated key", yaml: "apiVersion: skep/v1\nkind: Notifications\nkind: Notifications\n", want: "f.yaml:3:1: kind: repeated key"},
+		{name: "merge keys", yaml: "apiVersion: skep/v1\nkind: Notifications\nnotifiers:\n  - <<: {name: a}\n", want: "merge keys are not supported"},
+		{name: "a secret from both", yaml: "apiVersion: skep/v1\nkind: Notifications\nnotifiers:\n  - name: a\n    webhook: {url: {env: A, file: b}}\n",
+			want: "f.yaml:5:20: notifiers[0].webhook.url: want exactly one of file or env"},
+		{name: "retries out of range", yaml: "apiVersion: skep/v1\nkind: Notifications\nnotifiers:\n  - name: a\n    webhook: {url: {env: A}}\n    retries: 99\n",
+			want: "f.yaml:6:14: notifiers[0].retries: want a whole number from 0 to 20, got \"99\""},
+		{name: "a negative duration", yaml: "apiVersion: skep/v1\nkind: Notifications\nnotifiers:\n  - name: a\n    webhook: {url: {env: A}}\n    timeout: -1s\n",
+			want: "notifiers[0].timeout: want a non-negative duration"},
+		{name: "a string where a list goes", yaml: "apiVersion: skep/v1\nkind: Notifications\nnotifiers:\n  - name: a\n    webhook: {url: {env: A}}\n    match: {types: sync-failed}\n",
+			want: "notifiers[0].match.types: want a list, got \"sync-failed\""},
+		{name: "nested aliases past the budget", yaml: billionLaughs(), want: "document too large or too deeply aliased"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseConfig("f.yaml", []byte(tc.yaml))
+			if err == nil {
+				t.Fatal("ParseConfig accepted it")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("ParseConfig = %v\nwant it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// billionLaughs is a short file whose aliases make the parser visit far
+// more nodes than it holds: many notifiers aliasing one that aliases a
+// long list.
+func billionLaughs() string {
+	var b strings.Builder
+	b.WriteString("apiVersion: skep/v1\nkind: Notifications\nx-apps: &apps [")
+	for i := range 1000 {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString("a")
+	}
+	b.WriteString("]\nx-n: &n {name: a, webhook: {url: {env: A}}, match: {applications: *apps}}\nnotifiers: [")
+	for i := range 200 {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString("*n")
+	}
+	b.WriteString("]\n")
+	return b.String()
+}
+
+func TestBuildReadsSecretsFromFilesAndEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("url", "http://127.0.0.1:9/hook\n")
+	write("empty", "\n")
+	t.Setenv("SKEP_TEST_HOOK_URL", "http://127.0.0.1:9/hook")
+	t.Setenv("SKEP_TEST_HOOK_SECRET", "hmac-key-value")
+	t.Setenv("SKEP_TEST_CHAT_URL", "generic+http://127.0.0.1:9/chat")
+	parse := func(t *testing.T, body string) Config {
+		t.Helper()
+		cfg, err := ParseConfig(filepath.Join(dir, "n.yaml"), []byte("apiVersion: skep/v1\nkind: Notifications\nnotifiers:\n"+body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	for _, tc := range []struct {
+		name      string
+		body      string
+		wantNames []string
+		wantErrs  []string
+	}{
+		{
+			name: "secrets from a relative file and from the environment build both kinds",
+			body: "  - name: hook\n    webhook: {url: {file: url}, secret: {env: SKEP_TEST_HOOK_SECRET}}\n" +
+				"  - name: chat\n    shoutrrr: {url: {env: SKEP_TEST_CHAT_URL}}\n",
+			wantNames: []string{"hook", "chat"},
+		},
+		{
+			name: "every unreadable secret is reported with its position",
+			body: "  - name: a\n    webhook: {url: {env: SKEP_TEST_UNSET_VARIABLE}}\n" +
+				"  - name: b\n    webhook: {url: {file: missing}}\n" +
+				"  - name: c\n    webhook: {url: {file: empty}}\n" +
+				"  - name: d\n    webhook: {url: {env: SKEP_TEST_HOOK_SECRET}}\n",
+			wantErrs: []string{
+				"n.yaml:5:20: notifiers[0].webhook.url: environment variable SKEP_TEST_UNSET_VARIABLE is not set",
+				"n.yaml:7:20: notifiers[1].webhook.url: read secret file",
+				"n.yaml:9:20: notifiers[2].webhook.url: secret is empty",
+				"n.yaml:11:20: notifiers[3].webhook.url: webhook d: url is not an absolute http or https URL",
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns, err := Build(parse(t, tc.body), slog.New(slog.DiscardHandler))
+			if len(tc.wantErrs) > 0 {
+				if err == nil || ns != nil {
+					t.Fatalf("Build = %v, %v; want an error and no notifiers", ns, err)
+				}
+				for _, want := range tc.wantErrs {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("error lacks %q:\n%v", want, err)
+					}
+				}
+				if strings.Contains(err.Error(), "hmac-key-value") {
+					t.Errorf("error names a secret: %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, n := range ns {
+				names = append(names, n.(Named).Name())
+			}
+			if d := cmp.Diff(tc.wantNames, names); d != "" {
+				t.Errorf("notifiers (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestBuildTurnsZeroRetriesIntoNone(t *testing.T) {
+	t.Setenv("SKEP_TEST_HOOK_URL", "http://127.0.0.1:9/hook")
+	cfg, err := ParseConfig("n.yaml", []byte("apiVersion: skep/v1\nkind: Notifications\nnotifiers:\n"+
+		"  - name: none\n    webhook: {url: {env: SKEP_TEST_HOOK_URL}}\n    retries: 0\n"+
+		"  - name: default\n    webhook: {url: {env: SKEP_TEST_HOOK_URL}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := Build(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ns[0].(*Webhook).out.d.Retries; got != 0 {
+		t.Errorf("retries: 0 gave %d retries, want none", got)
+	}
+	if got := ns[1].(*Webhook).out.d.Retries; got != 3 {
+		t.Errorf("no retries key gave %d retries, want the default 3", got)
+	}
+}
