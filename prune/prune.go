@@ -4,7 +4,8 @@
 // Deciding is pure: Orphans takes the live objects of one release's
 // namespace, what the release declares now and what its recorded revisions
 // say Skep created, and returns a Plan; Allowed checks the safety gates.
-// Only Execute writes, and only what a Plan marks Delete.
+// Only Execute and Relabel write: Execute deletes what a Plan marks Delete,
+// Relabel re-labels in place what it marks Restamp (a renamed application).
 //
 // An object is deleted only with the full proof (see Orphans): its labels
 // name this controller, this application and this release, a recorded
