@@ -30,7 +30,7 @@ type Relabeler interface {
 // RelabelResult reports what Relabel did, in plan order.
 type RelabelResult struct {
 	Relabelled []Object
-	Failed    []Failure
+	Failed     []Failure
 }
 
 // Err returns the failures joined, or nil when there were none.
