@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -134,12 +135,24 @@ func NewMetrics(opts MetricsOptions) *Metrics {
 	if opts.Applications != nil {
 		m.reg.MustRegister(appCollector(opts.Applications))
 	}
-	for _, c := range opts.Counters {
-		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: c.Name, Help: c.Help, ConstLabels: c.Labels,
-		}, c.Read))
+	if err := m.AddCounters(opts.Counters...); err != nil {
+		panic(err) // a programmer error in the caller's names, caught at start-up
 	}
 	return m
+}
+
+// AddCounters registers counters read at scrape time. Counters may share a
+// name when their labels differ. It fails on an invalid or clashing name.
+func (m *Metrics) AddCounters(counters ...Counter) error {
+	for _, c := range counters {
+		err := m.reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: c.Name, Help: c.Help, ConstLabels: c.Labels,
+		}, c.Read))
+		if err != nil {
+			return fmt.Errorf("metric %s: %w", c.Name, err)
+		}
+	}
+	return nil
 }
 
 var (

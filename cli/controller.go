@@ -11,16 +11,20 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/skep-cd/skep/api"
 	"github.com/skep-cd/skep/appset"
 	"github.com/skep-cd/skep/gitsource"
 	"github.com/skep-cd/skep/notify"
 	"github.com/skep-cd/skep/reconcile"
+	"github.com/skep-cd/skep/store"
 	"github.com/skep-cd/skep/swarm"
+	"github.com/skep-cd/skep/version"
 )
 
 // EnvGitCredentialsFile names the git credentials file (see gitsource).
@@ -100,6 +104,11 @@ func (f *controllerFlags) source(git *gitsource.Cache) (appset.Source, string, e
 // build wires a controller from the flags: git cache, swarm client,
 // notifiers. The returned close releases the swarm client.
 func (f *controllerFlags) build(ctx context.Context, logger *slog.Logger, notifier *notify.Registry) (*reconcile.Controller, func(), error) {
+	return f.buildWith(ctx, logger, notifier, nil)
+}
+
+// buildWith is build with an observer of every reconcile (the metrics).
+func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, notifier *notify.Registry, observer reconcile.Observer) (*reconcile.Controller, func(), error) {
 	var creds *gitsource.Credentials
 	if path := os.Getenv(EnvGitCredentialsFile); path != "" {
 		var err error
@@ -128,6 +137,7 @@ func (f *controllerFlags) build(ctx context.Context, logger *slog.Logger, notifi
 		Engine:         engine,
 		Notifier:       notifier,
 		Logger:         logger,
+		Observer:       observer,
 	})
 	if err != nil {
 		_ = engine.Close()
@@ -136,64 +146,290 @@ func (f *controllerFlags) build(ctx context.Context, logger *slog.Logger, notifi
 	return ctrl, func() { _ = engine.Close() }, nil
 }
 
+// apiFlags are the controller's API settings. Tokens and webhook secrets
+// never come from flags: the files named here point at files or variables.
+type apiFlags struct {
+	listen        string
+	metricsListen string
+	tokensFile    string
+	webhooksFile  string
+	tlsCert       string
+	tlsKey        string
+}
+
+func (f *apiFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.listen, "listen", ":8080", "address of the API, /healthz, /readyz and /metrics (admins)")
+	fs.StringVar(&f.metricsListen, "metrics-listen", "", "also serve /metrics without authentication on this address (keep it private)")
+	fs.StringVar(&f.tokensFile, "tokens-file", "", "YAML file of API tokens (name, role, apps, tokenFile|tokenEnv|sha256); "+
+		api.EnvAdminTokenFile+" or "+api.EnvAdminToken+" add a token named admin")
+	fs.StringVar(&f.webhooksFile, "webhooks-file", "", "YAML file of inbound webhook providers and their secrets (secretFile|secretEnv)")
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "serve HTTPS with this certificate file (re-read when it changes)")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "key file of --tls-cert")
+}
+
+// authorizer builds the token authorizer; with no token at all the
+// controller refuses to start, since its API could otherwise not be used
+// safely.
+func (f *apiFlags) authorizer(logger *slog.Logger) (*api.Tokens, error) {
+	var specs []api.TokenSpec
+	if admin, ok, err := api.AdminTokenFromEnv(os.Getenv); err != nil {
+		return nil, err
+	} else if ok {
+		specs = append(specs, admin)
+	}
+	if f.tokensFile != "" {
+		more, err := api.LoadTokensFile(f.tokensFile, os.Getenv)
+		if err != nil {
+			return nil, err
+		}
+		specs = append(specs, more...)
+	}
+	if len(specs) == 0 {
+		return nil, fmt.Errorf("no API token configured: set %s (a file holding the admin token) or %s, or give --tokens-file",
+			api.EnvAdminTokenFile, api.EnvAdminToken)
+	}
+	tokens, err := api.NewTokens(specs...)
+	if err != nil {
+		return nil, fmt.Errorf("api tokens: %w", err)
+	}
+	logger.Info("api tokens loaded", "names", tokens.Names())
+	return tokens, nil
+}
+
+func (f *apiFlags) webhooks() (*api.Webhooks, error) {
+	if f.webhooksFile == "" {
+		return nil, nil
+	}
+	specs, err := api.LoadWebhooksFile(f.webhooksFile, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	return api.NewWebhooks(specs, api.WebhooksOptions{})
+}
+
 func newControllerCommand() *cobra.Command {
 	var flags controllerFlags
-	var listen string
+	var apiOpts apiFlags
 	cmd := &cobra.Command{
 		Use:   "controller",
-		Short: "Run the controller: keep the swarm at what git declares",
-		Args:  cobra.NoArgs,
+		Short: "Run the controller: keep the swarm at what git declares, serve the API",
+		Long: "controller reconciles the app set and serves the HTTP API on --listen.\n" +
+			"It refuses to start without an API token: set " + api.EnvAdminTokenFile + " (or " + api.EnvAdminToken + ")\n" +
+			"or give --tokens-file.",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			logger, err := flags.logger(cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
-			var notifier notify.Registry
-			notifier.Register(notify.NewLog(logger))
-			ctrl, closeEngine, err := flags.build(cmd.Context(), logger, &notifier)
-			if err != nil {
-				return err
+			if (apiOpts.tlsCert == "") != (apiOpts.tlsKey == "") {
+				return usageError("--tls-cert and --tls-key go together")
 			}
-			defer closeEngine()
-			notifier.LogActive(logger)
-			return serveController(cmd.Context(), logger, ctrl, listen)
+			tokens, err := apiOpts.authorizer(logger)
+			if err != nil {
+				return &ExitError{Code: ExitFailure, Err: err}
+			}
+			hooks, err := apiOpts.webhooks()
+			if err != nil {
+				return &ExitError{Code: ExitFailure, Err: err}
+			}
+			return runController(cmd.Context(), logger, &flags, &apiOpts, tokens, hooks)
 		},
 	}
 	flags.register(cmd.Flags())
-	cmd.Flags().StringVar(&listen, "listen", ":8080", "address for /healthz and /readyz")
+	apiOpts.register(cmd.Flags())
 	return cmd
 }
 
-// serveController runs the controller and its health endpoints until ctx
-// ends, then drains the workers before shutting the listener.
-func serveController(ctx context.Context, logger *slog.Logger, ctrl *reconcile.Controller, listen string) error {
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", listen, err)
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !ctrl.Loaded() {
-			http.Error(w, "app set not loaded yet", http.StatusServiceUnavailable)
-			return
+// runController wires the store, the event stream, the metrics, the
+// controller and the API, and runs them until ctx ends. Shutdown follows
+// one path: the workers drain, the event streams close, the servers shut
+// down, the recorder drains, the store closes.
+func runController(ctx context.Context, logger *slog.Logger, flags *controllerFlags, apiOpts *apiFlags, tokens *api.Tokens, hooks *api.Webhooks) error {
+	var certs *api.CertReloader
+	if apiOpts.tlsCert != "" {
+		var err error
+		if certs, err = api.NewCertReloader(apiOpts.tlsCert, apiOpts.tlsKey); err != nil {
+			return &ExitError{Code: ExitFailure, Err: err}
 		}
-		fmt.Fprintln(w, "ready")
+	}
+	if err := os.MkdirAll(flags.data, 0o755); err != nil {
+		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("data directory: %w", err)}
+	}
+	// A store that cannot be opened loses history, never safety: the
+	// controller runs on, and events are still streamed live.
+	db, err := store.Open(ctx, filepath.Join(flags.data, store.FileName), store.Options{Logger: logger})
+	if err != nil {
+		logger.Error("store not opened; events are not kept", "err", err)
+		db = nil
+	}
+	var lastID int64
+	if db != nil {
+		defer db.Close()
+		if lastID, err = db.LastID(ctx); err != nil {
+			logger.Warn("store last id unreadable", "err", err)
+		}
+	}
+	broker := notify.NewBroker(notify.BrokerOptions{Logger: logger})
+	recOpts := notify.RecorderOptions{Publish: broker, LastID: lastID, Logger: logger}
+	if db != nil {
+		recOpts.Store = db
+	}
+	recorder := notify.NewRecorder(recOpts)
+
+	var notifier notify.Registry
+	notifier.Register(notify.NewLog(logger))
+	notifier.Register(recorder)
+
+	var ctrl *reconcile.Controller
+	metrics := api.NewMetrics(api.MetricsOptions{
+		Applications: func() []api.AppState {
+			if ctrl == nil {
+				return nil
+			}
+			var out []api.AppState
+			for _, st := range ctrl.Statuses().List() {
+				out = append(out, api.AppState{Name: st.Name, Sync: string(st.Sync), Health: api.HealthUnknown})
+			}
+			return out
+		},
+		Version: version.Get().Version, Commit: version.Get().Commit,
 	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	logger.Info("controller started", "controller", ctrl.ID(), "listen", ln.Addr().String())
+	ctrl, closeEngine, err := flags.buildWith(ctx, logger, &notifier, metrics)
+	if err != nil {
+		return err
+	}
+	defer closeEngine()
+	if err := registerCounters(metrics, ctrl, &notifier, broker); err != nil {
+		return err
+	}
+	notifier.LogActive(logger)
+
+	srvOpts := api.Options{
+		Reconciler: ctrl, Authorizer: tokens, Metrics: metrics, Webhooks: hooks,
+		Broker: broker, Logger: logger,
+	}
+	if db != nil {
+		srvOpts.EventLog, srvOpts.Syncs = db, db
+	}
+	apiServer, err := api.New(srvOpts)
+	if err != nil {
+		return err
+	}
+	return serveController(ctx, logger, ctrl, apiServer, metrics, apiOpts, certs, recorder, broker, db)
+}
+
+// registerCounters exports counts kept by other packages: the git cache's
+// remote calls, each counted notifier's deliveries, and the events lost to
+// lagging stream subscribers.
+func registerCounters(m *api.Metrics, ctrl *reconcile.Controller, notifier *notify.Registry, broker *notify.Broker) error {
+	counters := []api.Counter{
+		{Name: "skep_git_ls_remote_total", Help: "ls-remote calls made to git remotes.", Read: func() float64 { return float64(ctrl.GitStats().ListRefs) }},
+		{Name: "skep_git_fetches_total", Help: "Fetches made from git remotes.", Read: func() float64 { return float64(ctrl.GitStats().Fetches) }},
+		{Name: "skep_event_stream_dropped_total", Help: "Events not delivered live to a lagging stream subscriber (replayed from the store).", Read: func() float64 { return float64(broker.Dropped()) }},
+	}
+	for _, n := range notifier.Notifiers() {
+		counted, ok := n.(notify.Counted)
+		named, hasName := n.(notify.Named)
+		if !ok || !hasName {
+			continue
+		}
+		labels := map[string]string{"notifier": named.Name()}
+		counters = append(counters,
+			api.Counter{Name: "skep_notifier_deliveries_total", Help: "Events a notifier delivered.", Labels: labels, Read: func() float64 { return float64(counted.Stats().Delivered) }},
+			api.Counter{Name: "skep_notifier_failures_total", Help: "Events a notifier failed to deliver after retries.", Labels: labels, Read: func() float64 { return float64(counted.Stats().Failed) }},
+			api.Counter{Name: "skep_notifier_dropped_total", Help: "Events a notifier dropped on a full queue.", Labels: labels, Read: func() float64 { return float64(counted.Stats().Dropped) }},
+		)
+	}
+	return m.AddCounters(counters...)
+}
+
+// serveController runs the controller and the API until ctx ends.
+func serveController(ctx context.Context, logger *slog.Logger, ctrl *reconcile.Controller, apiServer *api.Server,
+	metrics *api.Metrics, opts *apiFlags, certs *api.CertReloader, recorder *notify.Recorder, broker *notify.Broker, db *store.Store) error {
+	ln, err := net.Listen("tcp", opts.listen)
+	if err != nil {
+		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("listen on %s: %w", opts.listen, err)}
+	}
+	srv := newHTTPServer(apiServer, logger)
+	servers := []*http.Server{srv}
+	var wg sync.WaitGroup
+	serveErr := make(chan error, 2)
+	serve := func(s *http.Server, l net.Listener, tls bool) {
+		defer wg.Done()
+		var err error
+		if tls {
+			err = s.ServeTLS(l, "", "")
+		} else {
+			err = s.Serve(l)
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			serveErr <- err
+		}
+	}
+	if certs != nil {
+		srv.TLSConfig = certs.TLSConfig()
+	}
+	wg.Add(1)
+	go serve(srv, ln, certs != nil)
+	if opts.metricsListen != "" {
+		mln, err := net.Listen("tcp", opts.metricsListen)
+		if err != nil {
+			_ = srv.Close()
+			wg.Wait()
+			return &ExitError{Code: ExitFailure, Err: fmt.Errorf("listen on %s: %w", opts.metricsListen, err)}
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", metrics.Handler())
+		msrv := newHTTPServer(mux, logger)
+		servers = append(servers, msrv)
+		wg.Add(1)
+		go serve(msrv, mln, false)
+		logger.Info("metrics listener started", "listen", mln.Addr().String())
+	}
+
+	bg, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
+	var bgWG sync.WaitGroup
+	bgWG.Add(2)
+	go func() { defer bgWG.Done(); _ = recorder.Run(bg) }()
+	go func() { defer bgWG.Done(); apiServer.Run(bg) }()
+	if db != nil {
+		bgWG.Add(1)
+		go func() { defer bgWG.Done(); _ = db.RunRetention(bg, 0) }()
+	}
+	logger.Info("controller started", "controller", ctrl.ID(), "listen", ln.Addr().String(), "tls", certs != nil)
 
 	runErr := ctrl.Run(ctx) // returns once ctx ends and the workers drained
+	broker.Close()          // ends event streams, which Shutdown would wait for
 	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := srv.Shutdown(shutdown); err != nil {
-		logger.Warn("http shutdown", "err", err)
+	for _, s := range servers {
+		if err := s.Shutdown(shutdown); err != nil {
+			logger.Warn("http shutdown", "err", err)
+		}
 	}
-	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serve %s: %w", listen, err)
+	wg.Wait()
+	stopBackground()
+	bgWG.Wait()
+	select {
+	case err := <-serveErr:
+		return fmt.Errorf("serve %s: %w", opts.listen, err)
+	default:
 	}
 	logger.Info("controller stopped", "controller", ctrl.ID())
 	return runErr
+}
+
+// newHTTPServer applies the timeouts every listener shares. The write
+// timeout bounds ordinary answers; the event stream lifts it for itself.
+func newHTTPServer(h http.Handler, logger *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      2 * time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
 }

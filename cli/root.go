@@ -85,6 +85,9 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newRenderCommand())
 	root.AddCommand(newControllerCommand())
 	root.AddCommand(newDeployCommand())
+	root.AddCommand(newAppCommand())
+	root.AddCommand(newStatusCommand())
+	root.AddCommand(newEventsCommand())
 	root.AddCommand(newDemoCommand(), newDemoAppCommand())
 	return root
 }

@@ -39,6 +39,9 @@ type pinger interface {
 	Ping(ctx context.Context) (types.Ping, error)
 }
 
+// GitStats returns the git cache's counters of remote calls.
+func (c *Controller) GitStats() gitsource.Stats { return c.git.Stats() }
+
 // notFound wraps ErrUnknownApplication with api.ErrNotFound.
 func notFound(name string) error {
 	return fmt.Errorf("%w: %w: %s", api.ErrNotFound, ErrUnknownApplication, name)
@@ -297,7 +300,7 @@ func (c *Controller) History(ctx context.Context, name string) (api.History, err
 			Number: r.Number, Commit: r.Commit, AppliedAt: r.AppliedAt.UTC(), Actor: r.Actor, Images: r.Images,
 		})
 	}
-	return api.History{Application: name, Releases: []api.ReleaseHistory{rh}, Syncs: []api.SyncRecord{}}, nil
+	return api.History{Application: name, Releases: []api.ReleaseHistory{rh}, Syncs: []api.HistorySync{}}, nil
 }
 
 // Sync implements api.Reconciler. The actor is notify.ActorFrom(ctx). A
@@ -388,24 +391,15 @@ func (c *Controller) Refresh(_ context.Context, name string) error {
 // repository and revision the push names is refreshed, and the app set is
 // reloaded now when it comes from that repository.
 func (c *Controller) RefreshRepository(ctx context.Context, push api.Push) (api.Refreshed, error) {
-	keys := map[string]bool{}
-	for _, r := range push.Repositories {
-		if k := api.RepoKey(r); k != "" {
-			keys[k] = true
-		}
-	}
 	var out api.Refreshed
-	if len(keys) == 0 {
-		return out, nil
-	}
-	if g, ok := c.appSet.(GitAppSet); ok && keys[api.RepoKey(g.Repo)] && api.RefMatches(g.Revision, push.Ref) {
+	if g, ok := c.appSet.(GitAppSet); ok && push.Matches(g.Repo, g.Revision) {
 		out.AppSet = true
 		if _, err := c.watcher.Reload(ctx); err == nil {
 			c.onAppSet(c.watcher.Current())
 		}
 	}
 	for _, app := range c.watcher.Current().Set.Applications() {
-		if !keys[api.RepoKey(app.Source.Repo)] || !api.RefMatches(app.Source.Revision, push.Ref) {
+		if !push.Matches(app.Source.Repo, app.Source.Revision) {
 			continue
 		}
 		if err := c.Refresh(ctx, app.Name); err == nil {

@@ -1,0 +1,415 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/skep-cd/skep/api"
+	"github.com/skep-cd/skep/client"
+	"github.com/skep-cd/skep/plan"
+)
+
+func newAppCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "app",
+		Short: "See and steer applications through the controller's API",
+		Long: "app talks to a running controller. The server comes from SKEP_SERVER or\n" +
+			"~/.config/skep/config.yaml, the token from SKEP_TOKEN_FILE or SKEP_TOKEN.",
+	}
+	cmd.AddCommand(newAppListCommand(), newAppGetCommand(), newAppDiffCommand(), newAppHistoryCommand(),
+		newAppSyncCommand(), newAppRollbackCommand(), newAppRefreshCommand(), newAppUnholdCommand())
+	return cmd
+}
+
+// fetch GETs path and either prints it raw (-o) or decodes it into v.
+func fetch(cmd *cobra.Command, out output, path string, query map[string]string, v any) (printed bool, err error) {
+	if err := out.check(); err != nil {
+		return false, err
+	}
+	c, err := newClient()
+	if err != nil {
+		return false, err
+	}
+	q := map[string][]string{}
+	for k, val := range query {
+		if val != "" {
+			q[k] = []string{val}
+		}
+	}
+	body, err := c.Call(cmd.Context(), http.MethodGet, path, q, nil)
+	if err != nil {
+		return false, apiFailure(err)
+	}
+	if out.raw() {
+		return true, out.print(cmd.OutOrStdout(), body)
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return false, apiFailure(fmt.Errorf("decode answer of %s: %w", path, err))
+	}
+	return false, nil
+}
+
+func newAppListCommand() *cobra.Command {
+	var out output
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List applications: sync, health, services, revisions",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var list api.ApplicationList
+			if printed, err := fetch(cmd, out, "/api/v1/applications", nil, &list); printed || err != nil {
+				return err
+			}
+			return printAppList(cmd.OutOrStdout(), list)
+		},
+	}
+	out.register(cmd)
+	return cmd
+}
+
+func printAppList(w io.Writer, list api.ApplicationList) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tSYNC\tHEALTH\tSERVICES\tREVISION\tDEPLOYED\tAUTO\tPHASE\tERROR")
+	for _, a := range list.Applications {
+		deployed := short(a.DeployedRevision)
+		if a.Held != nil {
+			deployed += " (held)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\t%t\t%s\t%s\n", a.Name, a.Sync, a.Health,
+			a.Services.Running, a.Services.Desired, short(a.Revision), deployed, a.Automated, a.Phase,
+			orDash(oneLine(a.LastError, 60)))
+	}
+	if list.LiveError != "" {
+		fmt.Fprintf(tw, "\nlive state unavailable: %s\n", list.LiveError)
+	}
+	return tw.Flush()
+}
+
+func newAppGetCommand() *cobra.Command {
+	var out output
+	cmd := &cobra.Command{
+		Use:   "get NAME",
+		Short: "Show one application: releases, services and tasks",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var d api.ApplicationDetail
+			if printed, err := fetch(cmd, out, client.AppPath(args[0], ""), nil, &d); printed || err != nil {
+				return err
+			}
+			return printAppDetail(cmd.OutOrStdout(), d)
+		},
+	}
+	out.register(cmd)
+	return cmd
+}
+
+func printAppDetail(w io.Writer, d api.ApplicationDetail) error {
+	a := d.Application
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "Name:\t%s\n", a.Name)
+	fmt.Fprintf(tw, "Source:\t%s @ %s, path %s\n", a.Repo, a.TargetRevision, a.Path)
+	fmt.Fprintf(tw, "Swarm:\t%s\n", orDash(a.Swarm))
+	fmt.Fprintf(tw, "Sync:\t%s (automated: %t)\n", a.Sync, a.Automated)
+	fmt.Fprintf(tw, "Health:\t%s\n", a.Health)
+	fmt.Fprintf(tw, "Revision:\t%s (deployed %s)\n", short(a.Revision), short(a.DeployedRevision))
+	if a.Held != nil {
+		fmt.Fprintf(tw, "Held:\tat %s by %s since %s\n", short(a.Held.Revision), orDash(a.Held.Actor), a.Held.Since.Format(time.RFC3339))
+	}
+	fmt.Fprintf(tw, "Phase:\t%s\n", a.Phase)
+	if a.LastSync != nil {
+		fmt.Fprintf(tw, "Last sync:\t#%d %s at %s by %s\n", a.LastSync.ID, a.LastSync.Outcome, short(a.LastSync.Revision), orDash(a.LastSync.Actor))
+	}
+	if a.LastError != "" {
+		fmt.Fprintf(tw, "Error:\t%s (%s)\n", oneLine(a.LastError, 200), a.LastErrorClass)
+	}
+	for _, p := range a.Plan {
+		fmt.Fprintf(tw, "Plan:\t%s\n", p)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range d.Releases {
+		fmt.Fprintf(w, "\nRelease %s: revision %d (%s)\n", r.Name, r.Revision, short(r.Commit))
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  SERVICE\tMODE\tREPLICAS\tIMAGE\tUPDATE")
+		for _, s := range r.Services {
+			fmt.Fprintf(tw, "  %s\t%s\t%d/%d\t%s\t%s\n", s.Name, s.Mode, s.Running, s.Desired, s.Image, orDash(s.UpdateState))
+			for _, t := range s.Tasks {
+				fmt.Fprintf(tw, "    task %s\tslot %d\t%s/%s\t%s\t%s\n", short(t.ID), t.Slot, t.State, t.DesiredState,
+					orDash(oneLine(t.Error, 60)), t.UpdatedAt.Format(time.RFC3339))
+			}
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if d.LiveError != "" {
+		fmt.Fprintf(w, "\nlive state unavailable: %s\n", d.LiveError)
+	}
+	return nil
+}
+
+func newAppDiffCommand() *cobra.Command {
+	var out output
+	var revision string
+	cmd := &cobra.Command{
+		Use:   "diff NAME",
+		Short: "Show what a sync would change, per release, at Swarm-spec level",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var d api.Diff
+			if printed, err := fetch(cmd, out, client.AppPath(args[0], "/diff"), map[string]string{"revision": revision}, &d); printed || err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s at %s\n", d.Application, short(d.Revision))
+			return plan.Render(cmd.OutOrStdout(), d.Releases)
+		},
+	}
+	out.register(cmd)
+	cmd.Flags().StringVar(&revision, "revision", "", "plan this commit, branch or tag instead of the tracked revision")
+	return cmd
+}
+
+func newAppHistoryCommand() *cobra.Command {
+	var out output
+	cmd := &cobra.Command{
+		Use:   "history NAME",
+		Short: "Show recorded revisions and the sync history with actors",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var h api.History
+			if printed, err := fetch(cmd, out, client.AppPath(args[0], "/history"), nil, &h); printed || err != nil {
+				return err
+			}
+			return printHistory(cmd.OutOrStdout(), h)
+		},
+	}
+	out.register(cmd)
+	return cmd
+}
+
+func printHistory(w io.Writer, h api.History) error {
+	for _, r := range h.Releases {
+		fmt.Fprintf(w, "Release %s\n", r.Name)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  REVISION\tCOMMIT\tAPPLIED\tACTOR")
+		for i := len(r.Revisions) - 1; i >= 0; i-- {
+			rev := r.Revisions[i]
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\n", rev.Number, short(rev.Commit), rev.AppliedAt.Format(time.RFC3339), orDash(rev.Actor))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(w, "\nSyncs")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  STARTED\tOUTCOME\tREVISION\tACTOR\tSUMMARY")
+	for _, s := range h.Syncs {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", s.StartedAt.Format(time.RFC3339), s.Outcome, short(s.Revision), orDash(s.Actor),
+			orDash(oneLine(s.Error+s.Summary, 80)))
+	}
+	if h.SyncsError != "" {
+		fmt.Fprintf(tw, "  sync history unavailable: %s\n", h.SyncsError)
+	}
+	return tw.Flush()
+}
+
+// syncFlags are shared by sync and rollback.
+type syncFlags struct {
+	out     output
+	wait    bool
+	timeout time.Duration
+}
+
+func (f *syncFlags) register(cmd *cobra.Command) {
+	f.out.register(cmd)
+	cmd.Flags().BoolVar(&f.wait, "wait", false, "wait for the sync to end and its services to converge; exit non-zero if it failed")
+	cmd.Flags().DurationVar(&f.timeout, "timeout", 5*time.Minute, "how long --wait waits")
+}
+
+// post sends a sync or rollback and handles output and --wait.
+func (f *syncFlags) post(cmd *cobra.Command, name, path string, body any) error {
+	if err := f.out.check(); err != nil {
+		return err
+	}
+	c, err := newClient()
+	if err != nil {
+		return err
+	}
+	raw, err := c.Call(cmd.Context(), http.MethodPost, path, nil, body)
+	if err != nil {
+		return apiFailure(err)
+	}
+	var resp api.SyncResponse
+	if err := json.Unmarshal(raw, &resp); err != nil {
+		return apiFailure(fmt.Errorf("decode answer of %s: %w", path, err))
+	}
+	progress := cmd.OutOrStdout()
+	if f.out.raw() {
+		if err := f.out.print(cmd.OutOrStdout(), raw); err != nil {
+			return err
+		}
+		progress = cmd.ErrOrStderr()
+	} else {
+		switch resp.Status {
+		case api.SyncPlanned:
+			if resp.Diff != nil {
+				fmt.Fprintf(progress, "%s at %s (dry run)\n", name, short(resp.Diff.Revision))
+				return plan.Render(progress, resp.Diff.Releases)
+			}
+		case api.SyncMerged:
+			fmt.Fprintf(progress, "%s: sync merged into queued sync #%d\n", name, resp.ID)
+		default:
+			fmt.Fprintf(progress, "%s: sync #%d queued", name, resp.ID)
+			if resp.Revision != "" {
+				fmt.Fprintf(progress, " at %s (held there)", short(resp.Revision))
+			}
+			fmt.Fprintln(progress)
+		}
+	}
+	if !f.wait || resp.Status == api.SyncPlanned {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+	defer cancel()
+	return apiFailure(waitSync(ctx, c, progress, name, resp.ID))
+}
+
+// waitSync polls the application until sync id ended, then until its
+// services converged, printing each change of phase or counts.
+func waitSync(ctx context.Context, c *client.Client, w io.Writer, name string, id uint64) error {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var last string
+	var done *api.SyncRecord
+	for {
+		d, err := c.Application(ctx, name)
+		if err != nil {
+			return err
+		}
+		a := d.Application
+		if done == nil && a.LastSync != nil && a.LastSync.ID >= id && a.LastSync.Outcome != api.OutcomeRunning {
+			s := *a.LastSync
+			done = &s
+			if s.Outcome == api.OutcomeFailed {
+				return fmt.Errorf("sync #%d of %s failed: %s", s.ID, name, s.Error)
+			}
+			fmt.Fprintf(w, "%s: sync #%d succeeded at %s\n", name, s.ID, short(s.Revision))
+		}
+		phase := a.Phase
+		if done != nil {
+			phase = "converging"
+		}
+		line := fmt.Sprintf("%s: %s, services %d/%d converged", name, phase, a.Services.Running, a.Services.Desired)
+		if line != last {
+			fmt.Fprintln(w, line)
+			last = line
+		}
+		if done != nil && a.Services.Running == a.Services.Desired {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if done != nil {
+				return fmt.Errorf("sync #%d of %s succeeded but services did not converge in time (%d/%d running)", id, name, a.Services.Running, a.Services.Desired)
+			}
+			return fmt.Errorf("sync #%d of %s did not end in time: %w", id, name, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+func newAppSyncCommand() *cobra.Command {
+	var f syncFlags
+	var dryRun bool
+	var revision, prune string
+	cmd := &cobra.Command{
+		Use:   "sync NAME",
+		Short: "Deploy what git declares now (queued; coalesced with a sync already queued)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts := api.SyncOptions{DryRun: dryRun, Revision: revision}
+			if prune != "" {
+				p, err := strconv.ParseBool(prune)
+				if err != nil {
+					return usageError("--prune: want true or false, got %q", prune)
+				}
+				opts.Prune = &p
+			}
+			return f.post(cmd, args[0], client.AppPath(args[0], "/sync"), opts)
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "plan and print the diff; change nothing")
+	cmd.Flags().StringVar(&revision, "revision", "", "deploy this commit, branch or tag and hold the application there")
+	cmd.Flags().StringVar(&prune, "prune", "", "prune on (true) or off (false) for this sync; default the application's policy")
+	return cmd
+}
+
+func newAppRollbackCommand() *cobra.Command {
+	var f syncFlags
+	var release string
+	cmd := &cobra.Command{
+		Use:   "rollback NAME REVISION",
+		Short: "Deploy a recorded revision again and hold the application there",
+		Long: "rollback re-deploys the commit recorded in revision REVISION (see `skep app history`)\n" +
+			"and holds the application at it: ticks no longer follow the branch until\n" +
+			"`skep app sync NAME` or `skep app unhold NAME`.",
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			n, err := strconv.Atoi(args[1])
+			if err != nil || n <= 0 {
+				return usageError("REVISION: want a revision number from `skep app history`, got %q", args[1])
+			}
+			return f.post(cmd, args[0], client.AppPath(args[0], "/rollback"), api.RollbackOptions{Revision: n, Release: release})
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().StringVar(&release, "release", "", "the release, when the application has several")
+	return cmd
+}
+
+func newAppRefreshCommand() *cobra.Command {
+	return simplePost("refresh NAME", "Re-read git now (applies only when the application is automated)", "/refresh", "refresh queued")
+}
+
+func newAppUnholdCommand() *cobra.Command {
+	return simplePost("unhold NAME", "Release a rollback's hold: follow the tracked revision again", "/unhold", "hold released")
+}
+
+func simplePost(use, summary, suffix, done string) *cobra.Command {
+	var out output
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: summary,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := out.check(); err != nil {
+				return err
+			}
+			c, err := newClient()
+			if err != nil {
+				return err
+			}
+			raw, err := c.Call(cmd.Context(), http.MethodPost, client.AppPath(args[0], suffix), nil, nil)
+			if err != nil {
+				return apiFailure(err)
+			}
+			if out.raw() {
+				return out.print(cmd.OutOrStdout(), raw)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", args[0], done)
+			return nil
+		},
+	}
+	out.register(cmd)
+	return cmd
+}

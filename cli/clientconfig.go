@@ -1,0 +1,121 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/skep-cd/skep/client"
+)
+
+// newClient builds the API client from the environment and the client
+// config file; never from flags, so tokens stay out of shell histories.
+func newClient() (*client.Client, error) {
+	c, err := client.FromEnvironment(os.Getenv)
+	if err != nil {
+		return nil, &ExitError{Code: ExitFailure, Err: err}
+	}
+	return c, nil
+}
+
+// apiFailure turns a client error into the command's exit error.
+func apiFailure(err error) error {
+	if err == nil {
+		return nil
+	}
+	var exit *ExitError
+	if errors.As(err, &exit) {
+		return err
+	}
+	return &ExitError{Code: ExitFailure, Err: err}
+}
+
+// output is the -o flag of commands that talk to the API: "" (a table for
+// people), json or yaml (the server's response, unmodified in content).
+type output string
+
+func (o *output) register(cmd *cobra.Command) {
+	cmd.Flags().StringVarP((*string)(o), "output", "o", "", "output format: json or yaml (the server's response); default a table")
+}
+
+func (o output) check() error {
+	switch o {
+	case "", "json", "yaml":
+		return nil
+	}
+	return usageError("--output: want json or yaml, got %q", string(o))
+}
+
+func (o output) raw() bool { return o != "" }
+
+// print writes an API response body in the chosen format: json as the
+// server sent it, yaml converted key for key in the server's order.
+func (o output) print(w io.Writer, body []byte) error {
+	if o == "yaml" {
+		var doc yaml.Node
+		if err := yaml.Unmarshal(body, &doc); err != nil {
+			return fmt.Errorf("convert answer to yaml: %w", err)
+		}
+		blockStyle(&doc)
+		enc := yaml.NewEncoder(w)
+		enc.SetIndent(2)
+		if err := enc.Encode(&doc); err != nil {
+			return err
+		}
+		return enc.Close()
+	}
+	if _, err := w.Write(body); err != nil {
+		return err
+	}
+	if !bytes.HasSuffix(body, []byte("\n")) {
+		_, err := io.WriteString(w, "\n")
+		return err
+	}
+	return nil
+}
+
+// blockStyle undoes the flow style YAML gives a decoded JSON document.
+func blockStyle(n *yaml.Node) {
+	n.Style &^= yaml.FlowStyle
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!str" {
+		n.Style &^= yaml.DoubleQuotedStyle
+	}
+	for _, c := range n.Content {
+		blockStyle(c)
+	}
+}
+
+// short cuts a commit to 12 characters; "-" for none.
+func short(commit string) string {
+	if commit == "" {
+		return "-"
+	}
+	if len(commit) > 12 {
+		return commit[:12]
+	}
+	return commit
+}
+
+// orDash prints "-" for an empty value in a table.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// oneLine keeps the first line of s, cut to n runes.
+func oneLine(s string, n int) string {
+	s, _, _ = strings.Cut(s, "\n")
+	r := []rune(s)
+	if len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}

@@ -1,0 +1,93 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/skep-cd/skep/api"
+	"github.com/skep-cd/skep/client"
+	"github.com/skep-cd/skep/notify"
+)
+
+func newEventsCommand() *cobra.Command {
+	var out output
+	var q client.EventQuery
+	var follow bool
+	cmd := &cobra.Command{
+		Use:   "events",
+		Short: "List kept events, or follow them live (--follow)",
+		Long: "events lists the newest kept events, oldest first. --follow streams new ones\n" +
+			"as they happen (reconnecting and resuming where it stopped) until interrupted.\n" +
+			"With -o json each followed event is printed as one line of its wire JSON.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := out.check(); err != nil {
+				return err
+			}
+			c, err := newClient()
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if follow {
+				return apiFailure(c.Follow(cmd.Context(), q, "", func(e client.StreamEvent) error {
+					return printStreamEvent(w, out, e)
+				}))
+			}
+			raw, err := c.Call(cmd.Context(), http.MethodGet, "/api/v1/events", q.Values(), nil)
+			if err != nil {
+				return apiFailure(err)
+			}
+			if out.raw() {
+				return out.print(w, raw)
+			}
+			var list api.EventList
+			if err := json.Unmarshal(raw, &list); err != nil {
+				return apiFailure(fmt.Errorf("decode events: %w", err))
+			}
+			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tAT\tAPPLICATION\tTYPE\tREVISION\tACTOR\tMESSAGE")
+			for _, e := range list.Events {
+				printEventRow(tw, fmt.Sprint(e.ID), e.Wire)
+			}
+			return tw.Flush()
+		},
+	}
+	out.register(cmd)
+	cmd.Flags().StringSliceVar(&q.Applications, "app", nil, "only these applications (repeatable)")
+	cmd.Flags().StringSliceVar(&q.Types, "type", nil, "only these event types (repeatable), e.g. sync-succeeded")
+	cmd.Flags().IntVar(&q.Limit, "limit", 0, "how many kept events to list (default 100)")
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "stream new events until interrupted")
+	return cmd
+}
+
+func printEventRow(w io.Writer, id string, e notify.Wire) {
+	fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id, e.At.Format(time.RFC3339), e.Application, e.Type,
+		short(e.Revision), orDash(e.Actor), orDash(oneLine(e.Message, 80)))
+}
+
+// printStreamEvent prints one followed event: its data line as JSON, or a
+// table row for people.
+func printStreamEvent(w io.Writer, out output, e client.StreamEvent) error {
+	if out.raw() {
+		if out == "yaml" {
+			if _, err := io.WriteString(w, "---\n"); err != nil {
+				return err
+			}
+		}
+		return out.print(w, e.Data)
+	}
+	var wire notify.Wire
+	if err := json.Unmarshal(e.Data, &wire); err != nil {
+		return fmt.Errorf("decode event %s: %w", e.ID, err)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	printEventRow(tw, e.ID, wire)
+	return tw.Flush()
+}

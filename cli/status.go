@@ -1,0 +1,50 @@
+package cli
+
+import (
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/skep-cd/skep/api"
+)
+
+func newStatusCommand() *cobra.Command {
+	var out output
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the controller's status: app set, readiness, applications",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var st api.ControllerStatus
+			if printed, err := fetch(cmd, out, "/api/v1/status", nil, &st); printed || err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintf(tw, "Controller:\t%s\n", st.ControllerID)
+			fmt.Fprintf(tw, "Ready:\t%t\n", st.Ready)
+			fmt.Fprintf(tw, "App set:\t%s\n", st.AppSet.Source)
+			fmt.Fprintf(tw, "  revision:\t%s\n", short(st.AppSet.Revision))
+			fmt.Fprintf(tw, "  loaded:\t%t (stale: %t)\n", st.AppSet.Loaded, st.AppSet.Stale)
+			if st.AppSet.LoadedAt != nil {
+				fmt.Fprintf(tw, "  loaded at:\t%s\n", st.AppSet.LoadedAt.Format(time.RFC3339))
+			}
+			if st.AppSet.Error != "" {
+				fmt.Fprintf(tw, "  error:\t%s\n", st.AppSet.Error)
+			}
+			fmt.Fprintf(tw, "Applications:\t%d\n", st.Applications)
+			if len(st.Orphaned) > 0 {
+				fmt.Fprintf(tw, "Orphaned:\t%v\n", st.Orphaned)
+			}
+			if d := st.Details; d != nil {
+				fmt.Fprintf(tw, "Swarm:\tnode %s, engine %s\n", orDash(d.Swarm.NodeID), orDash(d.Swarm.EngineVersion))
+				fmt.Fprintf(tw, "Git:\t%d ls-remote, %d fetches, %d exports\n", d.Git.ListRefs, d.Git.Fetches, d.Git.Exports)
+				fmt.Fprintf(tw, "Workers:\t%d\n", d.Workers)
+			}
+			return tw.Flush()
+		},
+	}
+	out.register(cmd)
+	return cmd
+}
