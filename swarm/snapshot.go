@@ -87,6 +87,16 @@ func (s Snapshot) NetworkNames() map[string]string {
 // Configs returns every config, with data.
 func (s Snapshot) Configs() []swarm.Config { return slices.Clone(s.configs) }
 
+// ConfigNames maps config ids to names, as plan.DriftOptions wants; the
+// map is new.
+func (s Snapshot) ConfigNames() map[string]string {
+	out := make(map[string]string, len(s.configs))
+	for _, c := range s.configs {
+		out[c.ID] = c.Spec.Name
+	}
+	return out
+}
+
 // Secrets returns every secret (the Engine never returns their data).
 func (s Snapshot) Secrets() []swarm.Secret { return slices.Clone(s.secrets) }
 
