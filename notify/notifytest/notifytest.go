@@ -1,0 +1,228 @@
+// Package notifytest checks that a notify.Notifier keeps the seam's
+// contract, the way testing/slogtest checks a slog.Handler: one table of
+// rules, each run as a subtest named for the rule, against a fresh notifier
+// each time. Every implementation (log, event stream, recorder, webhook,
+// chat, and any a companion adds) runs it from its own tests.
+//
+// It only drives notifiers and reads what reached their far end; it never
+// looks inside one.
+package notifytest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/skep-cd/skep/notify"
+)
+
+// Subject is one notifier under test and a view of its far end.
+type Subject struct {
+	// Notifier is the implementation under test, already running if it
+	// has a delivery loop (the caller stops it with t.Cleanup).
+	Notifier notify.Notifier
+	// Received returns the events the far end has got so far, in arrival
+	// order, decoded back into events. It is called repeatedly while the
+	// suite waits, and must be safe to call concurrently with deliveries.
+	Received func() []notify.Event
+	// Stall makes the far end stop taking events until release is called.
+	// Nil for a far end that cannot stall; the rule that needs it is then
+	// skipped.
+	Stall func() (release func())
+	// IgnoresAt is true for a far end that does not carry Event.At (a log
+	// line's own timestamp stands in for it).
+	IgnoresAt bool
+}
+
+// wait bounds how long a rule waits for deliveries: long enough for a
+// loaded machine, and a failure, not a hang, when nothing comes.
+const wait = 30 * time.Second
+
+// Rule is one requirement of the contract.
+type Rule struct {
+	Name  string
+	Check func(t *testing.T, s Subject)
+}
+
+// Rules is the contract, in the order Run checks it.
+var Rules = []Rule{
+	{"Notify returns while the far end is stalled", notifyNeverBlocks},
+	{"every field of a delivered event arrives unchanged", fieldsUnchanged},
+	{"events notified one after another arrive in that order", orderKept},
+	{"concurrent Notify calls all arrive", concurrentCalls},
+	{"the actor delivered is the event's, never the context's", actorFromEvent},
+}
+
+// Run checks every rule in Rules against a fresh subject from newSubject.
+func Run(t *testing.T, newSubject func(t *testing.T) Subject) {
+	t.Helper()
+	for _, r := range Rules {
+		t.Run(r.Name, func(t *testing.T) {
+			r.Check(t, newSubject(t))
+		})
+	}
+}
+
+var at = time.Date(2026, 7, 1, 9, 30, 15, 123_000_000, time.UTC)
+
+func notifyNeverBlocks(t *testing.T, s Subject) {
+	if s.Stall == nil {
+		t.Skip("this far end cannot stall")
+	}
+	release := s.Stall()
+	defer release()
+	returned := make(chan struct{})
+	go func() {
+		defer close(returned)
+		// More than any queue holds: the last calls meet a full one.
+		for i := range 5000 {
+			s.Notifier.Notify(t.Context(), notify.Event{Application: fmt.Sprintf("app-%d", i), Type: notify.SyncStarted, At: at})
+		}
+	}()
+	select {
+	case <-returned:
+	case <-time.After(wait):
+		t.Fatal("Notify blocked while the far end was stalled")
+	}
+}
+
+func fieldsUnchanged(t *testing.T, s Subject) {
+	sent := []notify.Event{
+		{Application: "web", Type: notify.SyncSucceeded, Revision: "0123456789abcdef0123456789abcdef01234567",
+			Message: "upgrade: 2 services changed", At: at, Swarm: "prod-eu", Actor: "alice@example.com"},
+		{Application: "api", Type: notify.LiveDriftDetected, At: at.Add(time.Second)},
+		{Application: "db", Type: notify.ResourcesPruned, Message: "service db_old, network db_legacy\nsecond line", At: at.Add(2 * time.Second), Actor: "Zoë Ünïcode"},
+		{Application: "q", Type: notify.PruneFailed, Message: `quotes " and <angles> & amps`, At: at.Add(3 * time.Second), Swarm: "staging"},
+	}
+	for _, e := range sent {
+		s.Notifier.Notify(t.Context(), e)
+	}
+	got := awaitN(t, s, len(sent))
+	sameTime := cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) || s.IgnoresAt })
+	if d := cmp.Diff(sent, got, sameTime); d != "" {
+		t.Errorf("delivered events (-sent +received):\n%s", d)
+	}
+}
+
+func orderKept(t *testing.T, s Subject) {
+	var want []string
+	for i := range 30 {
+		app := fmt.Sprintf("app-%02d", i)
+		want = append(want, app)
+		s.Notifier.Notify(t.Context(), notify.Event{Application: app, Type: notify.DriftDetected, At: at})
+	}
+	if d := cmp.Diff(want, apps(awaitN(t, s, len(want)))); d != "" {
+		t.Errorf("arrival order (-notified +received):\n%s", d)
+	}
+}
+
+func concurrentCalls(t *testing.T, s Subject) {
+	var (
+		wg   sync.WaitGroup
+		want []string
+	)
+	for g := range 8 {
+		for i := range 5 {
+			want = append(want, fmt.Sprintf("g%d-%d", g, i))
+		}
+		wg.Go(func() {
+			for i := range 5 {
+				s.Notifier.Notify(t.Context(), notify.Event{Application: fmt.Sprintf("g%d-%d", g, i), Type: notify.SyncStarted, At: at})
+			}
+		})
+	}
+	wg.Wait()
+	got := apps(awaitN(t, s, len(want)))
+	slices.Sort(got)
+	slices.Sort(want)
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("received from concurrent callers (-notified +received):\n%s", d)
+	}
+}
+
+func actorFromEvent(t *testing.T, s Subject) {
+	ctx := notify.WithActor(t.Context(), "mallory")
+	s.Notifier.Notify(ctx, notify.Event{Application: "web", Type: notify.SyncStarted, Actor: "alice", At: at})
+	s.Notifier.Notify(ctx, notify.Event{Application: "api", Type: notify.SyncStarted, At: at})
+	got := awaitN(t, s, 2)
+	if got[0].Actor != "alice" || got[1].Actor != "" {
+		t.Errorf("actors delivered %q and %q, want the events' own: \"alice\" and \"\"", got[0].Actor, got[1].Actor)
+	}
+}
+
+// awaitN waits until the far end has n events and returns them; more than n
+// is a failure (something was delivered twice or invented).
+func awaitN(t *testing.T, s Subject, n int) []notify.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), wait)
+	defer cancel()
+	for {
+		got := s.Received()
+		if len(got) >= n {
+			if len(got) > n {
+				t.Errorf("received %d events, %d notified: %s", len(got), n, strings.Join(apps(got), ", "))
+			}
+			return got[:n]
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("received %d of %d events: %s", len(got), n, strings.Join(apps(got), ", "))
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+func apps(es []notify.Event) []string {
+	out := make([]string, len(es))
+	for i, e := range es {
+		out[i] = e.Application
+	}
+	return out
+}
+
+// Gate stalls a far end: a delivery path calls Pass before each event, and
+// Stall holds every Pass until the returned release is called. The zero
+// value is open.
+type Gate struct {
+	mu sync.RWMutex
+}
+
+// Pass returns once the gate is open.
+func (g *Gate) Pass() {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+}
+
+// Stall closes the gate; release opens it again.
+func (g *Gate) Stall() (release func()) {
+	g.mu.Lock()
+	var once sync.Once
+	return func() { once.Do(g.mu.Unlock) }
+}
+
+// Collector keeps received events for Subject.Received. The zero value is
+// empty and ready; it is safe for concurrent use.
+type Collector struct {
+	mu     sync.Mutex
+	events []notify.Event
+}
+
+// Add records e as received.
+func (c *Collector) Add(e notify.Event) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.events = append(c.events, e)
+}
+
+// Events returns a copy of what was received, in order.
+func (c *Collector) Events() []notify.Event {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.events)
+}
