@@ -4,8 +4,17 @@
 // Registering a notifier adds it and never removes another: the API's event
 // stream is itself a notifier, so a registration that replaced would silently
 // cut the UI off. Notify must never block a reconcile; a notifier that does
-// I/O buffers and reports its own delivery failures. This package knows
-// nothing of the reconciler that raises the events.
+// I/O queues, delivers from its own goroutine (Runner) and reports its own
+// failures (Counted). This package knows nothing of the reconciler that
+// raises the events.
+//
+// The event stream is three pieces: a Recorder numbers each event, has the
+// store keep it and then publishes it to a Broker, whose subscribers Stream
+// writes as server-sent events (WriteSSE, in the Wire shape), replaying from
+// the store what a reconnecting or lagging client missed. Outbound
+// notifiers (Webhook, Chat) come from a notifications file (LoadConfig,
+// Build). Package notifytest holds the conformance suite every notifier
+// runs; store's Example shows the wiring.
 package notify
 
 import (

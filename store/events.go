@@ -39,6 +39,9 @@ func (s *Store) Append(ctx context.Context, e notify.Event) (int64, error) {
 // wrapping ErrIDNotAbove and keeps nothing. A zero At is stamped with the
 // store's clock. It implements notify.Appender.
 func (s *Store) Insert(ctx context.Context, rec notify.Record) error {
+	if s == nil {
+		return fmt.Errorf("insert event %d: %w", rec.ID, ErrNoStore)
+	}
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		last, err := lastID(ctx, tx)
 		if err != nil {

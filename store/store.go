@@ -79,6 +79,10 @@ type Store struct {
 // Skep than this one: its schema is not guessed at.
 var ErrSchemaTooNew = errors.New("database schema is newer than this skep")
 
+// ErrNoStore is returned by Insert on a nil *Store, which a caller may have
+// put in a notify.Appender after Open failed.
+var ErrNoStore = errors.New("no event store")
+
 // ErrIDNotAbove is returned by Insert for a record whose id is not above
 // every id the store has handed out.
 var ErrIDNotAbove = errors.New("event id not above the last stored id")
