@@ -36,6 +36,8 @@ const (
 	// the file exists in the application's path.
 	DefaultEnvFile  = ".env"
 	DefaultInterval = 3 * time.Minute
+	// DefaultTimeout bounds how long a sync with Wait waits for health.
+	DefaultTimeout = 5 * time.Minute
 	// MinInterval is the floor of SyncPolicy.Interval: a shorter one is a
 	// problem, not silently raised.
 	MinInterval = 10 * time.Second
@@ -113,8 +115,25 @@ type Application struct {
 	Release     string
 	Destination Destination
 	SyncPolicy  SyncPolicy
-	Allow       Allow
+	// DriftDetection says what counts as drift; the zero value is
+	// DriftManifest.
+	DriftDetection DriftDetection
+	Allow          Allow
 }
+
+// DriftDetection says how an application notices that the swarm no longer
+// matches git. The zero value means DriftManifest.
+type DriftDetection string
+
+// The values of DriftDetection.
+const (
+	// DriftManifest: only git moving counts (compared with the last
+	// recorded revision).
+	DriftManifest DriftDetection = "manifest"
+	// DriftLive: also the running services of an unchanged release,
+	// compared field by field with the render.
+	DriftLive DriftDetection = "live"
+)
 
 // AppSource locates an application's compose files in git.
 type AppSource struct {
@@ -155,9 +174,18 @@ type SyncPolicy struct {
 	// Interval is how often the application is reconciled, at least
 	// MinInterval.
 	Interval time.Duration
-	// Prune is reserved: accepted and kept, not acted on yet.
-	Prune        bool
-	ResolveImage ResolveImage
+	// Prune removes a release this application stopped declaring.
+	Prune bool
+	// PruneResources removes the services, networks, configs and secrets
+	// a still-declared release stopped declaring; PruneVolumes adds named
+	// volumes.
+	PruneResources bool
+	PruneVolumes   bool
+	ResolveImage   ResolveImage
+	// Wait makes a sync wait, up to Timeout, for its services to converge
+	// and be healthy before it succeeds.
+	Wait    bool
+	Timeout time.Duration
 }
 
 // ResolveImage says when image tags are pinned to the digest a registry

@@ -38,10 +38,11 @@ func problemsOf(t *testing.T, err error) []string {
 // app returns an application with every default, for the tables to adjust.
 func app(name, repo string) Application {
 	return Application{
-		Name:       name,
-		Source:     AppSource{Repo: repo, Revision: DefaultRevision, Path: DefaultPath},
-		Release:    name,
-		SyncPolicy: SyncPolicy{Interval: DefaultInterval, ResolveImage: ResolveAlways},
+		Name:           name,
+		Source:         AppSource{Repo: repo, Revision: DefaultRevision, Path: DefaultPath},
+		Release:        name,
+		SyncPolicy:     SyncPolicy{Interval: DefaultInterval, ResolveImage: ResolveAlways, Timeout: DefaultTimeout},
+		DriftDetection: DriftManifest,
 	}
 }
 
@@ -53,7 +54,7 @@ func TestParseFixtures(t *testing.T) {
 	full.Source.EnvFiles = []string{"prod.env"}
 	full.Source.Variables = map[string]string{"DOMAIN": "web.example.org", "REPLICAS": "3"}
 	full.Release = "web_prod"
-	full.SyncPolicy = SyncPolicy{Automated: true, Interval: 90 * time.Second, Prune: true, ResolveImage: ResolveNever}
+	full.SyncPolicy = SyncPolicy{Automated: true, Interval: 90 * time.Second, Prune: true, ResolveImage: ResolveNever, Timeout: DefaultTimeout}
 	full.Allow = Allow{
 		HostPaths: []string{"/", "/var/run/docker.sock"},
 		Networks:  []string{"traefik-public"},
@@ -107,7 +108,7 @@ func TestParseFixtures(t *testing.T) {
 			file: "invalid/unknown-key.yaml",
 			problems: []string{
 				"6:7 applications[0].source.branch: unknown key; want one of repo, revision, path, files, envFiles, variables",
-				"8:7 applications[0].syncPolicy.intervall: unknown key; want one of automated, interval, prune, resolveImage",
+				"8:7 applications[0].syncPolicy.intervall: unknown key; want one of automated, interval, prune, pruneResources, pruneVolumes, resolveImage, wait, timeout",
 			},
 		},
 		{
@@ -171,7 +172,7 @@ func TestParseFixtures(t *testing.T) {
 				`8:17 applications[0].syncPolicy.interval: want a duration like 3m or 90s, got "often"`,
 				`9:18 applications[0].syncPolicy.automated: want true or false, got "yes"`,
 				`11:41 applications[1].source.files: want a list, got "compose.yaml"`,
-				`12:5 applications[1].sync: unknown key; want one of name, source, release, destination, syncPolicy, allow`,
+				`12:5 applications[1].sync: unknown key; want one of name, source, release, destination, syncPolicy, driftDetection, allow`,
 				`13:11 applications[2].name: name "api" is already used by applications[1] at line 10`,
 				`16:19 applications[2].allow.hostPaths[0]: want an absolute path like /srv/data, got "srv/data"`,
 				`16:29 applications[2].allow.hostPaths[1]: want a clean path, got "/srv//data/"; write "/srv/data"`,

@@ -24,7 +24,9 @@ type fileApp struct {
 	Release     string          `yaml:"release"`
 	Destination fileDestination `yaml:"destination,omitempty"`
 	SyncPolicy  fileSyncPolicy  `yaml:"syncPolicy"`
-	Allow       fileAllow       `yaml:"allow,omitempty"`
+	// DriftDetection is manifest or live.
+	DriftDetection DriftDetection `yaml:"driftDetection"`
+	Allow          fileAllow      `yaml:"allow,omitempty"`
 
 	// releaseDefaulted records that setDefaults copied Name into Release,
 	// so that a clash names the application, not a key nobody wrote.
@@ -45,10 +47,14 @@ type fileDestination struct {
 }
 
 type fileSyncPolicy struct {
-	Automated    bool         `yaml:"automated"`
-	Interval     duration     `yaml:"interval"`
-	Prune        bool         `yaml:"prune"`
-	ResolveImage ResolveImage `yaml:"resolveImage"`
+	Automated      bool         `yaml:"automated"`
+	Interval       duration     `yaml:"interval"`
+	Prune          bool         `yaml:"prune"`
+	PruneResources bool         `yaml:"pruneResources"`
+	PruneVolumes   bool         `yaml:"pruneVolumes"`
+	ResolveImage   ResolveImage `yaml:"resolveImage"`
+	Wait           bool         `yaml:"wait"`
+	Timeout        duration     `yaml:"timeout"`
 }
 
 type fileAllow struct {
@@ -95,6 +101,16 @@ func (r *ResolveImage) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
+// UnmarshalYAML accepts manifest or live.
+func (d *DriftDetection) UnmarshalYAML(n *yaml.Node) error {
+	v := DriftDetection(n.Value)
+	if n.Kind != yaml.ScalarNode || (v != DriftManifest && v != DriftLive) {
+		return fmt.Errorf("want manifest or live, got %s", describe(n))
+	}
+	*d = v
+	return nil
+}
+
 // setDefaults fills every field the file left out. It is the only place
 // defaults are written; validation runs after it.
 func setDefaults(a *fileApp) {
@@ -114,6 +130,12 @@ func setDefaults(a *fileApp) {
 	if a.SyncPolicy.ResolveImage == "" {
 		a.SyncPolicy.ResolveImage = ResolveAlways
 	}
+	if !a.SyncPolicy.Timeout.set {
+		a.SyncPolicy.Timeout = duration{value: DefaultTimeout, set: true}
+	}
+	if a.DriftDetection == "" {
+		a.DriftDetection = DriftManifest
+	}
 }
 
 // toApplication converts a defaulted, valid file-form application,
@@ -132,11 +154,16 @@ func toApplication(a fileApp) Application {
 		Release:     a.Release,
 		Destination: Destination{Swarm: a.Destination.Swarm},
 		SyncPolicy: SyncPolicy{
-			Automated:    a.SyncPolicy.Automated,
-			Interval:     a.SyncPolicy.Interval.value,
-			Prune:        a.SyncPolicy.Prune,
-			ResolveImage: a.SyncPolicy.ResolveImage,
+			Automated:      a.SyncPolicy.Automated,
+			Interval:       a.SyncPolicy.Interval.value,
+			Prune:          a.SyncPolicy.Prune,
+			PruneResources: a.SyncPolicy.PruneResources,
+			PruneVolumes:   a.SyncPolicy.PruneVolumes,
+			ResolveImage:   a.SyncPolicy.ResolveImage,
+			Wait:           a.SyncPolicy.Wait,
+			Timeout:        a.SyncPolicy.Timeout.value,
 		},
+		DriftDetection: a.DriftDetection,
 		Allow: Allow{
 			HostPaths: nilIfEmpty(slices.Clone(a.Allow.HostPaths)),
 			Networks:  nilIfEmpty(slices.Clone(a.Allow.Networks)),
@@ -153,6 +180,14 @@ func fromApplication(a Application) fileApp {
 	if resolve == "" {
 		resolve = ResolveAlways
 	}
+	timeout := a.SyncPolicy.Timeout
+	if timeout == 0 {
+		timeout = DefaultTimeout
+	}
+	drift := a.DriftDetection
+	if drift == "" {
+		drift = DriftManifest
+	}
 	return fileApp{
 		Name: a.Name,
 		Source: fileSource{
@@ -166,11 +201,16 @@ func fromApplication(a Application) fileApp {
 		Release:     a.Release,
 		Destination: fileDestination{Swarm: a.Destination.Swarm},
 		SyncPolicy: fileSyncPolicy{
-			Automated:    a.SyncPolicy.Automated,
-			Interval:     duration{value: a.SyncPolicy.Interval, set: true},
-			Prune:        a.SyncPolicy.Prune,
-			ResolveImage: resolve,
+			Automated:      a.SyncPolicy.Automated,
+			Interval:       duration{value: a.SyncPolicy.Interval, set: true},
+			Prune:          a.SyncPolicy.Prune,
+			PruneResources: a.SyncPolicy.PruneResources,
+			PruneVolumes:   a.SyncPolicy.PruneVolumes,
+			ResolveImage:   resolve,
+			Wait:           a.SyncPolicy.Wait,
+			Timeout:        duration{value: timeout, set: true},
 		},
+		DriftDetection: drift,
 		Allow: fileAllow{
 			HostPaths: a.Allow.HostPaths,
 			Networks:  a.Allow.Networks,

@@ -6,6 +6,7 @@ import (
 	"path"
 	"regexp"
 	"strings"
+	"time"
 	"unicode"
 )
 
@@ -73,6 +74,9 @@ func (d *decoder) validateApp(a *fileApp, field string) {
 	}
 	if iv := a.SyncPolicy.Interval.value; iv < MinInterval {
 		d.addField(field+".syncPolicy.interval", "%s is below the floor of %s", iv, MinInterval)
+	}
+	if to := a.SyncPolicy.Timeout.value; to < time.Second {
+		d.addField(field+".syncPolicy.timeout", "%s is too short; give at least 1s", to)
 	}
 
 	allow := field + ".allow"
