@@ -102,6 +102,10 @@ type Options struct {
 	// release was rendered from and who asked ("" = the controller itself).
 	Commit string
 	Actor  string
+	// Correction marks an apply that puts live services back to the
+	// recorded revision after out-of-band drift: the desired state did not
+	// change, so no revision is written (unless the release has none).
+	Correction bool
 	// KeepRevisions bounds the revisions kept per release; 0 means
 	// DefaultKeepRevisions.
 	KeepRevisions int
@@ -252,7 +256,7 @@ func (a *applier) run(ctx context.Context) (Result, error) {
 	if err := a.applyServices(ctx, live); err != nil {
 		return a.result, err
 	}
-	if a.result.Changed() || len(revs) == 0 {
+	if (a.result.Changed() && !a.opts.Correction) || len(revs) == 0 {
 		n, err := a.writeRevision(ctx, revs)
 		if err != nil {
 			return a.result, err

@@ -635,3 +635,32 @@ func TestApplyStallsOnSpecTheEngineRejects(t *testing.T) {
 		t.Fatalf("Apply of a spec the Engine rejects = %v, want a stalled error", err)
 	}
 }
+
+func TestCorrectionRestoresOutOfBandChangeWithoutANewRevision(t *testing.T) {
+	f := newFixture(t)
+	image := harness.TestImage(t, f.cli, harness.ImageOptions{})
+	rel := f.release(image, "listen 80\n")
+	mustApply(t, rel, f.cli, f.opts(t, ResolveNever))
+	cur := f.settled(t, f.ns+"_web")
+	two := uint64(2)
+	cur.Spec.Mode.Replicated.Replicas = &two
+	if _, err := f.cli.ServiceUpdate(t.Context(), cur.ID, cur.Version, cur.Spec, swarm.ServiceUpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	opts := f.opts(t, ResolveNever)
+	opts.Correction = true
+	res := mustApply(t, rel, f.cli, opts)
+	if got := actions(res)["service "+f.ns+"_web"]; got != Updated {
+		t.Errorf("corrected service: %q, want updated", got)
+	}
+	if r := *f.service(t, f.ns+"_web").Spec.Mode.Replicated.Replicas; r != 1 {
+		t.Errorf("replicas = %d, want the release's 1", r)
+	}
+	revs, err := Revisions(t.Context(), f.cli, f.owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Revision != 0 || len(revs) != 1 {
+		t.Errorf("a correction wrote revision %d (%d recorded), want none beyond revision 1", res.Revision, len(revs))
+	}
+}
