@@ -14,6 +14,7 @@ import (
 
 	"github.com/docker/cli/cli/compose/convert"
 	composetypes "github.com/docker/cli/cli/compose/types"
+	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/swarm"
 )
@@ -381,6 +382,13 @@ func (c *converter) service(cfg *composetypes.Config, svc composetypes.ServiceCo
 		cs.Config = credConfig
 	}
 	spec.Labels = c.withOwner(spec.Labels)
+	// A named volume is created by the node on first use, with the labels
+	// its mount carries; owner labels there are what lets prune prove it.
+	for i, m := range spec.TaskTemplate.ContainerSpec.Mounts {
+		if m.Type == mount.TypeVolume && m.Source != "" && m.VolumeOptions != nil {
+			spec.TaskTemplate.ContainerSpec.Mounts[i].VolumeOptions.Labels = c.withOwner(m.VolumeOptions.Labels)
+		}
+	}
 	c.release.Services[spec.Name] = deepCopy(spec)
 	return nil
 }
