@@ -11,6 +11,8 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/swarm"
+
+	"github.com/skep-cd/skep/stack"
 )
 
 // defaultNetworkDriver is what docker stack deploy creates when a network
@@ -36,7 +38,10 @@ func (a *applier) applyNetworks(ctx context.Context) error {
 	for _, name := range sortedKeys(a.rel.Networks) {
 		want := a.rel.Networks[name]
 		if live, ok := a.networks[name]; ok {
-			if !a.opts.Owner.Owns(live.Labels) {
+			// Network labels cannot change, so a network keeps the
+			// application name it was created under; after a rename it is
+			// still this controller's network of this release.
+			if !a.opts.Owner.Owns(live.Labels) && !ownsRelease(a.opts.Owner, live.Labels) {
 				return &ForeignError{Owner: a.opts.Owner, Objects: []ForeignObject{foreignObject(KindNetwork, name, live.Labels)}}
 			}
 			c := Change{Kind: KindNetwork, Name: name, ID: live.ID, Action: Unchanged}
@@ -234,4 +239,10 @@ func (a *applier) applySecrets(ctx context.Context) error {
 		a.record(ctx, Change{Kind: KindSecret, Name: name, ID: resp.ID, Action: Created})
 	}
 	return nil
+}
+
+// ownsRelease reports whether labels name this controller and this release,
+// whatever the application: what an object created before a rename carries.
+func ownsRelease(o stack.Owner, labels map[string]string) bool {
+	return o.Controller != "" && labels[stack.LabelController] == o.Controller && labels[stack.LabelRelease] == o.Release
 }
