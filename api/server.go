@@ -229,7 +229,7 @@ func (s *Server) guard(rt route) http.Handler {
 		if err != nil {
 			if errors.Is(err, ErrUnauthenticated) {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="skep"`)
-				writeError(w, http.StatusUnauthorized, CodeUnauthorized, "a valid bearer token is required (SKEP_TOKEN or SKEP_TOKEN_FILE for the CLI)")
+				writeError(w, http.StatusUnauthorized, CodeUnauthorized, "a valid bearer token is required")
 				return
 			}
 			s.log.Error("authentication failed", "route", rt.pattern, "err", err)

@@ -437,10 +437,21 @@ func ParseWebhook(provider string, h http.Header, body []byte) (push Push, isPus
 	default:
 		return Push{}, false, fmt.Errorf("unknown provider %q", provider)
 	}
+	push.Repositories = dedupe(push.Repositories)
 	if !slices.ContainsFunc(push.Repositories, func(u string) bool { return RepoKey(u) != "" }) {
 		return Push{}, true, errors.New("payload names no repository URL")
 	}
 	return push, true, nil
+}
+
+func dedupe(list []string) []string {
+	var out []string
+	for _, s := range list {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func isPushEvent(provider string, h http.Header) bool {

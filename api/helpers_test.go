@@ -1,0 +1,271 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/skep-cd/skep/api"
+	"github.com/skep-cd/skep/notify"
+	"github.com/skep-cd/skep/plan"
+)
+
+// fake is a Reconciler answering fixed values for the applications "web"
+// and "db", and recording what it was asked with which actor.
+type fake struct {
+	mu      sync.Mutex
+	calls   []string // "method app actor"
+	pushes  []api.Push
+	pushed  chan api.Push
+	panicOn string
+}
+
+var t0 = time.Date(2026, 1, 15, 10, 0, 0, 0, time.UTC)
+
+func (f *fake) record(ctx context.Context, method, app string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, strings.TrimSpace(method+" "+app+" "+notify.ActorFrom(ctx)))
+	if f.panicOn == method {
+		panic("fake panics on " + method)
+	}
+}
+
+func (f *fake) called() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.calls...)
+}
+
+func (f *fake) known(name string) error {
+	if name != "web" && name != "db" {
+		return api.ErrNotFound
+	}
+	return nil
+}
+
+func app(name string) api.Application {
+	t := t0
+	fin := t0.Add(time.Second)
+	return api.Application{
+		Name: name, Repo: "https://git.example.org/acme/" + name + ".git", TargetRevision: "main", Path: ".",
+		Releases: []string{name}, Automated: true, Sync: "synced", Health: api.HealthUnknown, Drift: []api.DriftFinding{},
+		Revision: strings.Repeat("a", 40), DeployedRevision: strings.Repeat("a", 40), Phase: api.PhaseIdle,
+		Services: api.ServiceCounts{Services: 1, Running: 1, Desired: 1}, Plan: []string{name + ": unchanged"},
+		LastReconcile: &t, LastSync: &api.SyncRecord{ID: 3, Outcome: api.OutcomeSucceeded, StartedAt: t0, FinishedAt: &fin, Actor: "alice"},
+		Held: &api.Hold{Revision: strings.Repeat("b", 40), Actor: "alice", Since: t0},
+	}
+}
+
+func (f *fake) ListApplications(ctx context.Context) (api.ApplicationList, error) {
+	f.record(ctx, "list", "")
+	return api.ApplicationList{Applications: []api.Application{app("web"), app("db")}}, nil
+}
+
+func (f *fake) Application(ctx context.Context, name string) (api.ApplicationDetail, error) {
+	f.record(ctx, "get", name)
+	if err := f.known(name); err != nil {
+		return api.ApplicationDetail{}, err
+	}
+	at := t0
+	return api.ApplicationDetail{Application: app(name), Releases: []api.Release{{
+		Name: name, Revision: 2, Commit: strings.Repeat("a", 40), AppliedAt: &at,
+		Services: []api.Service{{Name: name + "_web", ID: "svc1", Image: "example/web:v1", Mode: "replicated", Desired: 1, Running: 1,
+			Tasks: []api.Task{{ID: "task1", Slot: 1, Node: "node1", State: "running", DesiredState: "running", UpdatedAt: t0}}}},
+	}}}, nil
+}
+
+func (f *fake) Diff(ctx context.Context, name, revision string) (api.Diff, error) {
+	f.record(ctx, "diff", name)
+	if err := f.known(name); err != nil {
+		return api.Diff{}, err
+	}
+	return api.Diff{Application: name, Revision: strings.Repeat("a", 40), Releases: []plan.Release{{
+		Name: name, Action: plan.Upgrade, Reason: "image changed",
+		Changes: []plan.Change{{Kind: plan.KindService, Name: "web", Op: plan.Update, Reason: "image",
+			Fields: []plan.FieldDiff{{Path: "TaskTemplate.ContainerSpec.Image", Old: `"v1"`, New: `"v2"`}}}},
+	}}}, nil
+}
+
+func (f *fake) History(ctx context.Context, name string) (api.History, error) {
+	f.record(ctx, "history", name)
+	if err := f.known(name); err != nil {
+		return api.History{}, err
+	}
+	return api.History{Application: name, Releases: []api.ReleaseHistory{{Name: name, Revisions: []api.Revision{
+		{Number: 1, Commit: strings.Repeat("a", 40), AppliedAt: t0, Actor: "alice", Images: map[string]string{"web": "example/web:v1"}},
+	}}}, Syncs: []api.HistorySync{}}, nil
+}
+
+func (f *fake) Sync(ctx context.Context, name string, opts api.SyncOptions) (api.SyncResponse, error) {
+	f.record(ctx, "sync", name)
+	if err := f.known(name); err != nil {
+		return api.SyncResponse{}, err
+	}
+	if opts.Revision == "unknown" {
+		return api.SyncResponse{}, api.ErrInvalid
+	}
+	if opts.DryRun {
+		d, _ := f.Diff(ctx, name, opts.Revision)
+		return api.SyncResponse{Application: name, Status: api.SyncPlanned, Revision: d.Revision, Diff: &d}, nil
+	}
+	return api.SyncResponse{Application: name, Status: api.SyncQueued, ID: 4, Revision: opts.Revision}, nil
+}
+
+func (f *fake) Rollback(ctx context.Context, name string, opts api.RollbackOptions) (api.SyncResponse, error) {
+	f.record(ctx, "rollback", name)
+	if err := f.known(name); err != nil {
+		return api.SyncResponse{}, err
+	}
+	return api.SyncResponse{Application: name, Status: api.SyncQueued, ID: 5, Revision: strings.Repeat("a", 40)}, nil
+}
+
+func (f *fake) Unhold(ctx context.Context, name string) error {
+	f.record(ctx, "unhold", name)
+	return f.known(name)
+}
+
+func (f *fake) Refresh(ctx context.Context, name string) error {
+	f.record(ctx, "refresh", name)
+	return f.known(name)
+}
+
+func (f *fake) RefreshRepository(ctx context.Context, push api.Push) (api.Refreshed, error) {
+	f.mu.Lock()
+	f.pushes = append(f.pushes, push)
+	f.mu.Unlock()
+	if f.pushed != nil {
+		select {
+		case f.pushed <- push:
+		case <-ctx.Done():
+			return api.Refreshed{}, ctx.Err()
+		}
+	}
+	return api.Refreshed{Applications: []string{"web"}}, nil
+}
+
+func (f *fake) Status(ctx context.Context) (api.ControllerStatus, error) {
+	f.record(ctx, "status", "")
+	at := t0
+	return api.ControllerStatus{ControllerID: "test", Ready: true, Applications: 2, Orphaned: []string{}, Pruned: []string{},
+		AppSet:  api.AppSetStatus{Source: "file apps.yaml", Revision: "sha256:abc", Loaded: true, LoadedAt: &at},
+		Details: &api.StatusDetails{Swarm: api.SwarmInfo{NodeID: "node1"}, Git: api.GitStats{ListRefs: 1}, Workers: 2}}, nil
+}
+
+func (f *fake) Ready(context.Context) error { return nil }
+
+// tokens of the test server, by role.
+const (
+	adminToken    = "admin-secret"
+	deployerToken = "deployer-secret"
+	viewerToken   = "viewer-secret"
+	scopedToken   = "scoped-secret" // deployer for web* only
+)
+
+func testTokens(t *testing.T) *api.Tokens {
+	t.Helper()
+	tokens, err := api.NewTokens(
+		api.TokenSpec{Name: "root", Role: api.RoleAdmin, Digest: api.NewToken(adminToken).Digest()},
+		api.TokenSpec{Name: "ci", Role: api.RoleDeployer, Digest: api.NewToken(deployerToken).Digest()},
+		api.TokenSpec{Name: "eve", Role: api.RoleViewer, Digest: api.NewToken(viewerToken).Digest()},
+		api.TokenSpec{Name: "webteam", Role: api.RoleDeployer, Apps: []string{"web*"}, Digest: api.NewToken(scopedToken).Digest()},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tokens
+}
+
+type testServer struct {
+	*httptest.Server
+	api     *api.Server
+	fake    *fake
+	metrics *api.Metrics
+}
+
+func newTestServer(t *testing.T, opts api.Options) *testServer {
+	t.Helper()
+	f := &fake{}
+	if opts.Reconciler == nil {
+		opts.Reconciler = f
+	}
+	if opts.Authorizer == nil {
+		opts.Authorizer = testTokens(t)
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = api.NewMetrics(api.MetricsOptions{
+			Applications: func() []api.AppState { return []api.AppState{{Name: "web", Sync: "synced"}} },
+			Version:      "test", Commit: "abc",
+		})
+	}
+	opts.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
+	s, err := api.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); s.Run(ctx) }()
+	ts := httptest.NewServer(s)
+	t.Cleanup(func() {
+		ts.Close()
+		cancel()
+		<-done
+	})
+	return &testServer{Server: ts, api: s, fake: f, metrics: opts.Metrics}
+}
+
+// call sends a request with token ("" = none) and returns status, headers
+// and body.
+func (s *testServer) call(t *testing.T, method, path, token string, body any) (int, http.Header, []byte) {
+	t.Helper()
+	var r io.Reader
+	if body != nil {
+		if b, ok := body.([]byte); ok {
+			r = bytes.NewReader(b)
+		} else {
+			data, err := json.Marshal(body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r = bytes.NewReader(data)
+		}
+	}
+	req, err := http.NewRequest(method, s.URL+path, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := s.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header, data
+}
+
+func decodeError(t *testing.T, body []byte) api.Error {
+	t.Helper()
+	var e api.Error
+	if err := json.Unmarshal(body, &e); err != nil {
+		t.Fatalf("error body %q is not JSON: %v", body, err)
+	}
+	return e
+}

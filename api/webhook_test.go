@@ -1,0 +1,400 @@
+package api_test
+
+import (
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/skep-cd/skep/api"
+	"github.com/skep-cd/skep/appset"
+)
+
+func hexSign(body []byte, secret string) string {
+	return hex.EncodeToString(api.Sign(body, api.NewToken(secret)))
+}
+
+func readSample(t testing.TB, name string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", "webhooks", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// forge describes how each provider signs and labels a push delivery.
+type forge struct {
+	provider, sample string
+	headers          func(body []byte, secret string) map[string]string
+	delivery         string
+	repos            []string
+	refs             []string
+}
+
+func forges() []forge {
+	return []forge{
+		{
+			provider: "github", sample: "github-push.json", delivery: "X-GitHub-Delivery",
+			headers: func(b []byte, s string) map[string]string {
+				return map[string]string{"X-GitHub-Event": "push", "X-Hub-Signature-256": "sha256=" + hexSign(b, s)}
+			},
+			repos: []string{"https://github.com/acme/web.git", "git@github.com:acme/web.git", "https://github.com/acme/web"},
+			refs:  []string{"refs/heads/main"},
+		},
+		{
+			provider: "gitlab", sample: "gitlab-push.json", delivery: "X-Gitlab-Event-UUID",
+			headers: func(_ []byte, s string) map[string]string {
+				return map[string]string{"X-Gitlab-Event": "Push Hook", "X-Gitlab-Token": s}
+			},
+			repos: []string{"https://gitlab.example.com/acme/web.git", "git@gitlab.example.com:acme/web.git", "https://gitlab.example.com/acme/web"},
+			refs:  []string{"refs/heads/main"},
+		},
+		{
+			provider: "gitea", sample: "gitea-push.json", delivery: "X-Gitea-Delivery",
+			headers: func(b []byte, s string) map[string]string {
+				return map[string]string{"X-Gitea-Event": "push", "X-Gitea-Signature": hexSign(b, s)}
+			},
+			repos: []string{"https://gitea.example.org/acme/web.git", "git@gitea.example.org:acme/web.git", "https://gitea.example.org/acme/web"},
+			refs:  []string{"refs/heads/main"},
+		},
+		{
+			provider: "forgejo", sample: "forgejo-push.json", delivery: "X-Forgejo-Delivery",
+			headers: func(b []byte, s string) map[string]string {
+				return map[string]string{"X-Forgejo-Event": "push", "X-Forgejo-Signature": hexSign(b, s)}
+			},
+			repos: []string{"https://codeberg.example.org/acme/web.git", "git@codeberg.example.org:acme/web.git", "https://codeberg.example.org/acme/web"},
+			refs:  []string{"refs/heads/main"},
+		},
+		{
+			provider: "bitbucket", sample: "bitbucket-push.json", delivery: "X-Request-UUID",
+			headers: func(b []byte, s string) map[string]string {
+				return map[string]string{"X-Event-Key": "repo:push", "X-Hub-Signature": "sha256=" + hexSign(b, s)}
+			},
+			repos: []string{"https://bitbucket.org/acme/web"},
+			refs:  []string{"refs/heads/main"},
+		},
+		{
+			provider: "generic", sample: "generic-push.json", delivery: "X-Skep-Delivery",
+			headers: func(b []byte, s string) map[string]string {
+				return map[string]string{"X-Skep-Signature": "sha256=" + hexSign(b, s)}
+			},
+			repos: []string{"https://git.example.org/acme/web.git"},
+			refs:  []string{"refs/heads/main"},
+		},
+	}
+}
+
+func webhookServer(t *testing.T) (*testServer, chan api.Push) {
+	t.Helper()
+	var specs []api.WebhookSpec
+	for _, p := range api.Providers() {
+		specs = append(specs, api.WebhookSpec{Provider: p, Secret: api.NewToken("secret-of-" + p)})
+	}
+	hooks, err := api.NewWebhooks(specs, api.WebhooksOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fake{pushed: make(chan api.Push, 16)}
+	s := newTestServer(t, api.Options{Reconciler: f, Webhooks: hooks, MaxBody: 8 << 10})
+	s.fake = f
+	return s, f.pushed
+}
+
+func post(t *testing.T, s *testServer, path string, body []byte, headers map[string]string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", s.URL+path, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := s.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var buf bytes.Buffer
+	_, _ = buf.ReadFrom(resp.Body)
+	return resp.StatusCode, buf.String()
+}
+
+func TestWebhookDeliveriesOfEveryForge(t *testing.T) {
+	s, pushed := webhookServer(t)
+	for _, f := range forges() {
+		t.Run(f.provider, func(t *testing.T) {
+			body := readSample(t, f.sample)
+			secret := "secret-of-" + f.provider
+			path := "/api/v1/webhooks/" + f.provider
+
+			valid := f.headers(body, secret)
+			valid[f.delivery] = "delivery-1-" + f.provider
+			start := time.Now()
+			status, answer := post(t, s, path, body, valid)
+			if status != http.StatusAccepted || !strings.Contains(answer, `"accepted"`) {
+				t.Fatalf("valid delivery = %d %s, want 202 accepted", status, answer)
+			}
+			select {
+			case p := <-pushed:
+				if d := cmp.Diff(api.Push{Repositories: f.repos, Refs: f.refs}, p); d != "" {
+					t.Errorf("push handed to the reconciler (-want +got):\n%s", d)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("a valid delivery was not processed")
+			}
+			if took := time.Since(start); took > 5*time.Second {
+				t.Logf("delivery took %s", took) // no timing assertion; logged for the curious
+			}
+
+			if status, answer := post(t, s, path, body, valid); status != http.StatusOK || !strings.Contains(answer, `"duplicate"`) {
+				t.Errorf("redelivery of the same id = %d %s, want 200 duplicate", status, answer)
+			}
+
+			wrong := f.headers(body, "not-the-secret")
+			wrong[f.delivery] = "delivery-2-" + f.provider
+			if status, answer := post(t, s, path, body, wrong); status != http.StatusUnauthorized || !strings.Contains(answer, "does not match") {
+				t.Errorf("wrongly signed delivery = %d %s, want 401 naming the mismatch", status, answer)
+			}
+			tampered := f.headers(body, secret)
+			if f.provider != "gitlab" { // GitLab's token does not cover the body
+				if status, _ := post(t, s, path, append(bytes.TrimSpace(body), ' ', ' '), tampered); status != http.StatusUnauthorized {
+					t.Errorf("tampered body = %d, want 401", status)
+				}
+			}
+			missing := f.headers(body, secret)
+			for k := range missing {
+				if strings.Contains(k, "Signature") || strings.Contains(k, "Token") {
+					delete(missing, k)
+				}
+			}
+			if status, answer := post(t, s, path, body, missing); status != http.StatusUnauthorized || !strings.Contains(answer, "missing signature") {
+				t.Errorf("unsigned delivery = %d %s, want 401 missing signature", status, answer)
+			}
+			select {
+			case p := <-pushed:
+				t.Errorf("a refused delivery reached the reconciler: %+v", p)
+			default:
+			}
+		})
+	}
+}
+
+func TestWebhookIgnoresWhatIsNotAPushAndRefusesWhatItCannotTake(t *testing.T) {
+	s, pushed := webhookServer(t)
+	ping := readSample(t, "github-ping.json")
+	status, answer := post(t, s, "/api/v1/webhooks/github", ping, map[string]string{
+		"X-GitHub-Event": "ping", "X-Hub-Signature-256": "sha256=" + hexSign(ping, "secret-of-github")})
+	if status != http.StatusOK || !strings.Contains(answer, `"ignored"`) {
+		t.Errorf("ping = %d %s, want 200 ignored", status, answer)
+	}
+	big := []byte(fmt.Sprintf(`{"repository":"https://x.example/a.git","ref":"%s"}`, strings.Repeat("r", 9<<10)))
+	if status, answer := post(t, s, "/api/v1/webhooks/generic", big, map[string]string{"X-Skep-Signature": "sha256=" + hexSign(big, "secret-of-generic")}); status != http.StatusRequestEntityTooLarge {
+		t.Errorf("oversized delivery = %d %s, want 413", status, answer)
+	}
+	bad := []byte(`{"repository":"https://x.example/a.git","extra":true}`)
+	if status, answer := post(t, s, "/api/v1/webhooks/generic", bad, map[string]string{"X-Skep-Signature": "sha256=" + hexSign(bad, "secret-of-generic")}); status != http.StatusBadRequest {
+		t.Errorf("generic payload with an unknown field = %d %s, want 400", status, answer)
+	}
+	if status, _ := post(t, s, "/api/v1/webhooks/svn", ping, nil); status != http.StatusNotFound {
+		t.Errorf("unknown provider = %d, want 404", status)
+	}
+	select {
+	case p := <-pushed:
+		t.Errorf("nothing should have reached the reconciler, got %+v", p)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+func TestWebhookQueueFullAnswers503AndForgetsTheDelivery(t *testing.T) {
+	hooks, err := api.NewWebhooks([]api.WebhookSpec{{Provider: "generic", Secret: api.NewToken("k")}}, api.WebhooksOptions{Queue: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fake{pushed: make(chan api.Push)} // unbuffered and never read: the worker blocks
+	s := newTestServer(t, api.Options{Reconciler: f, Webhooks: hooks})
+	body := readSample(t, "generic-push.json")
+	h := func(id string) map[string]string {
+		return map[string]string{"X-Skep-Signature": "sha256=" + hexSign(body, "k"), "X-Skep-Delivery": id}
+	}
+	var statuses []int
+	for i := range 4 {
+		st, _ := post(t, s, "/api/v1/webhooks/generic", body, h(fmt.Sprint(i)))
+		statuses = append(statuses, st)
+	}
+	if statuses[len(statuses)-1] != http.StatusServiceUnavailable {
+		t.Fatalf("statuses with a stuck worker = %v, want the last 503", statuses)
+	}
+	go func() { <-f.pushed }() // unblock one
+	// The refused delivery was forgotten, so its retry is not a duplicate.
+	var retry int
+	for range 50 {
+		retry, _ = post(t, s, "/api/v1/webhooks/generic", body, h("3"))
+		if retry != http.StatusServiceUnavailable {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if retry != http.StatusAccepted {
+		t.Errorf("retry of a refused delivery = %d, want 202", retry)
+	}
+}
+
+func TestVerifyWebhookErrors(t *testing.T) {
+	body := []byte(`{}`)
+	secret := api.NewToken("k")
+	for _, tc := range []struct {
+		name     string
+		provider string
+		header   http.Header
+		want     error
+	}{
+		{"github without signature", "github", http.Header{}, api.ErrMissingSignature},
+		{"github with sha1 form", "github", http.Header{"X-Hub-Signature-256": {"sha1=abc"}}, api.ErrBadSignature},
+		{"github with non-hex", "github", http.Header{"X-Hub-Signature-256": {"sha256=zz"}}, api.ErrBadSignature},
+		{"gitlab with a wrong token", "gitlab", http.Header{"X-Gitlab-Token": {"kk"}}, api.ErrBadSignature},
+		{"gitea without signature", "gitea", http.Header{}, api.ErrMissingSignature},
+		{"bitbucket right", "bitbucket", http.Header{"X-Hub-Signature": {"sha256=" + hexSign(body, "k")}}, nil},
+		{"gitlab right", "gitlab", http.Header{"X-Gitlab-Token": {"k"}}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := api.VerifyWebhook(tc.provider, tc.header, body, secret)
+			if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
+				t.Errorf("VerifyWebhook = %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestRepoKeyNormalisesWhatNamesOneRepository(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"https://github.com/acme/web.git", "github.com/acme/web"},
+		{"https://GitHub.com/Acme/Web/", "github.com/acme/web"},
+		{"git@github.com:acme/web.git", "github.com/acme/web"},
+		{"ssh://git@github.com:22/acme/web", "github.com/acme/web"},
+		{"http://user@127.0.0.1:3000/app.git", "127.0.0.1/app"},
+		{"/srv/git/app.git", "/srv/git/app"},
+		{"file:///srv/git/app.git", "/srv/git/app"},
+		{"", ""},
+		{"not a url", ""},
+	} {
+		if got := api.RepoKey(tc.in); got != tc.want {
+			t.Errorf("RepoKey(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestPushMatchesRepositoryAndRef(t *testing.T) {
+	push := api.Push{Repositories: []string{"https://github.com/acme/web.git"}, Refs: []string{"refs/heads/main"}}
+	for _, tc := range []struct {
+		repo, revision string
+		want           bool
+	}{
+		{"git@github.com:acme/web.git", "main", true},
+		{"https://github.com/acme/web", "refs/heads/main", true},
+		{"https://github.com/acme/web", "HEAD", true},
+		{"https://github.com/acme/web", "", true},
+		{"https://github.com/acme/web", "develop", false},
+		{"https://github.com/acme/web", strings.Repeat("a", 40), false},
+		{"https://github.com/acme/api", "main", false},
+	} {
+		if got := push.Matches(tc.repo, tc.revision); got != tc.want {
+			t.Errorf("Push.Matches(%q, %q) = %v, want %v", tc.repo, tc.revision, got, tc.want)
+		}
+	}
+	tag := api.Push{Repositories: []string{"https://github.com/acme/web.git"}, Refs: []string{"refs/tags/v1"}}
+	if !tag.Matches("https://github.com/acme/web", "v1") || tag.Matches("https://github.com/acme/web", "main") {
+		t.Error("a tag push must match the tag revision and not a branch")
+	}
+}
+
+func TestParseWebhooksFile(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "gh.key"), []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"GL_TOKEN": "tok"}
+	getenv := func(k string) string { return env[k] }
+	name := filepath.Join(dir, "webhooks.yaml")
+	good := "webhooks:\n  - provider: github\n    secretFile: gh.key\n  - provider: gitlab\n    secretEnv: GL_TOKEN\n"
+	specs, err := api.ParseWebhooks(name, []byte(good), getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(specs) != 2 || specs[0].Secret.Reveal() != "s3cret" || specs[1].Secret.Reveal() != "tok" {
+		t.Errorf("specs = %v", specs)
+	}
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"unknown provider", "webhooks:\n  - provider: svn\n    secretEnv: GL_TOKEN\n", ":2:15: webhooks[0].provider: want one of"},
+		{"unknown key", "webhooks:\n  - provider: github\n    secret: x\n", ":3:5: webhooks[0].secret: unknown key"},
+		{"no secret", "webhooks:\n  - provider: github\n", "webhooks[0]: no secret"},
+		{"unset variable", "webhooks:\n  - provider: github\n    secretEnv: NOPE\n", "webhooks[0].secretEnv: environment variable NOPE is not set"},
+		{"twice", "webhooks:\n  - {provider: github, secretEnv: GL_TOKEN}\n  - {provider: github, secretEnv: GL_TOKEN}\n", "webhooks[1].provider: \"github\" is configured twice"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := api.ParseWebhooks(name, []byte(tc.yaml), getenv)
+			var problems appset.Problems
+			if !errors.As(err, &problems) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("ParseWebhooks error = %v, want problems containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func FuzzParseWebhook(f *testing.F) {
+	entries, err := os.ReadDir(filepath.Join("testdata", "webhooks"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	seeds := 0
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".json") {
+			for _, p := range api.Providers() {
+				f.Add(p, readSample(f, e.Name()))
+				seeds++
+			}
+		}
+	}
+	if seeds == 0 {
+		f.Fatal("no fuzz seeds in testdata/webhooks")
+	}
+	headers := http.Header{"X-Github-Event": {"push"}, "X-Gitlab-Event": {"Push Hook"}, "X-Gitea-Event": {"push"}, "X-Event-Key": {"repo:push"}}
+	f.Fuzz(func(t *testing.T, provider string, body []byte) {
+		push, isPush, err := api.ParseWebhook(provider, headers, body)
+		if err == nil && isPush {
+			// Property: an accepted push names at least one matchable repository.
+			ok := false
+			for _, r := range push.Repositories {
+				ok = ok || api.RepoKey(r) != ""
+			}
+			if !ok {
+				t.Errorf("ParseWebhook(%s) accepted a push naming no repository: %+v", provider, push)
+			}
+		}
+	})
+}
+
+func FuzzRepoKey(f *testing.F) {
+	for _, s := range []string{"https://github.com/acme/web.git", "git@host:a/b", "/srv/x.git", "ssh://u@h:22/p", "::", "@:"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		k := api.RepoKey(s)
+		// Property: a key is lower-case and stable under normalising again
+		// as a URL of the same host and path.
+		if k != strings.ToLower(k) {
+			t.Errorf("RepoKey(%q) = %q is not lower-case", s, k)
+		}
+		if k != "" && !strings.HasPrefix(k, "/") {
+			if again := api.RepoKey("https://" + k); again != k {
+				t.Errorf("RepoKey(https://%s) = %q, want %q", k, again, k)
+			}
+		}
+	})
+}
