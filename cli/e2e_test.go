@@ -1,0 +1,371 @@
+package cli_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/skep-cd/skep/api"
+	"github.com/skep-cd/skep/harness"
+)
+
+// skepBinary is the skep binary TestMain builds once for the end-to-end
+// tests, which run it as people do: as subprocesses.
+var skepBinary string
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if !testing.Short() {
+		dir, err := os.MkdirTemp("", "skep-cli-e2e")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		skepBinary = filepath.Join(dir, "skep")
+		build := exec.Command("go", "build", "-o", skepBinary, "../cmd/skep")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "build skep:", err)
+			os.Exit(1)
+		}
+		code := m.Run()
+		os.RemoveAll(dir)
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
+
+// cliEnv is a running `skep controller` subprocess and the environment
+// the CLI needs to reach it.
+type cliEnv struct {
+	env    []string
+	server string
+	ns     string
+	repo   *harness.Repo
+	v1, v2 string
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func startController(t *testing.T) *cliEnv {
+	t.Helper()
+	if skepBinary == "" {
+		t.Skip("no skep binary in -short mode")
+	}
+	cli := harness.RequireSwarm(t)
+	git := harness.StartGitServer(t, harness.GitServerOptions{})
+	e := &cliEnv{
+		ns: harness.Name(t, "cli"),
+		v1: harness.TestImage(t, cli, harness.ImageOptions{Version: "v1"}),
+		v2: harness.TestImage(t, cli, harness.ImageOptions{Version: "v2"}),
+	}
+	harness.CleanupStack(t, cli, e.ns)
+	e.repo = git.CreateRepo(t, "app")
+	e.repo.Commit(t, "main", map[string]string{"compose.yaml": fmt.Sprintf(`services:
+  web:
+    image: ${IMAGE}
+    deploy: {endpoint_mode: dnsrr, replicas: 1}
+    ports: [{target: 8080, published: %d, mode: host}]
+`, harness.FreePort(t)), ".env": "IMAGE=" + e.v1 + "\n"})
+	dir := t.TempDir()
+	apps := filepath.Join(dir, "apps.yaml")
+	if err := os.WriteFile(apps, []byte(fmt.Sprintf(`apiVersion: skep/v1
+applications:
+  - name: web
+    release: %s
+    source: {repo: %s, revision: main}
+    syncPolicy: {automated: false, interval: 1h, resolveImage: never}
+`, e.ns, e.repo.URL)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tokenFile := filepath.Join(dir, "admin.token")
+	if err := os.WriteFile(tokenFile, []byte("cli-e2e-admin-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	e.server = "http://" + addr
+	ctrl := exec.Command(skepBinary, "controller", "--config", apps, "--listen", addr, "--data", filepath.Join(dir, "data"),
+		"--controller-id", harness.Name(t, "ctl"), "--log-level", "debug")
+	ctrl.Env = append(os.Environ(), "SKEP_ADMIN_TOKEN_FILE="+tokenFile)
+	ctrl.Stdout, ctrl.Stderr = t.Output(), t.Output()
+	if err := ctrl.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- ctrl.Wait() }()
+	t.Cleanup(func() {
+		_ = ctrl.Process.Signal(syscall.SIGINT)
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Errorf("controller exited with %v after SIGINT", err)
+			}
+		case <-time.After(30 * time.Second):
+			_ = ctrl.Process.Kill()
+			t.Error("controller did not stop within 30s of SIGINT")
+		}
+	})
+	e.env = append(os.Environ(), "SKEP_SERVER="+e.server, "SKEP_TOKEN_FILE="+tokenFile, "HOME="+dir, "SKEP_TOKEN=", "SKEP_CONFIG=")
+	harness.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
+		req, _ := http.NewRequestWithContext(ctx, "GET", e.server+"/readyz", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false, err.Error()
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200, resp.Status
+	})
+	return e
+}
+
+// run runs skep with args and returns stdout, stderr and the exit code.
+func (e *cliEnv) run(t *testing.T, env []string, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, skepBinary, args...)
+	cmd.Env = env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if exit, ok := err.(*exec.ExitError); ok {
+		code = exit.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run skep %v: %v", args, err)
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+// ok runs skep and fails the test unless it exits 0.
+func (e *cliEnv) ok(t *testing.T, args ...string) string {
+	t.Helper()
+	out, errOut, code := e.run(t, e.env, args...)
+	if code != 0 {
+		t.Fatalf("skep %s exited %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, out, errOut)
+	}
+	return out
+}
+
+func (e *cliEnv) appJSON(t *testing.T) api.ApplicationDetail {
+	t.Helper()
+	var d api.ApplicationDetail
+	if err := json.Unmarshal([]byte(e.ok(t, "app", "get", "web", "-o", "json")), &d); err != nil {
+		t.Fatalf("skep app get -o json is not the API's JSON: %v", err)
+	}
+	return d
+}
+
+func liveImage(d api.ApplicationDetail) string {
+	for _, r := range d.Releases {
+		for _, s := range r.Services {
+			return s.Image
+		}
+	}
+	return ""
+}
+
+// follower runs `skep events --follow -o json` and collects its lines.
+type follower struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (f *follower) events() []map[string]any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []map[string]any
+	for _, l := range f.lines {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func (e *cliEnv) follow(t *testing.T) *follower {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	cmd := exec.CommandContext(ctx, skepBinary, "events", "--follow", "--app", "web", "-o", "json")
+	cmd.Env = e.env
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = t.Output()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	f := &follower{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			f.mu.Lock()
+			f.lines = append(f.lines, sc.Text())
+			f.mu.Unlock()
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		_ = cmd.Wait()
+	})
+	return f
+}
+
+func TestCLIEndToEnd(t *testing.T) {
+	e := startController(t)
+	first := e.repo.Head(t, "main")
+	events := e.follow(t)
+
+	t.Run("list shows the application out of sync", func(t *testing.T) {
+		harness.Eventually(t, time.Minute, func(context.Context) (bool, string) {
+			out := e.ok(t, "app", "list")
+			return strings.Contains(out, "web") && strings.Contains(out, "out-of-sync"), out
+		})
+		var list api.ApplicationList
+		if err := json.Unmarshal([]byte(e.ok(t, "app", "list", "-o", "json")), &list); err != nil || len(list.Applications) != 1 {
+			t.Errorf("app list -o json = %+v, %v", list, err)
+		}
+		if out := e.ok(t, "app", "list", "-o", "yaml"); !strings.Contains(out, "applications:\n  - name: web") {
+			t.Errorf("app list -o yaml:\n%s", out)
+		}
+	})
+
+	t.Run("diff shows the install", func(t *testing.T) {
+		if out := e.ok(t, "app", "diff", "web"); !strings.Contains(out, "install") || !strings.Contains(out, e.ns+"_web") && !strings.Contains(out, "web") {
+			t.Errorf("app diff:\n%s", out)
+		}
+	})
+
+	t.Run("sync --wait deploys, shows progress and exits with the outcome", func(t *testing.T) {
+		out := e.ok(t, "app", "sync", "web", "--wait")
+		for _, want := range []string{"queued", "succeeded", "services 1/1 converged"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("sync --wait output lacks %q:\n%s", want, out)
+			}
+		}
+		if img := liveImage(e.appJSON(t)); img != e.v1 {
+			t.Errorf("image after sync = %q, want %q", img, e.v1)
+		}
+	})
+
+	t.Run("get shows the release and its task", func(t *testing.T) {
+		out := e.ok(t, "app", "get", "web")
+		for _, want := range []string{"Release " + e.ns + ": revision 1", e.ns + "_web", "running/running", "Last sync:"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("app get lacks %q:\n%s", want, out)
+			}
+		}
+	})
+
+	second := e.repo.Commit(t, "main", map[string]string{".env": "IMAGE=" + e.v2 + "\n"})
+	t.Run("refresh then sync deploys the new commit", func(t *testing.T) {
+		e.ok(t, "app", "refresh", "web")
+		harness.Eventually(t, 30*time.Second, func(context.Context) (bool, string) {
+			a := e.appJSON(t).Application
+			return a.Revision == second, "revision " + a.Revision
+		})
+		e.ok(t, "app", "sync", "web", "--wait")
+		if img := liveImage(e.appJSON(t)); img != e.v2 {
+			t.Errorf("image after second sync = %q, want %q", img, e.v2)
+		}
+	})
+
+	t.Run("history lists both revisions by admin", func(t *testing.T) {
+		out := e.ok(t, "app", "history", "web")
+		if !strings.Contains(out, first[:12]) || !strings.Contains(out, second[:12]) || !strings.Contains(out, "admin") {
+			t.Errorf("app history:\n%s", out)
+		}
+		var h api.History
+		if err := json.Unmarshal([]byte(e.ok(t, "app", "history", "web", "-o", "json")), &h); err != nil || len(h.Releases[0].Revisions) != 2 {
+			t.Errorf("app history -o json = %+v, %v", h, err)
+		}
+	})
+
+	t.Run("rollback --wait redeploys revision 1 and holds", func(t *testing.T) {
+		out := e.ok(t, "app", "rollback", "web", "1", "--wait")
+		if !strings.Contains(out, "held there") || !strings.Contains(out, "succeeded") {
+			t.Errorf("rollback output:\n%s", out)
+		}
+		d := e.appJSON(t)
+		if img := liveImage(d); img != e.v1 || d.Application.Held == nil || d.Application.Held.Revision != first {
+			t.Errorf("after rollback: image %q held %+v, want %q held at %s", img, d.Application.Held, e.v1, first)
+		}
+		if out := e.ok(t, "app", "list"); !strings.Contains(out, "(held)") {
+			t.Errorf("app list does not show the hold:\n%s", out)
+		}
+	})
+
+	t.Run("events --follow streamed the syncs with the actor", func(t *testing.T) {
+		harness.Eventually(t, 30*time.Second, func(context.Context) (bool, string) {
+			n := 0
+			for _, ev := range events.events() {
+				if ev["type"] == "sync-succeeded" && ev["actor"] == "admin" && ev["application"] == "web" {
+					n++
+				}
+			}
+			return n == 3, fmt.Sprintf("%d sync-succeeded by admin in %v", n, events.events())
+		})
+		if out := e.ok(t, "events", "--app", "web", "--type", "sync-started"); strings.Count(out, "sync-started") != 3 {
+			t.Errorf("events --type sync-started:\n%s", out)
+		}
+	})
+
+	t.Run("status reports a ready controller", func(t *testing.T) {
+		if out := e.ok(t, "status"); !strings.Contains(out, "Ready:         true") && !strings.Contains(out, "true") {
+			t.Errorf("status:\n%s", out)
+		}
+	})
+
+	t.Run("failures exit non-zero with a clear message", func(t *testing.T) {
+		env := append(append([]string(nil), e.env...), "SKEP_TOKEN_FILE=", "SKEP_TOKEN=wrong")
+		for _, tc := range []struct {
+			name string
+			env  []string
+			args []string
+			want string
+		}{
+			{"unknown token", env, []string{"app", "list"}, "unauthorized"},
+			{"unknown application", e.env, []string{"app", "get", "nope"}, "not found"},
+			{"unreachable server", append(append([]string(nil), e.env...), "SKEP_SERVER=http://"+freeAddr(t)), []string{"status"}, "cannot reach skep"},
+			{"bad output format", e.env, []string{"app", "list", "-o", "xml"}, "--output"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				_, errOut, code := e.run(t, tc.env, tc.args...)
+				if code == 0 || !strings.Contains(errOut, tc.want) {
+					t.Errorf("skep %v exited %d with %q, want non-zero naming %q", tc.args, code, errOut, tc.want)
+				}
+				if strings.Contains(errOut, "cli-e2e-admin-token") {
+					t.Error("an error printed the token")
+				}
+			})
+		}
+	})
+}
