@@ -47,3 +47,43 @@ func TestEnqueueCoalescesAndKeepsTheSync(t *testing.T) {
 		t.Fatalf("coalesced request = %+v, want the first sync, by alice", got)
 	}
 }
+
+func TestEnqueueReportsTheRequestThatWillRun(t *testing.T) {
+	prune := false
+	for _, tc := range []struct {
+		name       string
+		queued     *Request
+		req        Request
+		want       Request
+		wantMerged bool
+	}{
+		{name: "an empty queue takes the request as it is",
+			req: Request{Sync: true, ID: 7, Actor: "alice"}, want: Request{Sync: true, ID: 7, Actor: "alice"}},
+		{name: "a sync replaces a queued tick and is not merged",
+			queued: &Request{}, req: Request{Sync: true, ID: 8, Actor: "bob"}, want: Request{Sync: true, ID: 8, Actor: "bob"}},
+		{name: "a plain sync joins a queued sync, keeping its id and actor",
+			queued: &Request{Sync: true, ID: 3, Actor: "alice"}, req: Request{Sync: true, ID: 9, Actor: "bob"},
+			want: Request{Sync: true, ID: 3, Actor: "alice"}, wantMerged: true},
+		{name: "a sync with a revision brings it, and its actor, into the queued sync's id",
+			queued: &Request{Sync: true, ID: 3, Actor: "alice"}, req: Request{Sync: true, ID: 9, Actor: "bob", Revision: "abc", Prune: &prune},
+			want: Request{Sync: true, ID: 3, Actor: "bob", Revision: "abc", Prune: &prune}, wantMerged: true},
+		{name: "a tick joins a queued sync without changing it",
+			queued: &Request{Sync: true, ID: 3, Actor: "alice", Revision: "abc"}, req: Request{},
+			want: Request{Sync: true, ID: 3, Actor: "alice", Revision: "abc"}, wantMerged: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &worker{requests: make(chan Request, 1)}
+			if tc.queued != nil {
+				w.requests <- *tc.queued
+			}
+			got, merged := w.enqueue(tc.req)
+			if got.ID != tc.want.ID || got.Actor != tc.want.Actor || got.Revision != tc.want.Revision || got.Sync != tc.want.Sync ||
+				(got.Prune == nil) != (tc.want.Prune == nil) || merged != tc.wantMerged {
+				t.Errorf("enqueue = %+v, merged %v; want %+v, merged %v", got, merged, tc.want, tc.wantMerged)
+			}
+			if queued := <-w.requests; queued.ID != got.ID || queued.Revision != got.Revision {
+				t.Errorf("queued %+v, but enqueue reported %+v", queued, got)
+			}
+		})
+	}
+}
