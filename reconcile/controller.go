@@ -70,10 +70,10 @@ type Controller struct {
 
 	appSetMu sync.Mutex // serialises onAppSet between Run and RefreshRepository
 	mu       sync.Mutex
-	apps    map[string]appset.Application
-	workers map[string]*worker
-	wg      sync.WaitGroup
-	runCtx  context.Context // set by Run for workers started later; never a request's
+	apps     map[string]appset.Application
+	workers  map[string]*worker
+	wg       sync.WaitGroup
+	runCtx   context.Context // set by Run for workers started later; never a request's
 }
 
 // New validates opts and returns a Controller that does nothing until Run.
