@@ -41,10 +41,18 @@ type Application struct {
 	Automated      bool     `json:"automated"`
 	// Sync is synced, out-of-sync or unknown.
 	Sync string `json:"sync"`
-	// Health is HealthUnknown until health evaluation lands.
-	Health string `json:"health"`
-	// Drift lists live drift findings; empty until live drift lands.
+	// Health is the worst health of the application's services;
+	// HealthMessage names that service and why.
+	Health        string `json:"health"`
+	HealthMessage string `json:"healthMessage,omitempty"`
+	// DriftReason is "git" when git moved past the recorded revision,
+	// "live" when the swarm moved behind the controller, "" when in sync.
+	DriftReason string `json:"driftReason,omitempty"`
+	// Drift lists live drift findings (driftDetection: live).
 	Drift []DriftFinding `json:"drift"`
+	// Unmanaged names objects in a release's namespace that prune may
+	// never touch.
+	Unmanaged []string `json:"unmanaged,omitempty"`
 	// Revision is the commit the last reconcile compared; DeployedRevision
 	// the commit of the last revision applied.
 	Revision         string `json:"revision,omitempty"`
@@ -68,7 +76,12 @@ type Application struct {
 type DriftFinding struct {
 	Release string `json:"release"`
 	Service string `json:"service"`
+	// Kind is modified, missing, unexpected or rolled-back.
+	Kind    string `json:"kind"`
 	Path    string `json:"path"`
+	Field   string `json:"field,omitempty"`
+	Desired string `json:"desired,omitempty"`
+	Live    string `json:"live,omitempty"`
 	Message string `json:"message,omitempty"`
 }
 

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -42,6 +43,17 @@ type controllerFlags struct {
 	controllerID   string
 	logFormat      string
 	logLevel       string
+	// Controller only (see registerController).
+	prune         bool
+	ownStack      string
+	notifications string
+}
+
+// registerController adds the flags only a long-running controller takes.
+func (f *controllerFlags) registerController(fs *pflag.FlagSet) {
+	fs.BoolVar(&f.prune, "prune", false, "remove the releases of applications that left the app set (proved by ownership labels and revisions)")
+	fs.StringVar(&f.ownStack, "own-stack", "", "the stack the controller itself runs in; never pruned")
+	fs.StringVar(&f.notifications, "notifications", "", "YAML file of outbound notifiers (webhooks, chat, e-mail) and their routing")
 }
 
 func (f *controllerFlags) register(fs *pflag.FlagSet) {
@@ -104,11 +116,13 @@ func (f *controllerFlags) source(git *gitsource.Cache) (appset.Source, string, e
 // build wires a controller from the flags: git cache, swarm client,
 // notifiers. The returned close releases the swarm client.
 func (f *controllerFlags) build(ctx context.Context, logger *slog.Logger, notifier *notify.Registry) (*reconcile.Controller, func(), error) {
-	return f.buildWith(ctx, logger, notifier, nil)
+	return f.buildWith(ctx, logger, notifier, nil, false)
 }
 
-// buildWith is build with an observer of every reconcile (the metrics).
-func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, notifier *notify.Registry, observer reconcile.Observer) (*reconcile.Controller, func(), error) {
+// buildWith is build with an observer of every reconcile (the metrics) and,
+// when live is set, the swarm's live snapshot: health, live drift, the write
+// gate and prune need it, and the controller runs it.
+func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, notifier *notify.Registry, observer reconcile.Observer, live bool) (*reconcile.Controller, func(), error) {
 	var creds *gitsource.Credentials
 	if path := os.Getenv(EnvGitCredentialsFile); path != "" {
 		var err error
@@ -128,16 +142,23 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 	if err != nil {
 		return nil, nil, err
 	}
+	var watcher *swarm.Watcher
+	if live {
+		watcher = swarm.NewWatcher(engine, swarm.WatcherOptions{Logger: logger})
+	}
 	ctrl, err := reconcile.New(reconcile.Options{
-		ControllerID:   f.controllerID,
-		AppSet:         source,
-		AppSetName:     describe,
-		AppSetInterval: f.appsetInterval,
-		Git:            git,
-		Engine:         engine,
-		Notifier:       notifier,
-		Logger:         logger,
-		Observer:       observer,
+		Live:              watcher,
+		PruneApplications: f.prune,
+		OwnStack:          f.ownStack,
+		ControllerID:      f.controllerID,
+		AppSet:            source,
+		AppSetName:        describe,
+		AppSetInterval:    f.appsetInterval,
+		Git:               git,
+		Engine:            engine,
+		Notifier:          notifier,
+		Logger:            logger,
+		Observer:          observer,
 	})
 	if err != nil {
 		_ = engine.Close()
@@ -237,6 +258,7 @@ func newControllerCommand() *cobra.Command {
 		},
 	}
 	flags.register(cmd.Flags())
+	flags.registerController(cmd.Flags())
 	apiOpts.register(cmd.Flags())
 	return cmd
 }
@@ -280,6 +302,19 @@ func runController(ctx context.Context, logger *slog.Logger, flags *controllerFl
 	var notifier notify.Registry
 	notifier.Register(notify.NewLog(logger))
 	notifier.Register(recorder)
+	if flags.notifications != "" {
+		cfg, err := notify.LoadConfig(flags.notifications)
+		if err != nil {
+			return &ExitError{Code: ExitFailure, Err: err}
+		}
+		outbound, err := notify.Build(cfg, logger)
+		if err != nil {
+			return &ExitError{Code: ExitFailure, Err: fmt.Errorf("notifications: %w", err)}
+		}
+		for _, n := range outbound {
+			notifier.Register(n)
+		}
+	}
 
 	var ctrl *reconcile.Controller
 	metrics := api.NewMetrics(api.MetricsOptions{
@@ -289,13 +324,14 @@ func runController(ctx context.Context, logger *slog.Logger, flags *controllerFl
 			}
 			var out []api.AppState
 			for _, st := range ctrl.Statuses().List() {
-				out = append(out, api.AppState{Name: st.Name, Sync: string(st.Sync), Health: api.HealthUnknown})
+				out = append(out, api.AppState{Name: st.Name, Sync: string(st.Sync),
+					Health: cmp.Or(string(st.Health), api.HealthUnknown), DriftFindings: len(st.Findings)})
 			}
 			return out
 		},
 		Version: version.Get().Version, Commit: version.Get().Commit,
 	})
-	ctrl, closeEngine, err := flags.buildWith(ctx, logger, &notifier, metrics)
+	ctrl, closeEngine, err := flags.buildWith(ctx, logger, &notifier, metrics, true)
 	if err != nil {
 		return err
 	}
@@ -316,7 +352,7 @@ func runController(ctx context.Context, logger *slog.Logger, flags *controllerFl
 	if err != nil {
 		return err
 	}
-	return serveController(ctx, logger, ctrl, apiServer, metrics, apiOpts, certs, recorder, broker, db)
+	return serveController(ctx, logger, ctrl, apiServer, metrics, apiOpts, certs, notifier.Notifiers(), broker, db)
 }
 
 // registerCounters exports counts kept by other packages: the git cache's
@@ -346,7 +382,7 @@ func registerCounters(m *api.Metrics, ctrl *reconcile.Controller, notifier *noti
 
 // serveController runs the controller and the API until ctx ends.
 func serveController(ctx context.Context, logger *slog.Logger, ctrl *reconcile.Controller, apiServer *api.Server,
-	metrics *api.Metrics, opts *apiFlags, certs *api.CertReloader, recorder *notify.Recorder, broker *notify.Broker, db *store.Store) error {
+	metrics *api.Metrics, opts *apiFlags, certs *api.CertReloader, runners []notify.Notifier, broker *notify.Broker, db *store.Store) error {
 	ln, err := net.Listen("tcp", opts.listen)
 	if err != nil {
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("listen on %s: %w", opts.listen, err)}
@@ -391,7 +427,8 @@ func serveController(ctx context.Context, logger *slog.Logger, ctrl *reconcile.C
 	bg, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
 	var bgWG sync.WaitGroup
 	bgWG.Add(2)
-	go func() { defer bgWG.Done(); _ = recorder.Run(bg) }()
+	// The recorder and the outbound notifiers deliver from their queues.
+	go func() { defer bgWG.Done(); _ = notify.RunAll(bg, runners) }()
 	go func() { defer bgWG.Done(); apiServer.Run(bg) }()
 	if db != nil {
 		bgWG.Add(1)

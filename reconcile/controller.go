@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,8 @@ import (
 	"github.com/skep-cd/skep/appset"
 	"github.com/skep-cd/skep/gitsource"
 	"github.com/skep-cd/skep/notify"
+	"github.com/skep-cd/skep/stack"
+	"github.com/skep-cd/skep/swarm"
 )
 
 // ErrUnknownApplication is returned for a name the running app set lacks.
@@ -43,6 +46,16 @@ type Options struct {
 	Now func() time.Time
 	// Observer is told what each reconcile took (metrics); nil means none.
 	Observer Observer
+	// Live is the swarm's live snapshot, kept fresh by the events stream;
+	// Run runs it. Without it there is no health, live drift, write gate or
+	// prune (tests of the pure loop and `skep deploy` run without).
+	Live *swarm.Watcher
+	// PruneApplications removes the releases of applications that left the
+	// app set (controller flag --prune).
+	PruneApplications bool
+	// OwnStack is the stack the controller itself runs in; nothing in it is
+	// ever pruned.
+	OwnStack string
 }
 
 // Observer is told about each reconcile when it ends. It must return
@@ -54,19 +67,23 @@ type Observer interface {
 // Controller keeps every application of an app set at what git declares.
 // Its methods are safe for concurrent use.
 type Controller struct {
-	id       string
-	git      *gitsource.Cache
-	engine   apply.Engine
-	notifier *notify.Registry
-	log      *slog.Logger
-	now      func() time.Time
-	watcher  *appset.Watcher
-	interval time.Duration
-	source   string
-	status   *Statuses
-	observer Observer
-	appSet   appset.Source
-	syncs    atomic.Uint64 // last sync id handed out
+	id        string
+	git       *gitsource.Cache
+	engine    apply.Engine
+	notifier  *notify.Registry
+	log       *slog.Logger
+	now       func() time.Time
+	watcher   *appset.Watcher
+	interval  time.Duration
+	source    string
+	status    *Statuses
+	observer  Observer
+	appSet    appset.Source
+	syncs     atomic.Uint64 // last sync id handed out
+	live      *swarm.Watcher
+	pruneApps bool
+	ownStack  string
+	rendered  map[string]stack.Release // by application: the last render, for health
 
 	appSetMu sync.Mutex // serialises onAppSet between Run and RefreshRepository
 	mu       sync.Mutex
@@ -87,20 +104,24 @@ func New(opts Options) (*Controller, error) {
 		return nil, errors.New("controller: no docker engine")
 	}
 	c := &Controller{
-		id:       opts.ControllerID,
-		git:      opts.Git,
-		engine:   opts.Engine,
-		notifier: opts.Notifier,
-		log:      opts.Logger,
-		now:      opts.Now,
-		watcher:  appset.NewWatcher(opts.AppSet),
-		interval: opts.AppSetInterval,
-		source:   opts.AppSetName,
-		status:   NewStatuses(),
-		observer: opts.Observer,
-		appSet:   opts.AppSet,
-		apps:     map[string]appset.Application{},
-		workers:  map[string]*worker{},
+		id:        opts.ControllerID,
+		git:       opts.Git,
+		engine:    opts.Engine,
+		notifier:  opts.Notifier,
+		log:       opts.Logger,
+		now:       opts.Now,
+		watcher:   appset.NewWatcher(opts.AppSet),
+		interval:  opts.AppSetInterval,
+		source:    opts.AppSetName,
+		status:    NewStatuses(),
+		observer:  opts.Observer,
+		appSet:    opts.AppSet,
+		apps:      map[string]appset.Application{},
+		workers:   map[string]*worker{},
+		rendered:  map[string]stack.Release{},
+		live:      opts.Live,
+		pruneApps: opts.PruneApplications,
+		ownStack:  opts.OwnStack,
 	}
 	if c.id == "" {
 		c.id = "default"
@@ -134,9 +155,85 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.mu.Lock()
 	c.runCtx = ctx
 	c.mu.Unlock()
+	var side sync.WaitGroup
+	if c.live != nil {
+		side.Add(2)
+		go func() {
+			defer side.Done()
+			if err := c.live.Run(ctx); err != nil {
+				c.log.Error("live snapshot stopped", "err", err)
+			}
+		}()
+		go func() {
+			defer side.Done()
+			c.followSwarm(ctx)
+		}()
+	}
 	c.watcher.Run(ctx, c.interval, c.onAppSet)
+	side.Wait()
 	c.stopAll()
 	return nil
+}
+
+// followSwarm reacts to the live snapshot: it refreshes health, wakes the
+// applications that watch for live drift, and looks for releases to prune
+// on every app-set interval.
+func (c *Controller) followSwarm(ctx context.Context) {
+	changes := c.live.Subscribe(ctx)
+	tick := time.NewTicker(c.interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-changes:
+			if !ok {
+				return
+			}
+			c.refreshHealth()
+			c.wakeLiveDrift()
+		case <-tick.C:
+			if c.Loaded() {
+				c.pruneReleases(ctx)
+				c.status.SetPruneChecked(c.now())
+			}
+		}
+	}
+}
+
+// remember keeps app's last render for health between reconciles.
+func (c *Controller) remember(app string, rel stack.Release) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.rendered[app] = rel
+}
+
+// refreshHealth recomputes every application's health from the snapshot.
+func (c *Controller) refreshHealth() {
+	snap := c.live.Current()
+	c.mu.Lock()
+	rendered := maps.Clone(c.rendered)
+	c.mu.Unlock()
+	for app, rel := range rendered {
+		h := releaseHealth(rel, snap)
+		c.status.Update(app, func(s *AppStatus) {
+			s.Health, s.HealthMessage, s.Running, s.Desired = h.State, h.Message, h.Running, h.Desired
+		})
+	}
+}
+
+// wakeLiveDrift queues a tick for every healthy-looking application with
+// live drift detection, so an out-of-band change is seen in seconds. A
+// failing application keeps its backoff.
+func (c *Controller) wakeLiveDrift() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, w := range c.workers {
+		app := c.apps[name]
+		if st, _ := c.status.Get(name); app.DriftDetection == appset.DriftLive && st.LastErrorClass == "" && st.Phase != api.PhaseApplying {
+			w.enqueue(Request{})
+		}
+	}
 }
 
 // LoadAppSet loads the app set once and applies it to the workers' view
@@ -265,6 +362,8 @@ func (c *Controller) ReconcileOnce(ctx context.Context, name string, req Request
 type appState struct {
 	stalledCommit string // a commit that failed to render: not retried until git moves
 	driftCommit   string // the commit a drift-detected event was raised for
+	liveDrift     string // the live drift findings last reported, as one line
+	rolledBack    string // the commit whose rollout Swarm rolled back, reported once
 	failures      int
 }
 

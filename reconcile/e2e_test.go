@@ -116,6 +116,13 @@ func (e *env) app(name string, automated bool) string {
 
 func (e *env) controller(t *testing.T, source appset.Source) *reconcile.Controller {
 	t.Helper()
+	return e.controllerWith(t, source, reconcile.Options{})
+}
+
+// controllerWith builds a controller like the binary does, with the live
+// snapshot, taking PruneApplications and OwnStack from opts.
+func (e *env) controllerWith(t *testing.T, source appset.Source, opts reconcile.Options) *reconcile.Controller {
+	t.Helper()
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	git, err := gitsource.New(gitsource.Options{Dir: t.TempDir(), Logger: logger, RefsMaxAge: 500 * time.Millisecond})
 	if err != nil {
@@ -131,6 +138,8 @@ func (e *env) controller(t *testing.T, source appset.Source) *reconcile.Controll
 	ctrl, err := reconcile.New(reconcile.Options{
 		ControllerID: e.id, AppSet: source, AppSetInterval: time.Second,
 		Git: git, Engine: engine, Notifier: &reg, Logger: logger,
+		Live:              skepswarm.NewWatcher(engine, skepswarm.WatcherOptions{Logger: logger}),
+		PruneApplications: opts.PruneApplications, OwnStack: opts.OwnStack,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -25,6 +25,7 @@ type Outcome struct {
 	Recorded *apply.Revision
 
 	applyTook time.Duration // zero when nothing was applied
+	liveDrift bool          // the swarm moved and is not corrected (yet)
 }
 
 // desired is an application rendered at one commit, with what the git
@@ -161,25 +162,92 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 	if err != nil {
 		return out, err
 	}
+	c.remember(app.Name, d.release)
+	if err := c.observeLive(ctx, app, d, p, req, st, &out); err != nil {
+		return out, err
+	}
 	apply := req.Sync || (app.SyncPolicy.Automated && p.Changed())
 	if !apply {
 		if p.Changed() && st.driftCommit != d.commit {
 			st.driftCommit = d.commit
 			c.emit(ctx, app, notify.DriftDetected, d.commit, p.Summary())
 		}
+		if !p.Changed() {
+			c.pruneResources(ctx, app, d, req)
+		}
 		return out, nil
 	}
-	return c.apply(ctx, app, d, p, req, out)
+	out, err = c.apply(ctx, app, d, p, req, out)
+	if err == nil {
+		c.pruneResources(ctx, app, d, req)
+	} else if c.live != nil && rolledBack(d.release, c.live.Current()) != "" {
+		st.rolledBack = d.commit // reported by the failed sync already
+	}
+	return out, err
+}
+
+// observeLive reads the live snapshot for app: health, a rollout Swarm
+// rolled back, and live drift, which an automated application (or a sync)
+// corrects. It does nothing without a live snapshot.
+func (c *Controller) observeLive(ctx context.Context, app appset.Application, d desired, p plan.Release, req Request, st *appState, out *Outcome) error {
+	if c.live == nil {
+		return nil
+	}
+	snap := c.live.Current()
+	h := releaseHealth(d.release, snap)
+	var findings []plan.Finding
+	if !p.Changed() && app.DriftDetection == appset.DriftLive && !snap.ReadFailed() {
+		findings = c.liveDrift(app, d.release, snap)
+	}
+	c.status.Update(app.Name, func(s *AppStatus) {
+		s.Health, s.HealthMessage, s.Running, s.Desired = h.State, h.Message, h.Running, h.Desired
+		s.Findings = findings
+	})
+	out.liveDrift = len(findings) > 0
+	if p.Changed() {
+		return nil
+	}
+	// A rollout Swarm rolled back is a failed sync of that commit, reported
+	// once, and never pushed again until git moves or someone syncs.
+	if why := rolledBack(d.release, snap); why != "" && !req.Sync {
+		err := &StalledError{Err: fmt.Errorf("release %s at %s: %s", app.Release, short(d.commit), why)}
+		if st.rolledBack != d.commit {
+			st.rolledBack = d.commit
+			c.emit(ctx, app, notify.SyncFailed, d.commit, err.Error())
+		}
+		return err
+	}
+	if len(findings) == 0 {
+		st.liveDrift = ""
+		return nil
+	}
+	if line := describeFindings(findings); st.liveDrift != line {
+		st.liveDrift = line
+		c.emit(ctx, app, notify.LiveDriftDetected, d.commit, fmt.Sprintf("release %s: %s", app.Release, line))
+	}
+	if len(correctable(findings)) == 0 || req.Sync || !app.SyncPolicy.Automated {
+		return nil // a sync redeploys everything anyway; a manual app only reports
+	}
+	if err := c.correct(ctx, app, d, findings); err != nil {
+		return err
+	}
+	out.liveDrift = false
+	st.liveDrift = ""
+	c.status.Update(app.Name, func(s *AppStatus) { s.Findings = nil })
+	return nil
 }
 
 func (c *Controller) apply(ctx context.Context, app appset.Application, d desired, p plan.Release, req Request, out Outcome) (Outcome, error) {
+	if err := c.gate(app, d.release); err != nil {
+		return out, err
+	}
+	if c.live != nil {
+		if err := c.restamp(ctx, app, c.live.Current()); err != nil {
+			return out, err
+		}
+	}
 	c.emit(ctx, app, notify.SyncStarted, d.commit, p.Summary())
 	c.status.Update(app.Name, func(s *AppStatus) { s.Phase = api.PhaseApplying })
-	if req.Prune != nil {
-		// TODO: pruning lands with the keep issue; until then the per-sync
-		// setting is carried and logged so callers can rely on the API.
-		c.log.Debug("sync prune setting recorded", "app", app.Name, "prune", *req.Prune)
-	}
 	start := time.Now()
 	res, err := apply.Apply(ctx, c.engine, d.release, apply.Options{
 		Owner:        c.owner(app),
@@ -194,6 +262,13 @@ func (c *Controller) apply(ctx context.Context, app appset.Application, d desire
 		err = classifyApply(fmt.Errorf("apply %s at %s: %w", app.Release, short(d.commit), err))
 		c.emit(ctx, app, notify.SyncFailed, d.commit, err.Error())
 		return out, err
+	}
+	if app.SyncPolicy.Wait {
+		if err := c.waitHealthy(ctx, app, d.release); err != nil {
+			err = fmt.Errorf("sync %s at %s: %w", app.Release, short(d.commit), err)
+			c.emit(ctx, app, notify.SyncFailed, d.commit, err.Error())
+			return out, err
+		}
 	}
 	out.Applied = true
 	c.emit(ctx, app, notify.SyncSucceeded, d.commit, applySummary(app.Release, res))
@@ -215,13 +290,16 @@ func (c *Controller) record(app appset.Application, out Outcome, err error) {
 		}
 		if out.Plan.Action.Valid() {
 			s.Plan = []string{out.Plan.Summary()}
-			s.Sync = Synced
-			if out.Plan.Changed() {
-				s.Sync = OutOfSync
+			s.Sync, s.Drift = Synced, ""
+			switch {
+			case out.Plan.Changed():
+				s.Sync, s.Drift = OutOfSync, DriftGit
+			case out.liveDrift:
+				s.Sync, s.Drift = OutOfSync, DriftLive
 			}
 		}
 		if out.Applied {
-			s.Sync, s.DeployedRevision, s.LastSync = Synced, out.Commit, now
+			s.Sync, s.Drift, s.DeployedRevision, s.LastSync = Synced, "", out.Commit, now
 		}
 		s.LastError, s.LastErrorClass = "", ""
 		if err != nil {

@@ -121,8 +121,11 @@ func (c *Controller) summary(app appset.Application) api.Application {
 		Releases:         []string{app.Release},
 		Automated:        app.SyncPolicy.Automated,
 		Sync:             string(st.Sync),
-		Health:           api.HealthUnknown,
-		Drift:            []api.DriftFinding{},
+		Health:           cmp.Or(string(st.Health), api.HealthUnknown),
+		HealthMessage:    st.HealthMessage,
+		DriftReason:      string(st.Drift),
+		Drift:            driftView(st.Findings),
+		Unmanaged:        st.Unmanaged,
 		Revision:         st.Revision,
 		DeployedRevision: st.DeployedRevision,
 		Phase:            cmp.Or(st.Phase, api.PhaseIdle),
@@ -419,8 +422,8 @@ func (c *Controller) Status(ctx context.Context) (api.ControllerStatus, error) {
 			Source: as.Source, Revision: as.Revision, Loaded: as.Loaded, Stale: as.Stale, Error: as.Error,
 		},
 		Applications: c.watcher.Current().Set.Len(),
-		Orphaned:     []string{},
-		Pruned:       []string{},
+		Orphaned:     c.status.Orphaned(),
+		Pruned:       c.status.Pruned(),
 	}
 	if !as.LoadedAt.IsZero() {
 		t := as.LoadedAt.UTC()
@@ -517,4 +520,14 @@ func (c *Controller) observe(app appset.Application, req Request, out Outcome, d
 		Requested:     req.Sync,
 	}
 	c.observer.ObserveReconcile(o)
+}
+
+// driftView is the API's shape of live drift findings; never nil.
+func driftView(findings []plan.Finding) []api.DriftFinding {
+	out := make([]api.DriftFinding, 0, len(findings))
+	for _, f := range findings {
+		out = append(out, api.DriftFinding{Release: f.Release, Service: f.Service, Kind: string(f.Kind),
+			Path: f.Path, Field: f.Field, Desired: f.Desired, Live: f.Live, Message: f.Reason})
+	}
+	return out
 }

@@ -7,6 +7,20 @@ import (
 	"time"
 
 	"github.com/skep-cd/skep/api"
+	"github.com/skep-cd/skep/health"
+	"github.com/skep-cd/skep/plan"
+)
+
+// DriftReason says why an application is out of sync. The zero value means
+// it is not.
+type DriftReason string
+
+// Drift reasons: the two axes the status keeps apart.
+const (
+	// DriftGit: git moved past the last recorded revision.
+	DriftGit DriftReason = "git"
+	// DriftLive: the swarm moved behind the controller's back.
+	DriftLive DriftReason = "live"
 )
 
 // SyncState says whether the swarm matches git for one application.
@@ -49,6 +63,28 @@ type AppStatus struct {
 	// instead of the branch head until a sync without revision or an
 	// unhold clears it.
 	Held api.Hold `json:"held"`
+	// Health is the worst health of the release's services, from the live
+	// snapshot; HealthMessage names that service and why.
+	Health        health.State `json:"health,omitempty"`
+	HealthMessage string       `json:"healthMessage,omitempty"`
+	Running       int          `json:"running"`
+	Desired       int          `json:"desired"`
+	// Drift says why the application is out of sync; Findings are the live
+	// drift findings (driftDetection: live).
+	Drift    DriftReason    `json:"drift,omitempty"`
+	Findings []plan.Finding `json:"findings,omitempty"`
+	// Unmanaged names objects in the release's namespace without this
+	// application's proof of ownership: reported, never touched.
+	Unmanaged []string `json:"unmanaged,omitempty"`
+}
+
+// clone returns st with its own copies of every slice, so that a reader
+// never shares memory with the table.
+func (st AppStatus) clone() AppStatus {
+	st.Plan = slices.Clone(st.Plan)
+	st.Findings = slices.Clone(st.Findings)
+	st.Unmanaged = slices.Clone(st.Unmanaged)
+	return st
 }
 
 // AppSetStatus is the state of the app-set source.
@@ -64,9 +100,67 @@ type AppSetStatus struct {
 // Statuses keeps every application's status in one place. It is safe for
 // concurrent use; readers always get copies.
 type Statuses struct {
-	mu     sync.RWMutex
-	apps   map[string]AppStatus
-	appSet AppSetStatus
+	mu       sync.RWMutex
+	apps     map[string]AppStatus
+	appSet   AppSetStatus
+	orphaned map[string]bool // applications gone from the set, releases kept
+	pruned   map[string]bool // applications gone from the set, releases pruned
+	checked  time.Time       // when the controller last looked for releases to prune
+}
+
+// AddOrphaned records an application that left the app set and whose
+// release stays because pruning applications is off.
+func (s *Statuses) AddOrphaned(app string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.orphaned == nil {
+		s.orphaned = map[string]bool{}
+	}
+	s.orphaned[app] = true
+}
+
+// AddPruned records an application whose release was pruned.
+func (s *Statuses) AddPruned(app string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pruned == nil {
+		s.pruned = map[string]bool{}
+	}
+	s.pruned[app] = true
+	delete(s.orphaned, app)
+}
+
+// Orphaned and Pruned return the applications recorded so, sorted.
+func (s *Statuses) Orphaned() []string { return s.names(func() map[string]bool { return s.orphaned }) }
+
+// Pruned returns the applications whose releases were pruned, sorted.
+func (s *Statuses) Pruned() []string { return s.names(func() map[string]bool { return s.pruned }) }
+
+func (s *Statuses) names(m func() map[string]bool) []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := []string{}
+	for name := range m() {
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// SetPruneChecked records when the controller last looked for releases to
+// prune.
+func (s *Statuses) SetPruneChecked(t time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.checked = t
+}
+
+// PruneChecked returns when the controller last looked for releases to
+// prune (zero: never).
+func (s *Statuses) PruneChecked() time.Time {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.checked
 }
 
 // NewStatuses returns an empty status table.
@@ -81,7 +175,7 @@ func (s *Statuses) Update(app string, fn func(*AppStatus)) {
 	if !ok {
 		st = AppStatus{Name: app, Sync: Unknown}
 	}
-	st.Plan = slices.Clone(st.Plan)
+	st = st.clone()
 	fn(&st)
 	s.apps[app] = st
 }
@@ -91,8 +185,7 @@ func (s *Statuses) Get(app string) (AppStatus, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	st, ok := s.apps[app]
-	st.Plan = slices.Clone(st.Plan)
-	return st, ok
+	return st.clone(), ok
 }
 
 // List returns copies of every application's status, sorted by name.
@@ -101,9 +194,7 @@ func (s *Statuses) List() []AppStatus {
 	defer s.mu.RUnlock()
 	out := make([]AppStatus, 0, len(s.apps))
 	for _, name := range slices.Sorted(maps.Keys(s.apps)) {
-		st := s.apps[name]
-		st.Plan = slices.Clone(st.Plan)
-		out = append(out, st)
+		out = append(out, s.apps[name].clone())
 	}
 	return out
 }

@@ -1,0 +1,306 @@
+package reconcile_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/swarm"
+
+	"github.com/skep-cd/skep/apply"
+	"github.com/skep-cd/skep/appset"
+	"github.com/skep-cd/skep/harness"
+	"github.com/skep-cd/skep/health"
+	"github.com/skep-cd/skep/notify"
+	"github.com/skep-cd/skep/reconcile"
+	"github.com/skep-cd/skep/stack"
+)
+
+// liveApp is an application entry with live drift detection and extra
+// sync-policy lines.
+func (e *env) liveApp(name string, automated bool, policy ...string) string {
+	s := e.app(name, automated) + "    driftDetection: live\n"
+	if len(policy) > 0 {
+		s = strings.Replace(s, "    syncPolicy:\n", "    syncPolicy:\n      "+strings.Join(policy, "\n      ")+"\n", 1)
+	}
+	return s
+}
+
+// twoServices is a stack with a web service (host port) and a worker.
+func twoServices(port uint32, withWorker bool) string {
+	s := compose(port)
+	if withWorker {
+		s = strings.Replace(s, "configs:\n  settings:", `  worker:
+    image: ${IMAGE}
+    environment:
+      ROLE: worker
+    deploy:
+      endpoint_mode: dnsrr
+      replicas: 1
+configs:
+  settings:`, 1)
+	}
+	return s
+}
+
+func (e *env) update(t *testing.T, name string, change func(*swarm.ServiceSpec)) {
+	t.Helper()
+	s, err := e.service(t.Context(), name)
+	if err != nil || s == nil {
+		t.Fatalf("service %s: %v", name, err)
+	}
+	spec := s.Spec
+	change(&spec)
+	if _, err := e.cli.ServiceUpdate(t.Context(), s.ID, s.Version, spec, swarm.ServiceUpdateOptions{}); err != nil {
+		t.Fatalf("out-of-band update of %s: %v", name, err)
+	}
+}
+
+func replicas(s *swarm.Service) uint64 {
+	if s == nil || s.Spec.Mode.Replicated == nil || s.Spec.Mode.Replicated.Replicas == nil {
+		return 0
+	}
+	return *s.Spec.Mode.Replicated.Replicas
+}
+
+func TestLiveDriftIsCorrectedOnAnAutomatedApp(t *testing.T) {
+	e := newEnv(t)
+	port := harness.FreePort(t)
+	e.repo.Commit(t, "main", map[string]string{"compose.yaml": compose(port), "settings.txt": "one\n", ".env": "IMAGE=" + e.v1 + "\n"})
+	ctrl := e.controller(t, appset.FileSource{Path: writeFile(t, t.TempDir(), "apps.yaml", appSet(e.liveApp("web", true)))})
+	run(t, ctrl)
+	svc := e.waitImage(t, e.v1, 2*time.Minute)
+	harness.WaitRunning(t, e.cli, svc.ID, 1, 2*time.Minute)
+
+	for _, tc := range []struct {
+		name   string
+		change func(*swarm.ServiceSpec)
+		field  string
+		fixed  func(*swarm.Service) bool
+	}{
+		{name: "replicas", field: "replicas",
+			change: func(s *swarm.ServiceSpec) { three := uint64(3); s.Mode.Replicated.Replicas = &three },
+			fixed:  func(s *swarm.Service) bool { return replicas(s) == 1 }},
+		{name: "image", field: "image",
+			change: func(s *swarm.ServiceSpec) { s.TaskTemplate.ContainerSpec.Image = e.v2 },
+			fixed:  func(s *swarm.Service) bool { return s.Spec.TaskTemplate.ContainerSpec.Image == e.v1 }},
+		{name: "env added", field: "env",
+			change: func(s *swarm.ServiceSpec) {
+				s.TaskTemplate.ContainerSpec.Env = append(s.TaskTemplate.ContainerSpec.Env, "DEBUG=1")
+			},
+			fixed: func(s *swarm.Service) bool {
+				return !strings.Contains(strings.Join(s.Spec.TaskTemplate.ContainerSpec.Env, ","), "DEBUG")
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := len(e.events.of(notify.DriftConverged))
+			e.update(t, "web", tc.change)
+			harness.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
+				s, err := e.service(ctx, "web")
+				if err != nil || s == nil {
+					return false, fmt.Sprint(err)
+				}
+				return tc.fixed(s), "not corrected yet"
+			})
+			live := e.events.of(notify.LiveDriftDetected)
+			if len(live) == 0 || !strings.Contains(live[len(live)-1].Message, tc.field) {
+				t.Errorf("live-drift-detected events %+v, want the last naming %q", live, tc.field)
+			}
+			harness.Eventually(t, 30*time.Second, func(context.Context) (bool, string) {
+				return len(e.events.of(notify.DriftConverged)) > before, "no drift-converged event"
+			})
+		})
+	}
+	revs, err := apply.Revisions(t.Context(), e.cli, stack.Owner{Controller: e.id, Application: "web", Release: e.ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(revs) != 1 {
+		t.Errorf("corrections wrote revisions: %d recorded, want 1", len(revs))
+	}
+}
+
+func TestLiveDriftIsOnlyReportedOnAManualApp(t *testing.T) {
+	e := newEnv(t)
+	port := harness.FreePort(t)
+	e.repo.Commit(t, "main", map[string]string{"compose.yaml": compose(port), "settings.txt": "one\n", ".env": "IMAGE=" + e.v1 + "\n"})
+	ctrl := e.controller(t, appset.FileSource{Path: writeFile(t, t.TempDir(), "apps.yaml", appSet(e.liveApp("web", false)))})
+	run(t, ctrl)
+	harness.Eventually(t, time.Minute, func(context.Context) (bool, string) { return ctrl.Loaded(), "not loaded" })
+	if err := ctrl.SyncNow("web", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	e.waitImage(t, e.v1, 2*time.Minute)
+	waitStatus(t, ctrl, "web", time.Minute, func(s reconcile.AppStatus) bool { return s.Sync == reconcile.Synced })
+
+	e.update(t, "web", func(s *swarm.ServiceSpec) { two := uint64(2); s.Mode.Replicated.Replicas = &two })
+	st := waitStatus(t, ctrl, "web", time.Minute, func(s reconcile.AppStatus) bool { return s.Drift == reconcile.DriftLive })
+	if st.Sync != reconcile.OutOfSync || !strings.Contains(fmt.Sprint(st.Findings), "replicas") {
+		t.Errorf("manual app status = %+v, want out-of-sync with a replicas finding", st)
+	}
+	waitStatus(t, ctrl, "web", time.Minute, func(s reconcile.AppStatus) bool { return s.LastReconcile.After(st.LastReconcile) })
+	if s, _ := e.service(t.Context(), "web"); replicas(s) != 2 {
+		t.Errorf("manual app corrected drift on its own: replicas %d", replicas(s))
+	}
+	if n := len(e.events.of(notify.DriftConverged)); n != 0 {
+		t.Errorf("manual app raised %d drift-converged events", n)
+	}
+	if n := len(e.events.of(notify.LiveDriftDetected)); n != 1 {
+		t.Errorf("live-drift-detected raised %d times for one change, want once", n)
+	}
+}
+
+func TestRolledBackRolloutFailsTheSyncOnceAndIsNotRedeployed(t *testing.T) {
+	e := newEnv(t)
+	bad := harness.TestImage(t, e.cli, harness.ImageOptions{Version: "bad", Unhealthy: true})
+	port := harness.FreePort(t)
+	withRollback := strings.Replace(compose(port), "      replicas: 1\n", `      replicas: 1
+      update_config:
+        failure_action: rollback
+        monitor: 5s
+        order: stop-first
+`, 1)
+	e.repo.Commit(t, "main", map[string]string{"compose.yaml": withRollback, "settings.txt": "one\n", ".env": "IMAGE=" + e.v1 + "\n"})
+	ctrl := e.controller(t, appset.FileSource{Path: writeFile(t, t.TempDir(), "apps.yaml",
+		appSet(e.liveApp("web", true, "wait: true", "timeout: 2m")))})
+	run(t, ctrl)
+	first := waitStatus(t, ctrl, "web", 3*time.Minute, func(s reconcile.AppStatus) bool { return s.Health == health.Healthy })
+
+	badCommit := e.repo.Commit(t, "main", map[string]string{".env": "IMAGE=" + bad + "\n"})
+	st := waitStatus(t, ctrl, "web", 3*time.Minute, func(s reconcile.AppStatus) bool {
+		return s.Revision == badCommit && s.LastError != ""
+	})
+	if !strings.Contains(st.LastError, "rolled back") {
+		t.Errorf("last error = %q, want the rollback named", st.LastError)
+	}
+	failed := e.events.of(notify.SyncFailed)
+	if len(failed) != 1 || failed[0].Revision != badCommit {
+		t.Fatalf("sync-failed events = %+v, want one for %s", failed, badCommit)
+	}
+	svc, err := e.service(t.Context(), "web")
+	if err != nil || svc == nil || svc.Spec.TaskTemplate.ContainerSpec.Image != e.v1 {
+		t.Fatalf("after the rollback the service runs %v, want %s", svc, e.v1)
+	}
+	// Two more reconciles: neither redeploys the failing spec.
+	starts := len(e.events.of(notify.SyncStarted))
+	last := st.LastReconcile
+	for range 2 {
+		s := waitStatus(t, ctrl, "web", time.Minute, func(s reconcile.AppStatus) bool { return s.LastReconcile.After(last) })
+		last = s.LastReconcile
+	}
+	if n := len(e.events.of(notify.SyncStarted)); n != starts {
+		t.Errorf("the rolled-back revision was redeployed: %d sync-started events, want %d", n, starts)
+	}
+	now, err := e.service(t.Context(), "web")
+	if err != nil || now == nil || now.Version.Index != svc.Version.Index {
+		t.Errorf("the rolled-back service was written to again")
+	}
+	_ = first
+}
+
+func TestPruneResourcesRemovesWhatGitDroppedAndSparesAHandMadeService(t *testing.T) {
+	e := newEnv(t)
+	port := harness.FreePort(t)
+	e.repo.Commit(t, "main", map[string]string{"compose.yaml": twoServices(port, true), "settings.txt": "one\n", ".env": "IMAGE=" + e.v1 + "\n"})
+	ctrl := e.controller(t, appset.FileSource{Path: writeFile(t, t.TempDir(), "apps.yaml",
+		appSet(e.liveApp("web", true, "pruneResources: true")))})
+	run(t, ctrl)
+	harness.Eventually(t, 2*time.Minute, func(ctx context.Context) (bool, string) {
+		s, err := e.service(ctx, "worker")
+		return s != nil && err == nil, "worker not deployed"
+	})
+	one := uint64(1)
+	hand, err := e.cli.ServiceCreate(t.Context(), swarm.ServiceSpec{
+		Annotations:  swarm.Annotations{Name: e.ns + "_handmade", Labels: map[string]string{stack.LabelNamespace: e.ns}},
+		TaskTemplate: swarm.TaskSpec{ContainerSpec: &swarm.ContainerSpec{Image: e.v1}},
+		Mode:         swarm.ServiceMode{Replicated: &swarm.ReplicatedService{Replicas: &one}},
+		EndpointSpec: &swarm.EndpointSpec{Mode: swarm.ResolutionModeDNSRR},
+	}, swarm.ServiceCreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	e.repo.Commit(t, "main", map[string]string{"compose.yaml": twoServices(port, false)})
+	harness.Eventually(t, 2*time.Minute, func(ctx context.Context) (bool, string) {
+		s, err := e.service(ctx, "worker")
+		return s == nil && err == nil, "worker still there"
+	})
+	pruned := e.events.of(notify.ResourcesPruned)
+	if len(pruned) == 0 || !strings.Contains(pruned[0].Message, e.ns+"_worker") {
+		t.Errorf("resources-pruned events = %+v, want one naming %s_worker", pruned, e.ns)
+	}
+	if _, _, err := e.cli.ServiceInspectWithRaw(t.Context(), hand.ID, swarm.ServiceInspectOptions{}); err != nil {
+		t.Errorf("the hand-made service was touched: %v", err)
+	}
+	st := waitStatus(t, ctrl, "web", time.Minute, func(s reconcile.AppStatus) bool { return len(s.Unmanaged) > 0 })
+	if !strings.Contains(strings.Join(st.Unmanaged, " "), e.ns+"_handmade") {
+		t.Errorf("unmanaged = %v, want the hand-made service reported", st.Unmanaged)
+	}
+}
+
+func TestRemovedApplicationIsPrunedOnlyWithThePruneFlag(t *testing.T) {
+	e := newEnv(t)
+	port := harness.FreePort(t)
+	e.repo.Commit(t, "main", map[string]string{"compose.yaml": compose(port), "settings.txt": "one\n", ".env": "IMAGE=" + e.v1 + "\n"})
+	dir := t.TempDir()
+	apps := writeFile(t, dir, "apps.yaml", appSet(e.app("web", true)))
+	ctrl := e.controllerWith(t, appset.FileSource{Path: apps}, reconcile.Options{PruneApplications: false})
+	if _, err := ctrl.LoadAppSet(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ctrl.ReconcileOnce(t.Context(), "web", reconcile.Request{Sync: true}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Another application with a release of its own, so that the set is not
+	// empty and nothing else declares web's release.
+	other := strings.Replace(e.app("other", false), "release: "+e.ns, "release: "+e.ns+"-other", 1)
+	for _, tc := range []struct {
+		name      string
+		set       string
+		prune     bool
+		wantGone  bool
+		wantEvent bool
+	}{
+		{name: "an empty app set prunes nothing even with the flag", set: appSet(), prune: true},
+		{name: "without the flag the removed application stays", set: appSet(other), prune: false},
+		{name: "with the flag the removed application is pruned", set: appSet(other), prune: true, wantGone: true, wantEvent: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			writeFile(t, dir, "apps.yaml", tc.set)
+			e.events = &recorder{}
+			c := e.controllerWith(t, appset.FileSource{Path: apps}, reconcile.Options{PruneApplications: tc.prune})
+			run(t, c)
+			harness.Eventually(t, time.Minute, func(context.Context) (bool, string) { return c.Loaded(), "not loaded" })
+			if tc.wantGone {
+				harness.Eventually(t, 2*time.Minute, func(ctx context.Context) (bool, string) {
+					s, err := e.service(ctx, "web")
+					return s == nil && err == nil, "web still deployed"
+				})
+				if got := e.events.of(notify.ResourcesPruned); len(got) == 0 || got[0].Application != "web" {
+					t.Errorf("resources-pruned = %+v, want one for web", got)
+				}
+				return
+			}
+			// Let every application reconcile and the controller look for
+			// releases to prune twice after that; then nothing may be gone.
+			for _, a := range c.Applications() {
+				waitStatus(t, c, a.Name, time.Minute, func(s reconcile.AppStatus) bool { return !s.LastReconcile.IsZero() })
+			}
+			for range 2 {
+				seen := c.Statuses().PruneChecked()
+				harness.Eventually(t, time.Minute, func(context.Context) (bool, string) {
+					return c.Statuses().PruneChecked().After(seen), "no prune check yet"
+				})
+			}
+			if s, err := e.service(t.Context(), "web"); err != nil || s == nil {
+				t.Errorf("web was pruned: %v", err)
+			}
+			if got := e.events.of(notify.ResourcesPruned); len(got) != 0 {
+				t.Errorf("resources-pruned = %+v, want none", got)
+			}
+		})
+	}
+}

@@ -1,0 +1,223 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	cerrdefs "github.com/containerd/errdefs"
+
+	"github.com/skep-cd/skep/apply"
+	"github.com/skep-cd/skep/appset"
+	"github.com/skep-cd/skep/notify"
+	"github.com/skep-cd/skep/prune"
+	"github.com/skep-cd/skep/stack"
+	"github.com/skep-cd/skep/swarm"
+)
+
+// gates gathers the facts prune's safety gates check, for pruning release
+// on behalf of app ("" when the application left the set).
+func (c *Controller) gates(app, release string) prune.Gates {
+	snap := c.watcher.Current()
+	g := prune.Gates{AppSetLoadFailed: snap.Err != nil, AppSetStale: snap.Stale}
+	if snap.Err != nil {
+		g.LoadError = snap.Err.Error()
+	}
+	for _, a := range snap.Set.Applications() {
+		g.Applications = append(g.Applications, a.Name)
+		if a.Name != app && a.Release == release {
+			g.DeclaredBy = append(g.DeclaredBy, a.Name)
+		}
+		if st, ok := c.status.Get(a.Name); !ok || st.LastReconcile.IsZero() {
+			g.NotReconciled = append(g.NotReconciled, a.Name)
+		}
+	}
+	return g
+}
+
+// restamp moves objects of release that a renamed application left behind
+// to app, in place, before anything is applied.
+func (c *Controller) restamp(ctx context.Context, app appset.Application, snap swarm.Snapshot) error {
+	var names []string
+	for _, a := range c.watcher.Current().Set.Applications() {
+		names = append(names, a.Name)
+	}
+	p := prune.Orphans(prune.Input{Owner: c.owner(app), Live: liveObjects(snap), Applications: names,
+		Declared: stack.Release{Name: app.Release}, OwnStack: c.ownStack})
+	if len(p.Select(prune.Restamp)) == 0 {
+		return nil
+	}
+	relabeler, ok := c.engine.(prune.Relabeler)
+	if !ok {
+		return nil
+	}
+	res := prune.Relabel(ctx, relabeler, p)
+	if err := res.Err(); err != nil {
+		c.log.Warn("restamp incomplete", "app", app.Name, "release", app.Release, "err", err)
+	}
+	return nil
+}
+
+// pruneResources deletes what a still-declared release stopped declaring
+// and this controller provably created (syncPolicy.pruneResources, or a
+// sync that asked for prune).
+func (c *Controller) pruneResources(ctx context.Context, app appset.Application, d desired, req Request) {
+	enabled := app.SyncPolicy.PruneResources
+	if req.Prune != nil {
+		enabled = *req.Prune
+	}
+	if !enabled || c.live == nil {
+		return
+	}
+	if err := prune.Allowed(c.gates(app.Name, app.Release)); err != nil {
+		c.log.Warn("prune held", "app", app.Name, "release", app.Release, "err", err)
+		return
+	}
+	owner := c.owner(app)
+	revs, err := apply.Revisions(ctx, c.engine, owner)
+	if err != nil {
+		c.log.Warn("prune skipped: revisions unreadable", "app", app.Name, "err", err)
+		return
+	}
+	var names []string
+	for _, a := range c.watcher.Current().Set.Applications() {
+		names = append(names, a.Name)
+	}
+	p := prune.Orphans(prune.Input{
+		Owner: owner, Declared: d.release, Live: liveObjects(c.live.Current()), Recorded: records(revs),
+		Applications: names, OwnStack: c.ownStack, PruneVolumes: app.SyncPolicy.PruneVolumes,
+	})
+	c.reportUnmanaged(app.Name, p)
+	c.execute(ctx, app.Name, app.Destination.Swarm, d.commit, p)
+}
+
+// reportUnmanaged records, and logs once per change, what sits in a
+// release's namespace without this application's proof of ownership.
+func (c *Controller) reportUnmanaged(app string, p prune.Plan) {
+	var unmanaged []string
+	for _, it := range p.Select(prune.Unmanaged) {
+		unmanaged = append(unmanaged, fmt.Sprintf("%s %s (%s)", it.Object.Kind, it.Object.Name, it.Reason))
+	}
+	c.status.Update(app, func(s *AppStatus) {
+		if !slices.Equal(s.Unmanaged, unmanaged) && len(unmanaged) > 0 {
+			c.log.Warn("unmanaged objects in release namespace", "app", app, "release", p.Owner.Release, "objects", unmanaged)
+		}
+		s.Unmanaged = unmanaged
+	})
+}
+
+// execute deletes what p proves orphaned and raises resources-pruned or
+// prune-failed. A failed deletion is retried on the next tick.
+func (c *Controller) execute(ctx context.Context, app, swarmName, commit string, p prune.Plan) prune.Result {
+	if len(p.Deletions()) == 0 {
+		return prune.Result{}
+	}
+	deleter, ok := c.engine.(prune.Deleter)
+	if !ok {
+		c.log.Warn("prune skipped: the engine client cannot delete", "app", app)
+		return prune.Result{}
+	}
+	res := prune.Execute(ctx, deleter, p)
+	ev := notify.Event{Application: app, Revision: commit, Swarm: swarmName, Actor: notify.ActorFrom(ctx), At: c.now()}
+	if len(res.Deleted) > 0 {
+		ev.Type, ev.Message = notify.ResourcesPruned, "deleted "+describeObjects(res.Deleted)
+		c.notifier.Dispatch(ctx, ev)
+	}
+	if err := res.Err(); err != nil {
+		ev.Type, ev.Message = notify.PruneFailed, err.Error()
+		c.notifier.Dispatch(ctx, ev)
+	}
+	return res
+}
+
+// pruneReleases removes releases nobody declares any more: those of
+// applications that left the app set (only with Options.PruneApplications)
+// and those an application stopped declaring (its syncPolicy.prune). It
+// proves each deletion with the owner's recorded revisions, and removes the
+// revisions last, once nothing else of the release is left.
+func (c *Controller) pruneReleases(ctx context.Context) {
+	if c.live == nil {
+		return
+	}
+	snap := c.live.Current()
+	if snap.ReadFailed() {
+		return
+	}
+	set := c.watcher.Current().Set
+	for _, owner := range c.recordedOwners(snap) {
+		app, inSet := set.Lookup(owner.Application)
+		switch {
+		case inSet && app.Release == owner.Release:
+			continue // still declared
+		case inSet && !app.SyncPolicy.Prune:
+			continue
+		case !inSet && !c.pruneApps:
+			c.status.AddOrphaned(owner.Application)
+			continue
+		}
+		if err := prune.Allowed(c.gates(owner.Application, owner.Release)); err != nil {
+			c.log.Warn("prune held", "app", owner.Application, "release", owner.Release, "err", err)
+			continue
+		}
+		c.pruneRelease(ctx, owner, app.Destination.Swarm, snap)
+	}
+}
+
+// recordedOwners lists the (application, release) pairs this controller has
+// recorded revisions for.
+func (c *Controller) recordedOwners(snap swarm.Snapshot) []stack.Owner {
+	seen := map[stack.Owner]bool{}
+	var out []stack.Owner
+	for _, cfg := range snap.Configs() {
+		l := cfg.Spec.Labels
+		if l[apply.LabelKind] == "" || l[stack.LabelController] != c.id {
+			continue
+		}
+		o := stack.Owner{Controller: c.id, Application: l[stack.LabelApplication], Release: l[stack.LabelRelease]}
+		if o.Application != "" && o.Release != "" && !seen[o] {
+			seen[o] = true
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+func (c *Controller) pruneRelease(ctx context.Context, owner stack.Owner, swarmName string, snap swarm.Snapshot) {
+	revs, err := apply.Revisions(ctx, c.engine, owner)
+	if err != nil || len(revs) == 0 {
+		return
+	}
+	var names []string
+	for _, a := range c.watcher.Current().Set.Applications() {
+		names = append(names, a.Name)
+	}
+	p := prune.Orphans(prune.Input{Owner: owner, Live: liveObjects(snap), Recorded: records(revs),
+		Applications: names, OwnStack: c.ownStack, PruneVolumes: false})
+	c.reportUnmanaged(owner.Application, p)
+	res := c.execute(ctx, owner.Application, swarmName, revs[len(revs)-1].Commit, p)
+	if res.Err() != nil {
+		return
+	}
+	for _, it := range p.Items {
+		switch {
+		case it.Decision == prune.Delete, it.Decision == prune.Unmanaged, isRevision(it.Object), it.Object.Kind == prune.KindVolume:
+		default:
+			return // something of ours is still there: keep the proof until it is gone
+		}
+	}
+	var errs []error
+	for _, r := range revs {
+		if err := c.engine.ConfigRemove(ctx, r.ConfigID); err != nil && !cerrdefs.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		c.log.Warn("revisions of pruned release not removed", "app", owner.Application, "release", owner.Release, "err", err)
+		return
+	}
+	c.status.AddPruned(owner.Application)
+	c.log.Warn("release pruned", "app", owner.Application, "release", owner.Release)
+}
+
+func isRevision(o prune.Object) bool { return o.Labels[apply.LabelKind] != "" }
