@@ -360,10 +360,11 @@ func (c *Controller) ReconcileOnce(ctx context.Context, name string, req Request
 
 // appState is what one worker remembers between reconciles.
 type appState struct {
-	stalledCommit string // a commit that failed to render: not retried until git moves
-	driftCommit   string // the commit a drift-detected event was raised for
-	liveDrift     string // the live drift findings last reported, as one line
-	rolledBack    string // the commit whose rollout Swarm rolled back, reported once
+	stalledCommit string   // a commit that failed to render: not retried until git moves
+	driftCommit   string   // the commit a drift-detected event was raised for
+	liveDrift     string   // the live drift findings last reported, as one line
+	rolledBack    string   // the commit whose rollout Swarm rolled back, reported once
+	pending       *Request // a requested sync that must wait for a rollout
 	failures      int
 }
 
@@ -392,7 +393,14 @@ func (c *Controller) runWorker(ctx context.Context, w *worker) {
 		case <-ctx.Done():
 			return
 		case req = <-w.requests:
+			if st.pending != nil {
+				req = merge(*st.pending, req)
+			}
+			st.pending = nil
 		case <-timer.C:
+			if st.pending != nil {
+				req, st.pending = *st.pending, nil
+			}
 		}
 		app, ok := c.app(w.name)
 		if !ok {
@@ -410,6 +418,9 @@ func (c *Controller) runWorker(ctx context.Context, w *worker) {
 			var waiting *WaitingError
 			if errors.As(err, &waiting) && waiting.Retry > 0 {
 				next = waiting.Retry
+			}
+			if req.Sync {
+				st.pending = &req // a requested sync waits its turn, it does not fail
 			}
 		default:
 			st.failures++

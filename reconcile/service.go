@@ -492,6 +492,11 @@ func (c *Controller) runRequest(ctx context.Context, app appset.Application, req
 			if out.Plan.Action.Valid() {
 				r.Summary = out.Plan.Summary()
 			}
+			if Class(err) == "waiting" {
+				// Still queued: the worker runs it again once the rollout ends.
+				r.FinishedAt, r.Outcome, s.PendingSync = nil, api.OutcomeRunning, req.ID
+				return
+			}
 			if err != nil {
 				r.Outcome, r.Error = api.OutcomeFailed, err.Error()
 			}
