@@ -42,5 +42,6 @@ applications:
       automated: true
       interval: 10s
       resolveImage: never   # the demo image is local; there is no registry to ask
+    driftDetection: live    # compare the running service with git, and correct it
 `, Release, repo)
 }
