@@ -77,9 +77,15 @@ func TestLiveDriftIsCorrectedOnAnAutomatedApp(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		change func(*swarm.ServiceSpec)
+		remove bool
 		field  string
 		fixed  func(*swarm.Service) bool
 	}{
+		{name: "deleted service", remove: true, field: "missing",
+			fixed: func(s *swarm.Service) bool { return s != nil && replicas(s) == 1 }},
+		{name: "removed port", field: "ports",
+			change: func(s *swarm.ServiceSpec) { s.EndpointSpec.Ports = nil },
+			fixed:  func(s *swarm.Service) bool { return s.Spec.EndpointSpec != nil && len(s.Spec.EndpointSpec.Ports) == 1 }},
 		{name: "replicas", field: "replicas",
 			change: func(s *swarm.ServiceSpec) { three := uint64(3); s.Mode.Replicated.Replicas = &three },
 			fixed:  func(s *swarm.Service) bool { return replicas(s) == 1 }},
@@ -96,7 +102,17 @@ func TestLiveDriftIsCorrectedOnAnAutomatedApp(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := len(e.events.of(notify.DriftConverged))
-			e.update(t, "web", tc.change)
+			if tc.remove {
+				s, err := e.service(t.Context(), "web")
+				if err != nil || s == nil {
+					t.Fatal(err)
+				}
+				if err := e.cli.ServiceRemove(t.Context(), s.ID); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				e.update(t, "web", tc.change)
+			}
 			harness.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
 				s, err := e.service(ctx, "web")
 				if err != nil || s == nil {
@@ -303,4 +319,47 @@ func TestRemovedApplicationIsPrunedOnlyWithThePruneFlag(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestManualSyncAttributesItsPruneToTheActorAndATickToNobody(t *testing.T) {
+	e := newEnv(t)
+	port := harness.FreePort(t)
+	e.repo.Commit(t, "main", map[string]string{"compose.yaml": twoServices(port, true), "settings.txt": "one\n", ".env": "IMAGE=" + e.v1 + "\n"})
+	ctrl := e.controller(t, appset.FileSource{Path: writeFile(t, t.TempDir(), "apps.yaml",
+		appSet(e.liveApp("web", false, "pruneResources: true")))})
+	run(t, ctrl)
+	harness.Eventually(t, time.Minute, func(context.Context) (bool, string) { return ctrl.Loaded(), "not loaded" })
+	if err := ctrl.SyncNow("web", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, 2*time.Minute, func(ctx context.Context) (bool, string) {
+		s, err := e.service(ctx, "worker")
+		return s != nil && err == nil, "worker not deployed"
+	})
+	drop := e.repo.Commit(t, "main", map[string]string{"compose.yaml": twoServices(port, false)})
+	waitStatus(t, ctrl, "web", time.Minute, func(s reconcile.AppStatus) bool { return s.Revision == drop })
+	if got := e.events.of(notify.DriftDetected); len(got) == 0 || got[len(got)-1].Actor != "" {
+		t.Errorf("drift-detected on a tick = %+v, want it with no actor", got)
+	}
+	e.events = resetEvents(e.events)
+	if err := ctrl.SyncNow("web", "bob"); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, 2*time.Minute, func(context.Context) (bool, string) {
+		return len(e.events.of(notify.ResourcesPruned)) > 0 && len(e.events.of(notify.SyncSucceeded)) > 0, "no prune yet"
+	})
+	for _, ty := range []notify.EventType{notify.SyncStarted, notify.ResourcesPruned, notify.SyncSucceeded} {
+		got := e.events.of(ty)
+		if len(got) == 0 || got[0].Actor != "bob" || got[0].Revision != drop {
+			t.Errorf("%s events = %+v, want one by bob for %s", ty, got, drop)
+		}
+	}
+}
+
+// resetEvents forgets what r recorded so far and returns it.
+func resetEvents(r *recorder) *recorder {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = nil
+	return r
 }
