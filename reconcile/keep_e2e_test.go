@@ -363,3 +363,33 @@ func resetEvents(r *recorder) *recorder {
 	r.events = nil
 	return r
 }
+
+func TestRenamedApplicationKeepsItsStackInPlace(t *testing.T) {
+	e := newEnv(t)
+	port := harness.FreePort(t)
+	e.repo.Commit(t, "main", map[string]string{"compose.yaml": compose(port), "settings.txt": "one\n", ".env": "IMAGE=" + e.v1 + "\n"})
+	dir := t.TempDir()
+	apps := writeFile(t, dir, "apps.yaml", appSet(e.liveApp("web", true, "pruneResources: true")))
+	ctrl := e.controllerWith(t, appset.FileSource{Path: apps}, reconcile.Options{PruneApplications: true})
+	run(t, ctrl)
+	before := e.waitImage(t, e.v1, 2*time.Minute)
+
+	// Same release, new application name: the objects are re-labelled, not
+	// deleted by the removed application's prune nor recreated.
+	writeFile(t, dir, "apps.yaml", appSet(e.liveApp("site", true, "pruneResources: true")))
+	harness.Eventually(t, 2*time.Minute, func(ctx context.Context) (bool, string) {
+		s, err := e.service(ctx, "web")
+		if err != nil || s == nil {
+			return false, fmt.Sprintf("service gone: %v", err)
+		}
+		return s.Spec.Labels[stack.LabelApplication] == "site", "labels name " + s.Spec.Labels[stack.LabelApplication]
+	})
+	after, err := e.service(t.Context(), "web")
+	if err != nil || after == nil || after.ID != before.ID {
+		t.Fatalf("the service was recreated: %v → %v (%v)", before.ID, after, err)
+	}
+	waitStatus(t, ctrl, "site", time.Minute, func(s reconcile.AppStatus) bool { return s.Sync == reconcile.Synced })
+	if got := e.events.of(notify.ResourcesPruned); len(got) != 0 {
+		t.Errorf("a rename pruned something: %+v", got)
+	}
+}
