@@ -45,6 +45,11 @@ func (c *Controller) restamp(ctx context.Context, app appset.Application, snap s
 	}
 	p := prune.Orphans(prune.Input{Owner: c.owner(app), Live: liveObjects(snap), Applications: names,
 		Declared: stack.Release{Name: app.Release}, OwnStack: c.ownStack})
+	// Networks and volumes cannot be re-labelled; apply accepts them as the
+	// release's own (see apply's network check), so only the rest moves.
+	p.Items = slices.DeleteFunc(p.Items, func(it prune.Item) bool {
+		return it.Object.Kind == prune.KindNetwork || it.Object.Kind == prune.KindVolume
+	})
 	if len(p.Select(prune.Restamp)) == 0 {
 		return nil
 	}
