@@ -10,7 +10,9 @@ import (
 	"reflect"
 
 	"github.com/docker/docker/api/types/swarm"
+
 	"github.com/google/go-cmp/cmp"
+	"github.com/skep-cd/skep/stack"
 )
 
 // maxUpdateAttempts bounds the retries of a service update that lost a
@@ -230,7 +232,7 @@ func canonical(spec swarm.ServiceSpec) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	daemonDefaults(&spec)
+	stack.EngineDefaults(&spec)
 	b, err := json.Marshal(spec)
 	if err != nil {
 		return nil, err
@@ -242,54 +244,6 @@ func canonical(spec swarm.ServiceSpec) (any, error) {
 		return nil, err
 	}
 	return prune(tree), nil
-}
-
-// daemonDefaults fills in what the Engine (20.10 and later) stores for
-// fields a spec leaves empty, so a spec compares equal to its live copy.
-// spec must be a private copy.
-func daemonDefaults(spec *swarm.ServiceSpec) {
-	tt := &spec.TaskTemplate
-	tt.ForceUpdate = 0
-	if tt.ContainerSpec != nil {
-		if tt.ContainerSpec.Isolation == "" {
-			tt.ContainerSpec.Isolation = "default"
-		}
-		if tt.Runtime == "" {
-			tt.Runtime = swarm.RuntimeContainer
-		}
-	}
-	m := &spec.Mode
-	if m.Replicated == nil && m.Global == nil && m.ReplicatedJob == nil && m.GlobalJob == nil {
-		m.Replicated = &swarm.ReplicatedService{}
-	}
-	if m.Replicated != nil && m.Replicated.Replicas == nil {
-		one := uint64(1)
-		m.Replicated.Replicas = &one
-	}
-	for _, u := range []*swarm.UpdateConfig{spec.UpdateConfig, spec.RollbackConfig} {
-		if u == nil {
-			continue
-		}
-		if u.FailureAction == "" {
-			u.FailureAction = swarm.UpdateFailureActionPause
-		}
-		if u.Order == "" {
-			u.Order = swarm.UpdateOrderStopFirst
-		}
-	}
-	if e := spec.EndpointSpec; e != nil {
-		if e.Mode == "" {
-			e.Mode = swarm.ResolutionModeVIP
-		}
-		for i := range e.Ports {
-			if e.Ports[i].Protocol == "" {
-				e.Ports[i].Protocol = swarm.PortConfigProtocolTCP
-			}
-			if e.Ports[i].PublishMode == "" {
-				e.Ports[i].PublishMode = swarm.PortConfigPublishModeIngress
-			}
-		}
-	}
 }
 
 // prune removes zero values from a decoded JSON tree, bottom up. List

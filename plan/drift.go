@@ -259,57 +259,12 @@ func driftView(spec swarm.ServiceSpec, names *DriftOptions) *swarm.ServiceSpec {
 	maps.DeleteFunc(s.Labels, func(k, _ string) bool {
 		return strings.HasPrefix(k, skepLabelPrefix) || k == labelStackImage
 	})
-	s.TaskTemplate.ForceUpdate = 0
+	stack.EngineDefaults(&s)
 	if cs := s.TaskTemplate.ContainerSpec; cs != nil {
 		cs.Image = familiarImage(cs.Image)
-		if cs.Isolation == "" {
-			cs.Isolation = "default"
-		}
 		if names != nil {
 			if p := cs.Privileges; p != nil && p.CredentialSpec != nil && names.ConfigNames[p.CredentialSpec.Config] != "" {
 				p.CredentialSpec.Config = names.ConfigNames[p.CredentialSpec.Config]
-			}
-		}
-	}
-	// The Engine stores an unset MaxAttempts or Window of a restart policy
-	// as 0, which means the same: no limit, no window.
-	if rp := s.TaskTemplate.RestartPolicy; rp != nil {
-		if rp.MaxAttempts != nil && *rp.MaxAttempts == 0 {
-			rp.MaxAttempts = nil
-		}
-		if rp.Window != nil && *rp.Window == 0 {
-			rp.Window = nil
-		}
-	}
-	m := &s.Mode
-	if m.Replicated == nil && m.Global == nil && m.ReplicatedJob == nil && m.GlobalJob == nil {
-		m.Replicated = &swarm.ReplicatedService{}
-	}
-	if m.Replicated != nil && m.Replicated.Replicas == nil {
-		one := uint64(1)
-		m.Replicated.Replicas = &one
-	}
-	for _, u := range []*swarm.UpdateConfig{s.UpdateConfig, s.RollbackConfig} {
-		if u == nil {
-			continue
-		}
-		if u.FailureAction == "" {
-			u.FailureAction = swarm.UpdateFailureActionPause
-		}
-		if u.Order == "" {
-			u.Order = swarm.UpdateOrderStopFirst
-		}
-	}
-	if e := s.EndpointSpec; e != nil {
-		if e.Mode == "" {
-			e.Mode = swarm.ResolutionModeVIP
-		}
-		for i := range e.Ports {
-			if e.Ports[i].Protocol == "" {
-				e.Ports[i].Protocol = swarm.PortConfigProtocolTCP
-			}
-			if e.Ports[i].PublishMode == "" {
-				e.Ports[i].PublishMode = swarm.PortConfigPublishModeIngress
 			}
 		}
 	}
