@@ -28,6 +28,9 @@ var forbidden = map[string][]string{
 	"store":   {"reconcile", "swarm", "apply", "render", "api"},
 	"client":  {"reconcile", "swarm", "apply", "render", "gitsource", "store"},
 	"version": {"cli", "reconcile"},
+	"api":     {"reconcile", "swarm", "apply", "render", "gitsource", "prune", "github.com/docker/docker/client"},
+	"swarm":   {"reconcile", "apply", "render", "plan", "prune", "appset", "gitsource"},
+	"demo":    {"reconcile", "apply", "render", "plan", "api", "github.com/docker/docker/client"},
 }
 
 // onlyFrom lists imports that just the named packages may use.
