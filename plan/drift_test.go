@@ -339,7 +339,7 @@ services:
       labels: {team: shop}
       resources: {limits: {memory: 64M}}
       restart_policy: {condition: on-failure, delay: 1s}
-      update_config: {parallelism: 1, delay: 1s, order: stop-first, failure_action: rollback, monitor: 8s}
+      update_config: {parallelism: 1, delay: 1s, order: stop-first, failure_action: rollback, monitor: 30s}
       rollback_config: {parallelism: 1, monitor: 2s}
       placement: {constraints: [node.role == manager]}
 networks:

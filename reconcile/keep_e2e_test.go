@@ -175,7 +175,7 @@ func TestRolledBackRolloutFailsTheSyncOnceAndIsNotRedeployed(t *testing.T) {
 	withRollback := strings.Replace(compose(port), "      replicas: 1\n", `      replicas: 1
       update_config:
         failure_action: rollback
-        monitor: 5s
+        monitor: 30s
         order: stop-first
 `, 1)
 	e.repo.Commit(t, "main", map[string]string{"compose.yaml": withRollback, "settings.txt": "one\n", ".env": "IMAGE=" + e.v1 + "\n"})
