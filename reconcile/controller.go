@@ -84,6 +84,7 @@ type Controller struct {
 	pruneApps bool
 	ownStack  string
 	rendered  map[string]stack.Release // by application: the last render, for health
+	wrote     map[string]time.Time     // by application: its last write to the swarm
 
 	appSetMu sync.Mutex // serialises onAppSet between Run and RefreshRepository
 	mu       sync.Mutex
@@ -119,6 +120,7 @@ func New(opts Options) (*Controller, error) {
 		apps:      map[string]appset.Application{},
 		workers:   map[string]*worker{},
 		rendered:  map[string]stack.Release{},
+		wrote:     map[string]time.Time{},
 		live:      opts.Live,
 		pruneApps: opts.PruneApplications,
 		ownStack:  opts.OwnStack,

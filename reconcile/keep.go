@@ -129,6 +129,7 @@ func (c *Controller) correct(ctx context.Context, app appset.Application, d desi
 	if err := c.gate(app, rel); err != nil {
 		return err
 	}
+	defer c.markWrite(app.Name)
 	_, err := apply.Apply(ctx, c.engine, rel, apply.Options{
 		Owner:        c.owner(app),
 		ResolveImage: apply.ResolveImage(app.SyncPolicy.ResolveImage),
@@ -212,4 +213,38 @@ func describeObjects(objs []prune.Object) string {
 		parts = append(parts, string(o.Kind)+" "+o.Name)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// snapshotConfigs serves apply's revision reads from the live snapshot, so
+// that a no-op tick makes no Engine call of its own. apply checks the
+// labels of every config itself, so the filters can be ignored here.
+type snapshotConfigs struct{ snap swarm.Snapshot }
+
+func (s snapshotConfigs) ConfigList(context.Context, dswarm.ConfigListOptions) ([]dswarm.Config, error) {
+	return s.snap.Configs(), nil
+}
+
+// revisionSource is where app's recorded revisions are read: the live
+// snapshot when it is readable and newer than the application's last write
+// (a write it has not seen yet would read as a stale revision), the Engine
+// otherwise.
+func (c *Controller) revisionSource(app string) apply.ConfigLister {
+	if c.live == nil {
+		return c.engine
+	}
+	snap := c.live.Current()
+	c.mu.Lock()
+	wrote := c.wrote[app]
+	c.mu.Unlock()
+	if snap.ReadFailed() || snap.TakenAt().IsZero() || !snap.TakenAt().After(wrote) {
+		return c.engine
+	}
+	return snapshotConfigs{snap: snap}
+}
+
+// markWrite records that app wrote to the swarm now.
+func (c *Controller) markWrite(app string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.wrote[app] = time.Now()
 }

@@ -80,7 +80,7 @@ func (c *Controller) pruneResources(ctx context.Context, app appset.Application,
 		return
 	}
 	owner := c.owner(app)
-	revs, err := apply.Revisions(ctx, c.engine, owner)
+	revs, err := apply.Revisions(ctx, c.revisionSource(app.Name), owner)
 	if err != nil {
 		c.log.Warn("prune skipped: revisions unreadable", "app", app.Name, "err", err)
 		return
@@ -123,6 +123,7 @@ func (c *Controller) execute(ctx context.Context, app, swarmName, commit string,
 		c.log.Warn("prune skipped: the engine client cannot delete", "app", app)
 		return prune.Result{}
 	}
+	defer c.markWrite(app)
 	res := prune.Execute(ctx, deleter, p)
 	ev := notify.Event{Application: app, Revision: commit, Swarm: swarmName, Actor: notify.ActorFrom(ctx), At: c.now()}
 	if len(res.Deleted) > 0 {

@@ -90,7 +90,7 @@ func (c *Controller) render(ctx context.Context, app appset.Application, commit 
 
 // compare plans the desired release against its last recorded revision.
 func (c *Controller) compare(ctx context.Context, app appset.Application, d desired) (plan.Release, *apply.Revision, error) {
-	recorded, err := apply.LatestRevision(ctx, c.engine, c.owner(app))
+	recorded, err := apply.LatestRevision(ctx, c.revisionSource(app.Name), c.owner(app))
 	if err != nil {
 		return plan.Release{}, nil, &TransientError{Err: fmt.Errorf("read recorded revision of %s: %w", app.Release, err)}
 	}
@@ -249,6 +249,7 @@ func (c *Controller) apply(ctx context.Context, app appset.Application, d desire
 	c.emit(ctx, app, notify.SyncStarted, d.commit, p.Summary())
 	c.status.Update(app.Name, func(s *AppStatus) { s.Phase = api.PhaseApplying })
 	start := time.Now()
+	defer c.markWrite(app.Name)
 	res, err := apply.Apply(ctx, c.engine, d.release, apply.Options{
 		Owner:        c.owner(app),
 		ResolveImage: apply.ResolveImage(app.SyncPolicy.ResolveImage),

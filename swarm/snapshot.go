@@ -126,7 +126,8 @@ func (s Snapshot) Volumes() []*volume.Volume {
 	return out
 }
 
-// TakenAt is when the lists were last read successfully; zero if never.
+// TakenAt is when the last successful read began: everything written
+// before it is in the snapshot. Zero if never read.
 func (s Snapshot) TakenAt() time.Time { return s.takenAt }
 
 // Err is the error of the latest read, nil when it succeeded. When it is
@@ -406,6 +407,9 @@ func (w *Watcher) list(ctx context.Context) (Snapshot, error) {
 	var s Snapshot
 	var err error
 	r := w.reader
+	// The start, not the end: anything written before it is in the lists,
+	// which is what a caller comparing with its own last write relies on.
+	start := time.Now()
 	if s.services, err = r.ServiceList(ctx, swarm.ServiceListOptions{Status: true}); err != nil {
 		return s, fmt.Errorf("list services: %w", err)
 	}
@@ -433,7 +437,7 @@ func (w *Watcher) list(ctx context.Context) (Snapshot, error) {
 			s.volumes = append(s.volumes, *v)
 		}
 	}
-	s.takenAt = time.Now()
+	s.takenAt = start
 	return s, nil
 }
 
