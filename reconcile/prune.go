@@ -156,6 +156,8 @@ func (c *Controller) pruneReleases(ctx context.Context) {
 		switch {
 		case inSet && app.Release == owner.Release:
 			continue // still declared
+		case !inSet && declares(set, owner.Release):
+			continue // renamed: the new application re-stamps what it keeps
 		case inSet && !app.SyncPolicy.Prune:
 			continue
 		case !inSet && !c.pruneApps:
@@ -224,6 +226,16 @@ func (c *Controller) pruneRelease(ctx context.Context, owner stack.Owner, swarmN
 	}
 	c.status.AddPruned(owner.Application)
 	c.log.Warn("release pruned", "app", owner.Application, "release", owner.Release)
+}
+
+// declares reports whether an application of set deploys release.
+func declares(set *appset.Set, release string) bool {
+	for _, a := range set.Applications() {
+		if a.Release == release {
+			return true
+		}
+	}
+	return false
 }
 
 func isRevision(o prune.Object) bool { return o.Labels[apply.LabelKind] != "" }
