@@ -367,6 +367,7 @@ type appState struct {
 	liveDrift     string   // the live drift findings last reported, as one line
 	rolledBack    string   // the commit whose rollout Swarm rolled back, reported once
 	pending       *Request // a requested sync that must wait for a rollout
+	holdLoaded    bool     // the recorded hold was read from the swarm
 	failures      int
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/docker/docker/api/types/swarm"
 
+	"github.com/skep-cd/skep/api"
 	"github.com/skep-cd/skep/apply"
 	"github.com/skep-cd/skep/appset"
 	"github.com/skep-cd/skep/harness"
@@ -392,4 +393,41 @@ func TestRenamedApplicationKeepsItsStackInPlace(t *testing.T) {
 	if got := e.events.of(notify.ResourcesPruned); len(got) != 0 {
 		t.Errorf("a rename pruned something: %+v", got)
 	}
+}
+
+func TestRollbackHoldSurvivesAControllerRestart(t *testing.T) {
+	e := newEnv(t)
+	port := harness.FreePort(t)
+	e.repo.Commit(t, "main", map[string]string{"compose.yaml": compose(port), "settings.txt": "one\n", ".env": "IMAGE=" + e.v1 + "\n"})
+	apps := appset.FileSource{Path: writeFile(t, t.TempDir(), "apps.yaml", appSet(e.app("web", true)))}
+	first := e.controller(t, apps)
+	ctx, stop := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = first.Run(ctx) }()
+	e.waitImage(t, e.v1, 2*time.Minute)
+	e.repo.Commit(t, "main", map[string]string{".env": "IMAGE=" + e.v2 + "\n"})
+	e.waitImage(t, e.v2, time.Minute)
+
+	if _, err := first.Rollback(notify.WithActor(t.Context(), "alice"), "web", api.RollbackOptions{Revision: 1}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitImage(t, e.v1, time.Minute)
+	stop()
+	<-done
+
+	second := e.controller(t, apps) // a restart: nothing carried over in memory
+	run(t, second)
+	st := waitStatus(t, second, "web", time.Minute, func(s reconcile.AppStatus) bool { return !s.LastReconcile.IsZero() })
+	if st.Held.Revision == "" || st.Held.Actor != "alice" {
+		t.Fatalf("after a restart the hold is %+v, want the rollback by alice", st.Held)
+	}
+	waitStatus(t, second, "web", time.Minute, func(s reconcile.AppStatus) bool { return s.LastReconcile.After(st.LastReconcile) })
+	if s, _ := e.service(t.Context(), "web"); s == nil || s.Spec.TaskTemplate.ContainerSpec.Image != e.v1 {
+		t.Fatalf("the restarted controller undid the rollback: %v", s)
+	}
+
+	if err := second.Unhold(t.Context(), "web"); err != nil {
+		t.Fatal(err)
+	}
+	e.waitImage(t, e.v2, time.Minute)
 }

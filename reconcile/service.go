@@ -366,10 +366,14 @@ func (c *Controller) Rollback(ctx context.Context, name string, opts api.Rollbac
 
 // Unhold implements api.Reconciler.
 func (c *Controller) Unhold(ctx context.Context, name string) error {
-	if _, err := c.lookup(name); err != nil {
+	app, err := c.lookup(name)
+	if err != nil {
 		return err
 	}
 	c.status.Update(name, func(s *AppStatus) { s.Held = api.Hold{} })
+	if err := c.saveHold(ctx, app, api.Hold{}); err != nil {
+		return fmt.Errorf("%w: %w", api.ErrUnavailable, err)
+	}
 	c.log.InfoContext(ctx, "hold released", "app", name, "actor", notify.ActorFrom(ctx))
 	if _, _, err := c.enqueue(name, Request{}); err != nil {
 		return notFound(name)
@@ -463,11 +467,17 @@ func (c *Controller) Ready(ctx context.Context) error {
 // the requested sync's record, and reconciles.
 func (c *Controller) runRequest(ctx context.Context, app appset.Application, req Request, st *appState) error {
 	now := c.now().UTC()
+	c.restoreHold(ctx, app, st)
+	var hold *api.Hold // set when this request changes the hold
 	c.status.Update(app.Name, func(s *AppStatus) {
 		switch {
 		case req.Sync && req.Revision != "":
 			s.Held = api.Hold{Revision: req.Revision, Actor: req.Actor, Since: now}
+			hold = &s.Held
 		case req.Sync:
+			if s.Held.Revision != "" {
+				hold = &api.Hold{}
+			}
 			s.Held = api.Hold{}
 		default:
 			req.Revision = s.Held.Revision
@@ -480,6 +490,11 @@ func (c *Controller) runRequest(ctx context.Context, app appset.Application, req
 				Outcome: api.OutcomeRunning, StartedAt: now}
 		}
 	})
+	if hold != nil {
+		if err := c.saveHold(ctx, app, *hold); err != nil {
+			c.log.Warn("hold not recorded in the swarm; it lasts until the controller restarts", "app", app.Name, "err", err)
+		}
+	}
 	out, err := c.reconcile(ctx, app, req, st)
 	if req.Sync {
 		done := c.now().UTC()
