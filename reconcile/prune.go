@@ -215,8 +215,17 @@ func (c *Controller) pruneRelease(ctx context.Context, owner stack.Owner, swarmN
 		}
 	}
 	var errs []error
+	ids := make([]string, 0, len(revs))
 	for _, r := range revs {
-		if err := c.engine.ConfigRemove(ctx, r.ConfigID); err != nil && !cerrdefs.IsNotFound(err) {
+		ids = append(ids, r.ConfigID)
+	}
+	holds, err := c.holdConfigs(ctx, owner)
+	errs = append(errs, err)
+	for _, h := range holds {
+		ids = append(ids, h.ID)
+	}
+	for _, id := range ids {
+		if err := c.engine.ConfigRemove(ctx, id); err != nil && !cerrdefs.IsNotFound(err) {
 			errs = append(errs, err)
 		}
 	}
