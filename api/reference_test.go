@@ -2,10 +2,8 @@ package api_test
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"net/http"
-	"os"
 	"slices"
 	"sort"
 	"strconv"
@@ -13,24 +11,11 @@ import (
 	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3"
-	"github.com/google/go-cmp/cmp"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/skep-cd/skep/api"
+	"github.com/skep-cd/skep/golden"
 )
-
-// init registers -update unless another test file of the package did (a
-// package-level flag.Bool runs before any init).
-func init() {
-	if flag.Lookup("update") == nil {
-		flag.Bool("update", false, "rewrite the generated files (docs/api.md)")
-	}
-}
-
-func updateGolden() bool {
-	f := flag.Lookup("update")
-	return f != nil && f.Value.String() == "true"
-}
 
 const apiReferencePath = "../docs/api.md"
 
@@ -38,19 +23,7 @@ const apiReferencePath = "../docs/api.md"
 // and the route table generate; -update rewrites it.
 func TestAPIReferenceIsCurrent(t *testing.T) {
 	got := generateAPIReference(t)
-	if updateGolden() {
-		if err := os.WriteFile(apiReferencePath, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(apiReferencePath)
-	if err != nil {
-		t.Fatalf("%v; run go test ./api/ -run TestAPIReferenceIsCurrent -update", err)
-	}
-	if d := cmp.Diff(string(want), got); d != "" {
-		t.Errorf("docs/api.md is stale (-file +generated); run go test ./api/ -run TestAPIReferenceIsCurrent -update:\n%s", d)
-	}
+	golden.Check(t, apiReferencePath, []byte(got))
 }
 
 func TestAPIReferenceDocumentsEveryOperationAndSchema(t *testing.T) {

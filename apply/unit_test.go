@@ -18,6 +18,7 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/skep-cd/skep/golden"
 	"github.com/skep-cd/skep/stack"
 )
 
@@ -135,7 +136,7 @@ func TestDecodeRevisionRefusesWhatItDidNotWrite(t *testing.T) {
 // by encodeRevision(sampleRevision()); rewrite it with -update.
 func TestRevisionFixtureDecodes(t *testing.T) {
 	path := filepath.Join("testdata", "revision-v1.gz")
-	if *update {
+	if golden.Update() {
 		data, err := encodeRevision(sampleRevision())
 		if err != nil {
 			t.Fatal(err)

@@ -3,12 +3,11 @@ package cli
 import (
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
+	"github.com/skep-cd/skep/golden"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -19,19 +18,7 @@ const cliReferencePath = "../docs/cli.md"
 // tree generates; -update rewrites it.
 func TestCLIReferenceIsCurrent(t *testing.T) {
 	got := cliReference(NewRoot(io.Discard, io.Discard))
-	if updateGolden() {
-		if err := os.WriteFile(cliReferencePath, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(cliReferencePath)
-	if err != nil {
-		t.Fatalf("%v; run go test ./cli/ -run TestCLIReferenceIsCurrent -update", err)
-	}
-	if d := cmp.Diff(string(want), got); d != "" {
-		t.Errorf("docs/cli.md is stale (-file +generated); run go test ./cli/ -run TestCLIReferenceIsCurrent -update:\n%s", d)
-	}
+	golden.Check(t, cliReferencePath, []byte(got))
 }
 
 func TestCLIReferenceDocumentsEveryVisibleCommandAndFlag(t *testing.T) {

@@ -2,14 +2,13 @@ package cli
 
 import (
 	"encoding/base64"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
+	"github.com/skep-cd/skep/golden"
 )
 
 const (
@@ -46,19 +45,7 @@ func TestRenderGolden(t *testing.T) {
 				t.Errorf("skep render %s exit = %d, want %d\nstdout:\n%s\nstderr:\n%s", strings.Join(tt.args, " "), code, tt.wantCode, stdout, stderr)
 			}
 			got := fmt.Sprintf("exit %d\n--- stdout\n%s--- stderr\n%s", code, stdout, stderr)
-			golden := filepath.Join("testdata", "render", tt.name+".golden")
-			if updateRenderGolden() {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test -update to create it)", err)
-			}
-			if diff := cmp.Diff(string(want), got); diff != "" {
-				t.Errorf("skep render %s differs from %s (-want +got):\n%s", strings.Join(tt.args, " "), golden, diff)
-			}
+			golden.Check(t, filepath.Join("testdata", "render", tt.name+".golden"), []byte(got))
 		})
 	}
 }
@@ -84,18 +71,6 @@ func TestRenderNeverPrintsSecretValues(t *testing.T) {
 			t.Errorf("skep render -o %s shows no redaction marker:\n%s", format, stdout)
 		}
 	}
-}
-
-// init registers -update unless another test file of the package did.
-func init() {
-	if flag.Lookup("update") == nil {
-		flag.Bool("update", false, "rewrite the golden files in testdata")
-	}
-}
-
-func updateRenderGolden() bool {
-	f := flag.Lookup("update")
-	return f != nil && f.Value.String() == "true"
 }
 
 func encodeBase64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }

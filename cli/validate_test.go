@@ -2,28 +2,14 @@ package cli
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/skep-cd/skep/golden"
 )
-
-// init registers -update unless another test file of the package did in a
-// package-level var, which runs before any init.
-func init() {
-	if flag.Lookup("update") == nil {
-		flag.Bool("update", false, "rewrite the golden files in testdata")
-	}
-}
-
-func updateGolden() bool {
-	f := flag.Lookup("update")
-	return f != nil && f.Value.String() == "true"
-}
 
 const validateInput = "testdata/validate/input/"
 
@@ -51,19 +37,7 @@ func TestValidateGolden(t *testing.T) {
 				t.Errorf("skep validate %s exit = %d, want %d\nstdout:\n%s\nstderr:\n%s", strings.Join(tt.args, " "), code, tt.wantCode, stdout, stderr)
 			}
 			got := fmt.Sprintf("exit %d\n--- stdout\n%s--- stderr\n%s", code, stdout, stderr)
-			golden := filepath.Join("testdata", "validate", tt.name+".golden")
-			if updateGolden() {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if diff := cmp.Diff(string(want), got); diff != "" {
-				t.Errorf("skep validate %s (-%s +got):\n%s", strings.Join(tt.args, " "), golden, diff)
-			}
+			golden.Check(t, filepath.Join("testdata", "validate", tt.name+".golden"), []byte(got))
 		})
 	}
 }

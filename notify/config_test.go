@@ -2,7 +2,6 @@ package notify
 
 import (
 	"errors"
-	"flag"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -11,9 +10,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/skep-cd/skep/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files in testdata")
 
 func TestLoadConfigReadsEveryField(t *testing.T) {
 	cfg, err := LoadConfig("testdata/notifications/valid.yaml")
@@ -78,19 +76,7 @@ func TestParseConfigReportsEveryProblemWithItsPosition(t *testing.T) {
 	if !errors.As(err, &errs) {
 		t.Fatalf("ParseConfig = %v, want ConfigErrors", err)
 	}
-	golden := "testdata/notifications/invalid.errors"
-	if *update {
-		if err := os.WriteFile(golden, []byte(errs.Error()+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := cmp.Diff(strings.TrimSpace(string(want)), errs.Error()); d != "" {
-		t.Errorf("problems (-want +got):\n%s", d)
-	}
+	golden.Check(t, "testdata/notifications/invalid.errors", []byte(errs.Error()+"\n"))
 }
 
 func TestParseConfigRefusesBadDocuments(t *testing.T) {

@@ -315,7 +315,7 @@ func TestDriftGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "drift.json", append(got, '\n'))
+	checkGolden(t, "drift.json", append(got, '\n'))
 }
 
 // swarmCompose exercises most fields the Engine stores with defaults of its

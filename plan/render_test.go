@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -13,27 +11,14 @@ import (
 	"github.com/docker/docker/api/types/swarm"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/skep-cd/skep/golden"
 	"github.com/skep-cd/skep/stack"
 )
 
-var update = flag.Bool("update", false, "rewrite golden files in testdata")
-
-// golden compares got with testdata/name, or rewrites it under -update.
-func golden(t *testing.T, name string, got []byte) {
+// checkGolden compares got with testdata/name, or rewrites it under -update.
+func checkGolden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatalf("write golden: %v", err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read golden (run with -update to create it): %v", err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("%s mismatch (-want +got):\n%s", path, diff)
-	}
+	golden.Check(t, filepath.Join("testdata", name), got)
 }
 
 func TestRenderGolden(t *testing.T) {
@@ -66,13 +51,13 @@ func TestRenderGolden(t *testing.T) {
 			if err := Render(&text, tt.plans); err != nil {
 				t.Fatalf("Render() error = %v", err)
 			}
-			golden(t, tt.name+".txt", text.Bytes())
+			checkGolden(t, tt.name+".txt", text.Bytes())
 
 			js, err := json.MarshalIndent(tt.plans, "", "  ")
 			if err != nil {
 				t.Fatalf("json.MarshalIndent() error = %v", err)
 			}
-			golden(t, tt.name+".json", append(js, '\n'))
+			checkGolden(t, tt.name+".json", append(js, '\n'))
 
 			var back []Release
 			if err := json.Unmarshal(js, &back); err != nil {

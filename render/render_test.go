@@ -2,18 +2,16 @@ package render
 
 import (
 	"errors"
-	"flag"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	"go.yaml.in/yaml/v3"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+	"github.com/skep-cd/skep/golden"
+)
 
 // fixtureDir holds the compose fixtures shared with the stack and parity tests.
 const fixtureDir = "../testdata/compose"
@@ -55,8 +53,8 @@ func fixtures(t testing.TB) []string {
 	return names
 }
 
-// golden is the shape of render's golden files.
-type golden struct {
+// goldenDocument is the shape of render's golden files.
+type goldenDocument struct {
 	Config   any               `yaml:"config"`
 	Files    map[string]string `yaml:"files,omitempty"`
 	Warnings []string          `yaml:"warnings,omitempty"`
@@ -64,7 +62,7 @@ type golden struct {
 
 func marshalDocument(t *testing.T, doc *Document) []byte {
 	t.Helper()
-	g := golden{Config: doc.Config, Warnings: doc.Warnings, Files: map[string]string{}}
+	g := goldenDocument{Config: doc.Config, Warnings: doc.Warnings, Files: map[string]string{}}
 	for name, data := range doc.Files {
 		g.Files[name] = string(data)
 	}
@@ -75,23 +73,6 @@ func marshalDocument(t *testing.T, doc *Document) []byte {
 	return out
 }
 
-func checkGolden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("%s differs (-want +got):\n%s", path, diff)
-	}
-}
-
 func TestComposeMatchesGoldenForEveryFixture(t *testing.T) {
 	for _, name := range fixtures(t) {
 		t.Run(name, func(t *testing.T) {
@@ -99,7 +80,7 @@ func TestComposeMatchesGoldenForEveryFixture(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Compose(%s) = %v", name, err)
 			}
-			checkGolden(t, filepath.Join("testdata", name+".golden.yaml"), marshalDocument(t, doc))
+			golden.Check(t, filepath.Join("testdata", name+".golden.yaml"), marshalDocument(t, doc))
 		})
 	}
 }

@@ -3,7 +3,6 @@ package stack
 import (
 	"encoding/json"
 	"errors"
-	"flag"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -13,10 +12,8 @@ import (
 	"github.com/docker/cli/cli/compose/loader"
 	composetypes "github.com/docker/cli/cli/compose/types"
 	"github.com/docker/cli/pkg/kvfile"
-	"github.com/google/go-cmp/cmp"
+	"github.com/skep-cd/skep/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 // fixtureDir holds the compose fixtures shared with the render and parity
 // tests.
@@ -105,23 +102,6 @@ func testOwner(release string) Owner {
 	return Owner{Controller: "test", Application: release, Release: release}
 }
 
-func checkGolden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("%s differs (-want +got):\n%s", path, diff)
-	}
-}
-
 func TestConvertMatchesGoldenForEveryFixture(t *testing.T) {
 	for _, name := range fixtureNames(t) {
 		t.Run(name, func(t *testing.T) {
@@ -134,7 +114,7 @@ func TestConvertMatchesGoldenForEveryFixture(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkGolden(t, filepath.Join("testdata", name+".golden.json"), append(got, '\n'))
+			golden.Check(t, filepath.Join("testdata", name+".golden.json"), append(got, '\n'))
 		})
 	}
 }

@@ -1,5 +1,0 @@
-package apply
-
-import "flag"
-
-var update = flag.Bool("update", false, "rewrite testdata fixtures")
