@@ -22,6 +22,7 @@ import (
 	"github.com/skep-cd/skep/api"
 	"github.com/skep-cd/skep/notify"
 	"github.com/skep-cd/skep/store"
+	"github.com/skep-cd/skep/wire"
 )
 
 func loadOpenAPI(t *testing.T) *openapi3.T {
@@ -70,7 +71,7 @@ func TestResponsesMatchTheOpenAPIContract(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hooks, err := api.NewWebhooks([]api.WebhookSpec{{Provider: api.ProviderGeneric, Secret: api.NewToken("k")}}, api.WebhooksOptions{})
+	hooks, err := api.NewWebhooks([]api.WebhookSpec{{Provider: api.ProviderGeneric, Secret: wire.NewToken("k")}}, api.WebhooksOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,11 +95,11 @@ func TestResponsesMatchTheOpenAPIContract(t *testing.T) {
 		{"GET", "/api/v1/applications/db", scopedToken, nil, nil, 403},
 		{"GET", "/api/v1/applications/web/diff", viewerToken, nil, nil, 200},
 		{"GET", "/api/v1/applications/web/history", viewerToken, nil, nil, 200},
-		{"POST", "/api/v1/applications/web/sync", deployerToken, api.SyncOptions{}, nil, 202},
-		{"POST", "/api/v1/applications/web/sync", deployerToken, api.SyncOptions{DryRun: true}, nil, 200},
-		{"POST", "/api/v1/applications/web/sync", deployerToken, api.SyncOptions{Revision: "unknown"}, nil, 400},
-		{"POST", "/api/v1/applications/web/sync", viewerToken, api.SyncOptions{}, nil, 403},
-		{"POST", "/api/v1/applications/web/rollback", deployerToken, api.RollbackOptions{Revision: 1}, nil, 202},
+		{"POST", "/api/v1/applications/web/sync", deployerToken, wire.SyncOptions{}, nil, 202},
+		{"POST", "/api/v1/applications/web/sync", deployerToken, wire.SyncOptions{DryRun: true}, nil, 200},
+		{"POST", "/api/v1/applications/web/sync", deployerToken, wire.SyncOptions{Revision: "unknown"}, nil, 400},
+		{"POST", "/api/v1/applications/web/sync", viewerToken, wire.SyncOptions{}, nil, 403},
+		{"POST", "/api/v1/applications/web/rollback", deployerToken, wire.RollbackOptions{Revision: 1}, nil, 202},
 		{"POST", "/api/v1/applications/web/refresh", deployerToken, nil, nil, 202},
 		{"POST", "/api/v1/applications/web/unhold", deployerToken, nil, nil, 202},
 		{"GET", "/api/v1/events", viewerToken, nil, nil, 200},
@@ -176,13 +177,13 @@ func TestUnknownRoutesAnswer404AndWrongMethods405WithAllow(t *testing.T) {
 		method, path string
 		want         int
 		allow        string
-		code         api.ErrorCode
+		code         wire.ErrorCode
 	}{
-		{"GET", "/api/v1/nothing-here", 404, "", api.CodeNotFound},
-		{"GET", "/", 404, "", api.CodeNotFound},
-		{"DELETE", "/api/v1/applications/web", 405, "GET, HEAD", api.CodeMethodNotAllowed},
-		{"GET", "/api/v1/applications/web/sync", 405, "POST", api.CodeMethodNotAllowed},
-		{"PUT", "/healthz", 405, "GET, HEAD", api.CodeMethodNotAllowed},
+		{"GET", "/api/v1/nothing-here", 404, "", wire.CodeNotFound},
+		{"GET", "/", 404, "", wire.CodeNotFound},
+		{"DELETE", "/api/v1/applications/web", 405, "GET, HEAD", wire.CodeMethodNotAllowed},
+		{"GET", "/api/v1/applications/web/sync", 405, "POST", wire.CodeMethodNotAllowed},
+		{"PUT", "/healthz", 405, "GET, HEAD", wire.CodeMethodNotAllowed},
 	} {
 		status, h, body := s.call(t, tc.method, tc.path, adminToken, nil)
 		if status != tc.want || h.Get("Allow") != tc.allow || decodeError(t, body).Code != tc.code {
@@ -231,8 +232,8 @@ func everyGuardedRoute() []routeRequest {
 		{"GET", "/api/v1/applications/web", nil},
 		{"GET", "/api/v1/applications/web/diff", nil},
 		{"GET", "/api/v1/applications/web/history", nil},
-		{"POST", "/api/v1/applications/web/sync", api.SyncOptions{}},
-		{"POST", "/api/v1/applications/web/rollback", api.RollbackOptions{Revision: 1}},
+		{"POST", "/api/v1/applications/web/sync", wire.SyncOptions{}},
+		{"POST", "/api/v1/applications/web/rollback", wire.RollbackOptions{Revision: 1}},
 		{"POST", "/api/v1/applications/web/refresh", nil},
 		{"POST", "/api/v1/applications/web/unhold", nil},
 		{"GET", "/api/v1/events", nil},
@@ -286,7 +287,7 @@ func TestRoleMatrixAllowsEachRoleItsRoutesAndForbidsTheRest(t *testing.T) {
 func TestScopedTokenSeesOnlyItsApplications(t *testing.T) {
 	s := newTestServer(t, api.Options{})
 	status, _, body := s.call(t, "GET", "/api/v1/applications", scopedToken, nil)
-	var list api.ApplicationList
+	var list wire.ApplicationList
 	if err := json.Unmarshal(body, &list); status != 200 || err != nil {
 		t.Fatalf("list = %d %s", status, body)
 	}
@@ -312,8 +313,8 @@ func TestScopedTokenSeesOnlyItsApplications(t *testing.T) {
 
 func TestHandlersMarkTheContextWithTheSubjectsName(t *testing.T) {
 	s := newTestServer(t, api.Options{})
-	s.call(t, "POST", "/api/v1/applications/web/sync", deployerToken, api.SyncOptions{})
-	s.call(t, "POST", "/api/v1/applications/web/rollback", scopedToken, api.RollbackOptions{Revision: 1})
+	s.call(t, "POST", "/api/v1/applications/web/sync", deployerToken, wire.SyncOptions{})
+	s.call(t, "POST", "/api/v1/applications/web/rollback", scopedToken, wire.RollbackOptions{Revision: 1})
 	s.call(t, "POST", "/api/v1/applications/web/refresh", adminToken, nil)
 	want := []string{"sync web ci", "rollback web webteam", "refresh web root"}
 	if d := cmp.Diff(want, s.fake.called()); d != "" {
@@ -325,7 +326,7 @@ func TestStatusDetailsAreForAdminsOnly(t *testing.T) {
 	s := newTestServer(t, api.Options{})
 	for token, want := range map[string]bool{adminToken: true, deployerToken: false, viewerToken: false} {
 		_, _, body := s.call(t, "GET", "/api/v1/status", token, nil)
-		var st api.ControllerStatus
+		var st wire.ControllerStatus
 		if err := json.Unmarshal(body, &st); err != nil {
 			t.Fatal(err)
 		}
@@ -342,12 +343,12 @@ func TestRequestBodiesAreStrictAndBounded(t *testing.T) {
 		body   []byte
 		ctype  string
 		status int
-		code   api.ErrorCode
+		code   wire.ErrorCode
 	}{
-		{"unknown field is refused", []byte(`{"dryRun":true,"force":1}`), "application/json", 400, api.CodeBadRequest},
-		{"trailing data is refused", []byte(`{} {}`), "application/json", 400, api.CodeBadRequest},
-		{"a body over the limit is refused", []byte(`{"revision":"` + strings.Repeat("a", 100) + `"}`), "application/json", 413, api.CodeTooLarge},
-		{"a non-JSON content type is refused", []byte(`revision=x`), "application/x-www-form-urlencoded", 415, api.CodeUnsupportedMedia},
+		{"unknown field is refused", []byte(`{"dryRun":true,"force":1}`), "application/json", 400, wire.CodeBadRequest},
+		{"trailing data is refused", []byte(`{} {}`), "application/json", 400, wire.CodeBadRequest},
+		{"a body over the limit is refused", []byte(`{"revision":"` + strings.Repeat("a", 100) + `"}`), "application/json", 413, wire.CodeTooLarge},
+		{"a non-JSON content type is refused", []byte(`revision=x`), "application/x-www-form-urlencoded", 415, wire.CodeUnsupportedMedia},
 		{"an empty body is the default sync", nil, "", 202, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -377,7 +378,7 @@ func TestAPanickingHandlerAnswers500AndTheServerLivesOn(t *testing.T) {
 	s := newTestServer(t, api.Options{})
 	s.fake.panicOn = "status"
 	status, _, body := s.call(t, "GET", "/api/v1/status", adminToken, nil)
-	if status != 500 || decodeError(t, body).Code != api.CodeInternal || strings.Contains(string(body), "fake panics") {
+	if status != 500 || decodeError(t, body).Code != wire.CodeInternal || strings.Contains(string(body), "fake panics") {
 		t.Errorf("panicking handler = %d %s, want 500 internal without the panic text", status, body)
 	}
 	if status, _, _ := s.call(t, "GET", "/api/v1/applications", adminToken, nil); status != 200 {
@@ -415,7 +416,7 @@ func TestEventStreamReplaysScopesAndFilters(t *testing.T) {
 
 	// The JSON list, scoped: the web-only token never sees db.
 	_, _, body := s.call(t, "GET", "/api/v1/events", scopedToken, nil)
-	var list api.EventList
+	var list wire.EventList
 	if err := json.Unmarshal(body, &list); err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/skep-cd/skep/appset"
+	"github.com/skep-cd/skep/wire"
 )
 
 // Environment variables naming the single admin token. Tokens never come
@@ -98,34 +99,6 @@ var ErrUnauthenticated = errors.New("unauthenticated")
 // authtest.Run is its conformance suite.
 type Authorizer interface {
 	Authenticate(ctx context.Context, r *http.Request) (Subject, error)
-}
-
-// Token is a bearer secret. It never prints: String, GoString and LogValue
-// redact it, and the value sits behind a pointer so that even a struct
-// holding a Token, printed with %+v, shows an address and not the secret.
-// The zero value is the empty token.
-type Token struct{ value *string }
-
-// NewToken wraps a secret value.
-func NewToken(value string) Token { return Token{value: &value} }
-
-func (Token) String() string                 { return "[redacted]" }
-func (Token) GoString() string               { return "api.Token([redacted])" }
-func (Token) LogValue() slog.Value           { return slog.StringValue("[redacted]") }
-func (t Token) MarshalText() ([]byte, error) { return []byte("[redacted]"), nil }
-
-// Empty reports whether the token has no value.
-func (t Token) Empty() bool { return t.Reveal() == "" }
-
-// Digest returns the SHA-256 of the token, what Tokens compares.
-func (t Token) Digest() [sha256.Size]byte { return sha256.Sum256([]byte(t.Reveal())) }
-
-// Reveal returns the secret value, for the one place that sends it.
-func (t Token) Reveal() string {
-	if t.value == nil {
-		return ""
-	}
-	return *t.value
 }
 
 // TokenSpec is one accepted token: its subject and the SHA-256 digest of
@@ -215,14 +188,14 @@ func (t *Tokens) Authenticate(_ context.Context, r *http.Request) (Subject, erro
 	return Subject{Name: s.Name, Role: s.Role, Apps: slices.Clone(s.Apps)}, nil
 }
 
-func bearer(r *http.Request) (Token, bool) {
+func bearer(r *http.Request) (wire.Token, bool) {
 	h := r.Header.Get("Authorization")
 	scheme, value, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return Token{}, false
+		return wire.Token{}, false
 	}
 	value = strings.TrimSpace(value)
-	return NewToken(value), value != ""
+	return wire.NewToken(value), value != ""
 }
 
 // AdminTokenFromEnv returns the admin token named by EnvAdminTokenFile or
@@ -244,7 +217,7 @@ func AdminTokenFromEnv(getenv func(string) string) (spec TokenSpec, ok bool, err
 	default:
 		return TokenSpec{}, false, nil
 	}
-	return TokenSpec{Name: AdminName, Role: RoleAdmin, Digest: NewToken(value).Digest()}, true, nil
+	return TokenSpec{Name: AdminName, Role: RoleAdmin, Digest: wire.NewToken(value).Digest()}, true, nil
 }
 
 var tokenFields = []string{"name", "role", "apps", "tokenFile", "tokenEnv", "sha256"}
@@ -295,7 +268,7 @@ func ParseTokens(name string, data []byte, getenv func(string) string) ([]TokenS
 		case fromSecret && hexDigest != "":
 			e.problem(e.at("sha256"), "sha256", "give tokenFile, tokenEnv or sha256, only one")
 		case fromSecret:
-			s.Digest = NewToken(value).Digest()
+			s.Digest = wire.NewToken(value).Digest()
 		case hexDigest != "":
 			b, err := hex.DecodeString(strings.ToLower(hexDigest))
 			if err != nil || len(b) != sha256.Size {

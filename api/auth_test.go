@@ -16,6 +16,7 @@ import (
 	"github.com/skep-cd/skep/api"
 	"github.com/skep-cd/skep/api/authtest"
 	"github.com/skep-cd/skep/appset"
+	"github.com/skep-cd/skep/wire"
 )
 
 func TestTokensKeepTheAuthorizerContract(t *testing.T) {
@@ -60,7 +61,7 @@ func TestSubjectRolesAndScopes(t *testing.T) {
 }
 
 func TestTokensNeverPrint(t *testing.T) {
-	tok := api.NewToken("super-secret-value")
+	tok := wire.NewToken("super-secret-value")
 	spec := api.TokenSpec{Name: "ci", Role: api.RoleAdmin, Digest: tok.Digest()}
 	var logged bytes.Buffer
 	logger := slog.New(slog.NewJSONHandler(&logged, nil))
@@ -164,7 +165,7 @@ func TestAdminTokenFromEnvironment(t *testing.T) {
 			if (err != nil) != tc.err || ok != (tc.want != "") {
 				t.Fatalf("AdminTokenFromEnv = %v, %v, %v", spec, ok, err)
 			}
-			if ok && (spec.Digest != api.NewToken(tc.want).Digest() || spec.Name != "admin" || spec.Role != api.RoleAdmin) {
+			if ok && (spec.Digest != wire.NewToken(tc.want).Digest() || spec.Name != "admin" || spec.Role != api.RoleAdmin) {
 				t.Errorf("admin spec = %+v, want the digest of %q, named admin", spec, tc.want)
 			}
 		})

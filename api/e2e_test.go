@@ -27,6 +27,7 @@ import (
 	"github.com/skep-cd/skep/reconcile"
 	"github.com/skep-cd/skep/store"
 	skepswarm "github.com/skep-cd/skep/swarm"
+	"github.com/skep-cd/skep/wire"
 )
 
 // live is one test's real controller on the real swarm, behind the API.
@@ -113,11 +114,11 @@ applications:
 	if err != nil {
 		t.Fatal(err)
 	}
-	hooks, err := api.NewWebhooks([]api.WebhookSpec{{Provider: api.ProviderGeneric, Secret: api.NewToken("hook-secret")}}, api.WebhooksOptions{})
+	hooks, err := api.NewWebhooks([]api.WebhookSpec{{Provider: api.ProviderGeneric, Secret: wire.NewToken("hook-secret")}}, api.WebhooksOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := api.New(api.Options{Reconciler: l.ctrl, Authorizer: testTokens(t), Metrics: metrics, Webhooks: hooks,
+	srv, err := api.New(api.Options{Reconciler: api.NewController(l.ctrl), Authorizer: testTokens(t), Metrics: metrics, Webhooks: hooks,
 		Broker: broker, EventLog: db, Syncs: db, Logger: logger, Heartbeat: time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -160,18 +161,18 @@ func (l *live) getJSON(t *testing.T, path, token string, v any) {
 	}
 }
 
-func (l *live) app(t *testing.T, name string) api.Application {
+func (l *live) app(t *testing.T, name string) wire.Application {
 	t.Helper()
-	var d api.ApplicationDetail
+	var d wire.ApplicationDetail
 	l.getJSON(t, "/api/v1/applications/"+name, viewerToken, &d)
 	return d.Application
 }
 
 // postSync posts to path and returns the queued sync's response.
-func (l *live) postSync(t *testing.T, path, token string, body any) api.SyncResponse {
+func (l *live) postSync(t *testing.T, path, token string, body any) wire.SyncResponse {
 	t.Helper()
 	status, _, data := l.call(t, "POST", path, token, body)
-	var resp api.SyncResponse
+	var resp wire.SyncResponse
 	if status != http.StatusAccepted || json.Unmarshal(data, &resp) != nil || resp.ID == 0 {
 		t.Fatalf("POST %s = %d %s, want 202 with a sync id", path, status, data)
 	}
@@ -179,12 +180,12 @@ func (l *live) postSync(t *testing.T, path, token string, body any) api.SyncResp
 }
 
 // waitSync waits until sync id of app ended and returns its record.
-func (l *live) waitSync(t *testing.T, name string, id uint64) api.SyncRecord {
+func (l *live) waitSync(t *testing.T, name string, id uint64) wire.SyncRecord {
 	t.Helper()
-	var rec api.SyncRecord
+	var rec wire.SyncRecord
 	harness.Eventually(t, 2*time.Minute, func(context.Context) (bool, string) {
 		a := l.app(t, name)
-		if a.LastSync == nil || a.LastSync.ID < id || a.LastSync.Outcome == api.OutcomeRunning {
+		if a.LastSync == nil || a.LastSync.ID < id || a.LastSync.Outcome == wire.OutcomeRunning {
 			return false, fmt.Sprintf("last sync %+v, phase %s", a.LastSync, a.Phase)
 		}
 		rec = *a.LastSync
@@ -208,9 +209,9 @@ func (l *live) liveImage(t *testing.T) string {
 }
 
 // eventsOf returns the kept events of app with type typ.
-func (l *live) eventsOf(t *testing.T, app string, typ notify.EventType) []api.EventItem {
+func (l *live) eventsOf(t *testing.T, app string, typ notify.EventType) []wire.EventItem {
 	t.Helper()
-	var list api.EventList
+	var list wire.EventList
 	l.getJSON(t, "/api/v1/events?app="+app+"&type="+string(typ), viewerToken, &list)
 	return list.Events
 }
@@ -219,7 +220,7 @@ func TestEveryRouteAgainstARunningController(t *testing.T) {
 	l := startLive(t)
 
 	// An SSE client follows web's events from the start.
-	streamed := make(chan api.EventItem, 64)
+	streamed := make(chan wire.EventItem, 64)
 	sctx, stopStream := context.WithCancel(t.Context())
 	defer stopStream()
 	req, _ := http.NewRequestWithContext(sctx, "GET", l.URL+"/api/v1/events?app=web", nil)
@@ -239,8 +240,8 @@ func TestEveryRouteAgainstARunningController(t *testing.T) {
 				fmt.Sscan(v, &id)
 			}
 			if v, ok := strings.CutPrefix(line, "data: "); ok {
-				var item api.EventItem
-				if json.Unmarshal([]byte(v), &item.Wire) == nil {
+				var item wire.EventItem
+				if json.Unmarshal([]byte(v), &item.Event) == nil {
 					item.ID = id
 					streamed <- item
 				}
@@ -250,18 +251,18 @@ func TestEveryRouteAgainstARunningController(t *testing.T) {
 
 	t.Run("list shows both applications out of sync with nothing running", func(t *testing.T) {
 		harness.Eventually(t, time.Minute, func(context.Context) (bool, string) {
-			var list api.ApplicationList
+			var list wire.ApplicationList
 			l.getJSON(t, "/api/v1/applications", viewerToken, &list)
 			ok := len(list.Applications) == 2
 			for _, a := range list.Applications {
-				ok = ok && a.Sync == "out-of-sync" && a.Services.Running == 0 && a.Health == api.HealthUnknown
+				ok = ok && a.Sync == "out-of-sync" && a.Services.Running == 0 && a.Health == wire.HealthUnknown
 			}
 			return ok, fmt.Sprintf("%+v", list)
 		})
 	})
 
 	t.Run("diff plans an install of the web service", func(t *testing.T) {
-		var d api.Diff
+		var d wire.Diff
 		l.getJSON(t, "/api/v1/applications/web/diff", viewerToken, &d)
 		if len(d.Releases) != 1 || d.Releases[0].Action != "install" || d.Revision != l.repo.Head(t, "main") {
 			t.Errorf("diff = %+v, want an install at the head", d)
@@ -270,9 +271,9 @@ func TestEveryRouteAgainstARunningController(t *testing.T) {
 
 	first := l.repo.Head(t, "main")
 	t.Run("a sync by a deployer deploys v1 and names the deployer", func(t *testing.T) {
-		resp := l.postSync(t, "/api/v1/applications/web/sync", deployerToken, api.SyncOptions{})
+		resp := l.postSync(t, "/api/v1/applications/web/sync", deployerToken, wire.SyncOptions{})
 		rec := l.waitSync(t, "web", resp.ID)
-		if rec.Outcome != api.OutcomeSucceeded || rec.Actor != "ci" || rec.Revision != first {
+		if rec.Outcome != wire.OutcomeSucceeded || rec.Actor != "ci" || rec.Revision != first {
 			t.Fatalf("sync record = %+v, want succeeded by ci at %s", rec, first)
 		}
 		if img := l.liveImage(t); img != l.v1 {
@@ -286,7 +287,7 @@ func TestEveryRouteAgainstARunningController(t *testing.T) {
 
 	t.Run("get shows the release, its service and its running task", func(t *testing.T) {
 		harness.Eventually(t, 2*time.Minute, func(context.Context) (bool, string) {
-			var d api.ApplicationDetail
+			var d wire.ApplicationDetail
 			l.getJSON(t, "/api/v1/applications/web", viewerToken, &d)
 			if len(d.Releases) != 1 || d.Releases[0].Revision != 1 || len(d.Releases[0].Services) != 1 {
 				return false, fmt.Sprintf("%+v", d)
@@ -335,7 +336,7 @@ func TestEveryRouteAgainstARunningController(t *testing.T) {
 
 	t.Run("a second sync deploys v2", func(t *testing.T) {
 		resp := l.postSync(t, "/api/v1/applications/web/sync", adminToken, nil)
-		if rec := l.waitSync(t, "web", resp.ID); rec.Outcome != api.OutcomeSucceeded || rec.Actor != "root" {
+		if rec := l.waitSync(t, "web", resp.ID); rec.Outcome != wire.OutcomeSucceeded || rec.Actor != "root" {
 			t.Fatalf("sync = %+v, want succeeded by root", rec)
 		}
 		if img := l.liveImage(t); img != l.v2 {
@@ -344,7 +345,7 @@ func TestEveryRouteAgainstARunningController(t *testing.T) {
 	})
 
 	t.Run("history lists both revisions and the syncs with their actors", func(t *testing.T) {
-		var h api.History
+		var h wire.History
 		harness.Eventually(t, 10*time.Second, func(context.Context) (bool, string) {
 			l.getJSON(t, "/api/v1/applications/web/history", viewerToken, &h)
 			return len(h.Syncs) == 2, fmt.Sprintf("%+v", h)
@@ -359,12 +360,12 @@ func TestEveryRouteAgainstARunningController(t *testing.T) {
 	})
 
 	t.Run("a rollback redeploys revision 1 and holds the application there", func(t *testing.T) {
-		resp := l.postSync(t, "/api/v1/applications/web/rollback", scopedToken, api.RollbackOptions{Revision: 1})
+		resp := l.postSync(t, "/api/v1/applications/web/rollback", scopedToken, wire.RollbackOptions{Revision: 1})
 		if resp.Revision != first {
 			t.Errorf("rollback deploys %s, want %s", resp.Revision, first)
 		}
 		rec := l.waitSync(t, "web", resp.ID)
-		if rec.Outcome != api.OutcomeSucceeded || rec.Actor != "webteam" {
+		if rec.Outcome != wire.OutcomeSucceeded || rec.Actor != "webteam" {
 			t.Fatalf("rollback sync = %+v, want succeeded by webteam", rec)
 		}
 		if img := l.liveImage(t); img != l.v1 {
@@ -402,23 +403,23 @@ func TestEveryRouteAgainstARunningController(t *testing.T) {
 	})
 
 	t.Run("a dry-run sync plans and writes nothing", func(t *testing.T) {
-		status, _, body := l.call(t, "POST", "/api/v1/applications/web/sync", deployerToken, api.SyncOptions{DryRun: true, Revision: "main"})
-		var resp api.SyncResponse
-		if status != 200 || json.Unmarshal(body, &resp) != nil || resp.Status != api.SyncPlanned || resp.Diff == nil || resp.Diff.Releases[0].Action != "upgrade" {
+		status, _, body := l.call(t, "POST", "/api/v1/applications/web/sync", deployerToken, wire.SyncOptions{DryRun: true, Revision: "main"})
+		var resp wire.SyncResponse
+		if status != 200 || json.Unmarshal(body, &resp) != nil || resp.Status != wire.SyncPlanned || resp.Diff == nil || resp.Diff.Releases[0].Action != "upgrade" {
 			t.Fatalf("dry run = %d %s", status, body)
 		}
-		if status, _, _ := l.call(t, "POST", "/api/v1/applications/web/sync", deployerToken, api.SyncOptions{Revision: "no-such-branch"}); status != 400 {
+		if status, _, _ := l.call(t, "POST", "/api/v1/applications/web/sync", deployerToken, wire.SyncOptions{Revision: "no-such-branch"}); status != 400 {
 			t.Errorf("sync to an unknown revision = %d, want 400", status)
 		}
 	})
 
 	t.Run("the scoped token sees only web, in the list and the events", func(t *testing.T) {
-		var list api.ApplicationList
+		var list wire.ApplicationList
 		l.getJSON(t, "/api/v1/applications", scopedToken, &list)
 		if len(list.Applications) != 1 || list.Applications[0].Name != "web" {
 			t.Errorf("scoped list = %+v", list.Applications)
 		}
-		var events api.EventList
+		var events wire.EventList
 		l.getJSON(t, "/api/v1/events", scopedToken, &events)
 		for _, e := range events.Events {
 			if e.Application != "web" {
@@ -436,7 +437,7 @@ func TestEveryRouteAgainstARunningController(t *testing.T) {
 		for len(actors) < 3 {
 			select {
 			case e := <-streamed:
-				if e.Type == notify.SyncSucceeded {
+				if e.Type == string(notify.SyncSucceeded) {
 					actors[e.Actor] = true
 				}
 				if e.Application != "web" || e.ID == 0 {
@@ -449,12 +450,12 @@ func TestEveryRouteAgainstARunningController(t *testing.T) {
 	})
 
 	t.Run("status, version, health and metrics answer", func(t *testing.T) {
-		var st api.ControllerStatus
+		var st wire.ControllerStatus
 		l.getJSON(t, "/api/v1/status", adminToken, &st)
 		if !st.Ready || st.Applications != 2 || st.Details == nil || st.Details.Workers != 2 || st.Details.Swarm.NodeID == "" {
 			t.Errorf("status = %+v", st)
 		}
-		var v api.VersionInfo
+		var v wire.VersionInfo
 		l.getJSON(t, "/api/v1/version", viewerToken, &v)
 		if v.APIVersion != "v1" || len(v.Capabilities) == 0 {
 			t.Errorf("version = %+v", v)

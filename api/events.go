@@ -12,18 +12,8 @@ import (
 
 	"github.com/skep-cd/skep/notify"
 	"github.com/skep-cd/skep/store"
+	"github.com/skep-cd/skep/wire"
 )
-
-// EventItem is one kept event in the JSON list: its id and wire shape.
-type EventItem struct {
-	ID int64 `json:"id"`
-	notify.Wire
-}
-
-// EventList is the JSON body of GET /api/v1/events.
-type EventList struct {
-	Events []EventItem `json:"events"`
-}
 
 // eventsRoute serves GET /api/v1/events: a server-sent event stream when
 // the client accepts text/event-stream, the newest kept events as JSON
@@ -34,7 +24,7 @@ func (s *Server) eventsRoute(w http.ResponseWriter, r *http.Request, subj Subjec
 	filter := notify.Filter{Applications: splitParams(q["app"])}
 	for _, t := range splitParams(q["type"]) {
 		if !slices.Contains(notify.Types(), notify.EventType(t)) {
-			writeError(w, http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("type: unknown event type %q", t))
+			writeError(w, http.StatusBadRequest, wire.CodeBadRequest, fmt.Sprintf("type: unknown event type %q", t))
 			return
 		}
 		filter.Types = append(filter.Types, notify.EventType(t))
@@ -50,12 +40,12 @@ func (s *Server) eventsRoute(w http.ResponseWriter, r *http.Request, subj Subjec
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n <= 0 || n > store.MaxLimit {
-			writeError(w, http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("limit: want 1 to %d, got %q", store.MaxLimit, v))
+			writeError(w, http.StatusBadRequest, wire.CodeBadRequest, fmt.Sprintf("limit: want 1 to %d, got %q", store.MaxLimit, v))
 			return
 		}
 		limit = n
 	}
-	list := EventList{Events: []EventItem{}}
+	list := wire.EventList{Events: []wire.EventItem{}}
 	if s.events != nil {
 		recs, err := s.events.Events(r.Context(), store.Query{Applications: filter.Applications, Types: filter.Types, Limit: limit, Newest: true})
 		if err != nil {
@@ -64,7 +54,7 @@ func (s *Server) eventsRoute(w http.ResponseWriter, r *http.Request, subj Subjec
 		}
 		for _, rec := range recs {
 			if filter.Match(rec.Event) {
-				list.Events = append(list.Events, EventItem{ID: rec.ID, Wire: notify.WireOf(rec.Event)})
+				list.Events = append(list.Events, wire.EventItem{ID: rec.ID, Event: notify.WireOf(rec.Event)})
 			}
 		}
 	}
@@ -100,7 +90,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, filter notify.Fi
 	if v := r.Header.Get("Last-Event-ID"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
-			writeError(w, http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("Last-Event-ID: want an event id, got %q", v))
+			writeError(w, http.StatusBadRequest, wire.CodeBadRequest, fmt.Sprintf("Last-Event-ID: want an event id, got %q", v))
 			return
 		}
 		after = n

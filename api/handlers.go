@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/skep-cd/skep/notify"
+	"github.com/skep-cd/skep/wire"
 )
 
 // table is the route table: every route the server has, once. The
@@ -35,7 +36,7 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request, _ Subject) {
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request, _ Subject) {
 	if err := s.rec.Ready(r.Context()); err != nil {
-		writeError(w, http.StatusServiceUnavailable, CodeUnavailable, err.Error())
+		writeError(w, http.StatusServiceUnavailable, wire.CodeUnavailable, err.Error())
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
@@ -67,7 +68,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, subj Subject) {
 		s.fail(w, r, err)
 		return
 	}
-	visible := make([]Application, 0, len(list.Applications))
+	visible := make([]wire.Application, 0, len(list.Applications))
 	for _, a := range list.Applications {
 		if subj.Sees(a.Name) {
 			visible = append(visible, a)
@@ -109,13 +110,13 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request, _ Subject) {
 	if v := r.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n <= 0 {
-			writeError(w, http.StatusBadRequest, CodeBadRequest, "limit: want a positive integer, got "+strconv.Quote(v))
+			writeError(w, http.StatusBadRequest, wire.CodeBadRequest, "limit: want a positive integer, got "+strconv.Quote(v))
 			return
 		}
 		limit = n
 	}
 	if h.Syncs == nil {
-		h.Syncs = []HistorySync{}
+		h.Syncs = []wire.HistorySync{}
 	}
 	if s.syncs != nil {
 		syncs, err := s.syncs.History(r.Context(), name, limit)
@@ -123,7 +124,7 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request, _ Subject) {
 			h.SyncsError = err.Error()
 		}
 		for _, sy := range syncs {
-			hs := HistorySync{ID: sy.ID, Revision: sy.Revision, Actor: sy.Actor, StartedAt: sy.Started.UTC(),
+			hs := wire.HistorySync{ID: sy.ID, Revision: sy.Revision, Actor: sy.Actor, StartedAt: sy.Started.UTC(),
 				Outcome: string(sy.Outcome), Summary: sy.Summary, Result: sy.Result, Error: sy.Error}
 			if !sy.Finished.IsZero() {
 				f := sy.Finished.UTC()
@@ -136,7 +137,7 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request, _ Subject) {
 }
 
 func (s *Server) sync(w http.ResponseWriter, r *http.Request, subj Subject) {
-	var opts SyncOptions
+	var opts wire.SyncOptions
 	if err := s.decodeBody(w, r, &opts); err != nil {
 		s.failBody(w, r, err)
 		return
@@ -148,14 +149,14 @@ func (s *Server) sync(w http.ResponseWriter, r *http.Request, subj Subject) {
 		return
 	}
 	code := http.StatusAccepted
-	if resp.Status == SyncPlanned {
+	if resp.Status == wire.SyncPlanned {
 		code = http.StatusOK
 	}
 	writeJSON(w, code, resp)
 }
 
 func (s *Server) rollback(w http.ResponseWriter, r *http.Request, subj Subject) {
-	var opts RollbackOptions
+	var opts wire.RollbackOptions
 	if err := s.decodeBody(w, r, &opts); err != nil {
 		s.failBody(w, r, err)
 		return
@@ -175,7 +176,7 @@ func (s *Server) refresh(w http.ResponseWriter, r *http.Request, subj Subject) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusAccepted, RefreshResponse{Application: name, Status: SyncQueued})
+	writeJSON(w, http.StatusAccepted, wire.RefreshResponse{Application: name, Status: wire.SyncQueued})
 }
 
 func (s *Server) unhold(w http.ResponseWriter, r *http.Request, subj Subject) {
@@ -184,5 +185,5 @@ func (s *Server) unhold(w http.ResponseWriter, r *http.Request, subj Subject) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusAccepted, RefreshResponse{Application: name, Status: SyncQueued})
+	writeJSON(w, http.StatusAccepted, wire.RefreshResponse{Application: name, Status: wire.SyncQueued})
 }

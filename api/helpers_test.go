@@ -16,6 +16,7 @@ import (
 	"github.com/skep-cd/skep/api"
 	"github.com/skep-cd/skep/notify"
 	"github.com/skep-cd/skep/plan"
+	"github.com/skep-cd/skep/wire"
 )
 
 // fake is a Reconciler answering fixed values for the applications "web"
@@ -52,80 +53,80 @@ func (f *fake) known(name string) error {
 	return nil
 }
 
-func app(name string) api.Application {
+func app(name string) wire.Application {
 	t := t0
 	fin := t0.Add(time.Second)
-	return api.Application{
+	return wire.Application{
 		Name: name, Repo: "https://git.example.org/acme/" + name + ".git", TargetRevision: "main", Path: ".",
-		Releases: []string{name}, Automated: true, Sync: "synced", Health: api.HealthUnknown, Drift: []api.DriftFinding{},
-		Revision: strings.Repeat("a", 40), DeployedRevision: strings.Repeat("a", 40), Phase: api.PhaseIdle,
-		Services: api.ServiceCounts{Services: 1, Running: 1, Desired: 1}, Plan: []string{name + ": unchanged"},
-		LastReconcile: &t, LastSync: &api.SyncRecord{ID: 3, Outcome: api.OutcomeSucceeded, StartedAt: t0, FinishedAt: &fin, Actor: "alice"},
-		Held: &api.Hold{Revision: strings.Repeat("b", 40), Actor: "alice", Since: t0},
+		Releases: []string{name}, Automated: true, Sync: "synced", Health: wire.HealthUnknown, Drift: []wire.DriftFinding{},
+		Revision: strings.Repeat("a", 40), DeployedRevision: strings.Repeat("a", 40), Phase: wire.PhaseIdle,
+		Services: wire.ServiceCounts{Services: 1, Running: 1, Desired: 1}, Plan: []string{name + ": unchanged"},
+		LastReconcile: &t, LastSync: &wire.SyncRecord{ID: 3, Outcome: wire.OutcomeSucceeded, StartedAt: t0, FinishedAt: &fin, Actor: "alice"},
+		Held: &wire.Hold{Revision: strings.Repeat("b", 40), Actor: "alice", Since: t0},
 	}
 }
 
-func (f *fake) ListApplications(ctx context.Context) (api.ApplicationList, error) {
+func (f *fake) ListApplications(ctx context.Context) (wire.ApplicationList, error) {
 	f.record(ctx, "list", "")
-	return api.ApplicationList{Applications: []api.Application{app("web"), app("db")}}, nil
+	return wire.ApplicationList{Applications: []wire.Application{app("web"), app("db")}}, nil
 }
 
-func (f *fake) Application(ctx context.Context, name string) (api.ApplicationDetail, error) {
+func (f *fake) Application(ctx context.Context, name string) (wire.ApplicationDetail, error) {
 	f.record(ctx, "get", name)
 	if err := f.known(name); err != nil {
-		return api.ApplicationDetail{}, err
+		return wire.ApplicationDetail{}, err
 	}
 	at := t0
-	return api.ApplicationDetail{Application: app(name), Releases: []api.Release{{
+	return wire.ApplicationDetail{Application: app(name), Releases: []wire.Release{{
 		Name: name, Revision: 2, Commit: strings.Repeat("a", 40), AppliedAt: &at,
-		Services: []api.Service{{Name: name + "_web", ID: "svc1", Image: "example/web:v1", Mode: "replicated", Desired: 1, Running: 1,
-			Tasks: []api.Task{{ID: "task1", Slot: 1, Node: "node1", State: "running", DesiredState: "running", UpdatedAt: t0}}}},
+		Services: []wire.Service{{Name: name + "_web", ID: "svc1", Image: "example/web:v1", Mode: "replicated", Desired: 1, Running: 1,
+			Tasks: []wire.Task{{ID: "task1", Slot: 1, Node: "node1", State: "running", DesiredState: "running", UpdatedAt: t0}}}},
 	}}}, nil
 }
 
-func (f *fake) Diff(ctx context.Context, name, revision string) (api.Diff, error) {
+func (f *fake) Diff(ctx context.Context, name, revision string) (wire.Diff, error) {
 	f.record(ctx, "diff", name)
 	if err := f.known(name); err != nil {
-		return api.Diff{}, err
+		return wire.Diff{}, err
 	}
-	return api.Diff{Application: name, Revision: strings.Repeat("a", 40), Releases: []plan.Release{{
+	return wire.Diff{Application: name, Revision: strings.Repeat("a", 40), Releases: []wire.ReleasePlan{api.PlanView(plan.Release{
 		Name: name, Action: plan.Upgrade, Reason: "image changed",
 		Changes: []plan.Change{{Kind: plan.KindService, Name: "web", Op: plan.Update, Reason: "image",
 			Fields: []plan.FieldDiff{{Path: "TaskTemplate.ContainerSpec.Image", Old: `"v1"`, New: `"v2"`}}}},
-	}}}, nil
+	})}}, nil
 }
 
-func (f *fake) History(ctx context.Context, name string) (api.History, error) {
+func (f *fake) History(ctx context.Context, name string) (wire.History, error) {
 	f.record(ctx, "history", name)
 	if err := f.known(name); err != nil {
-		return api.History{}, err
+		return wire.History{}, err
 	}
-	return api.History{Application: name, Releases: []api.ReleaseHistory{{Name: name, Revisions: []api.Revision{
+	return wire.History{Application: name, Releases: []wire.ReleaseHistory{{Name: name, Revisions: []wire.Revision{
 		{Number: 1, Commit: strings.Repeat("a", 40), AppliedAt: t0, Actor: "alice", Images: map[string]string{"web": "example/web:v1"}},
-	}}}, Syncs: []api.HistorySync{}}, nil
+	}}}, Syncs: []wire.HistorySync{}}, nil
 }
 
-func (f *fake) Sync(ctx context.Context, name string, opts api.SyncOptions) (api.SyncResponse, error) {
+func (f *fake) Sync(ctx context.Context, name string, opts wire.SyncOptions) (wire.SyncResponse, error) {
 	f.record(ctx, "sync", name)
 	if err := f.known(name); err != nil {
-		return api.SyncResponse{}, err
+		return wire.SyncResponse{}, err
 	}
 	if opts.Revision == "unknown" {
-		return api.SyncResponse{}, api.ErrInvalid
+		return wire.SyncResponse{}, api.ErrInvalid
 	}
 	if opts.DryRun {
 		d, _ := f.Diff(ctx, name, opts.Revision)
-		return api.SyncResponse{Application: name, Status: api.SyncPlanned, Revision: d.Revision, Diff: &d}, nil
+		return wire.SyncResponse{Application: name, Status: wire.SyncPlanned, Revision: d.Revision, Diff: &d}, nil
 	}
-	return api.SyncResponse{Application: name, Status: api.SyncQueued, ID: 4, Revision: opts.Revision}, nil
+	return wire.SyncResponse{Application: name, Status: wire.SyncQueued, ID: 4, Revision: opts.Revision}, nil
 }
 
-func (f *fake) Rollback(ctx context.Context, name string, opts api.RollbackOptions) (api.SyncResponse, error) {
+func (f *fake) Rollback(ctx context.Context, name string, opts wire.RollbackOptions) (wire.SyncResponse, error) {
 	f.record(ctx, "rollback", name)
 	if err := f.known(name); err != nil {
-		return api.SyncResponse{}, err
+		return wire.SyncResponse{}, err
 	}
-	return api.SyncResponse{Application: name, Status: api.SyncQueued, ID: 5, Revision: strings.Repeat("a", 40)}, nil
+	return wire.SyncResponse{Application: name, Status: wire.SyncQueued, ID: 5, Revision: strings.Repeat("a", 40)}, nil
 }
 
 func (f *fake) Unhold(ctx context.Context, name string) error {
@@ -152,12 +153,12 @@ func (f *fake) RefreshRepository(ctx context.Context, push api.Push) (api.Refres
 	return api.Refreshed{Applications: []string{"web"}}, nil
 }
 
-func (f *fake) Status(ctx context.Context) (api.ControllerStatus, error) {
+func (f *fake) Status(ctx context.Context) (wire.ControllerStatus, error) {
 	f.record(ctx, "status", "")
 	at := t0
-	return api.ControllerStatus{ControllerID: "test", Ready: true, Applications: 2, Orphaned: []string{}, Pruned: []string{},
-		AppSet:  api.AppSetStatus{Source: "file apps.yaml", Revision: "sha256:abc", Loaded: true, LoadedAt: &at},
-		Details: &api.StatusDetails{Swarm: api.SwarmInfo{NodeID: "node1"}, Git: api.GitStats{ListRefs: 1}, Workers: 2}}, nil
+	return wire.ControllerStatus{ControllerID: "test", Ready: true, Applications: 2, Orphaned: []string{}, Pruned: []string{},
+		AppSet:  wire.AppSetStatus{Source: "file apps.yaml", Revision: "sha256:abc", Loaded: true, LoadedAt: &at},
+		Details: &wire.StatusDetails{Swarm: wire.SwarmInfo{NodeID: "node1"}, Git: wire.GitStats{ListRefs: 1}, Workers: 2}}, nil
 }
 
 func (f *fake) Ready(context.Context) error { return nil }
@@ -173,10 +174,10 @@ const (
 func testTokens(t *testing.T) *api.Tokens {
 	t.Helper()
 	tokens, err := api.NewTokens(
-		api.TokenSpec{Name: "root", Role: api.RoleAdmin, Digest: api.NewToken(adminToken).Digest()},
-		api.TokenSpec{Name: "ci", Role: api.RoleDeployer, Digest: api.NewToken(deployerToken).Digest()},
-		api.TokenSpec{Name: "eve", Role: api.RoleViewer, Digest: api.NewToken(viewerToken).Digest()},
-		api.TokenSpec{Name: "webteam", Role: api.RoleDeployer, Apps: []string{"web*"}, Digest: api.NewToken(scopedToken).Digest()},
+		api.TokenSpec{Name: "root", Role: api.RoleAdmin, Digest: wire.NewToken(adminToken).Digest()},
+		api.TokenSpec{Name: "ci", Role: api.RoleDeployer, Digest: wire.NewToken(deployerToken).Digest()},
+		api.TokenSpec{Name: "eve", Role: api.RoleViewer, Digest: wire.NewToken(viewerToken).Digest()},
+		api.TokenSpec{Name: "webteam", Role: api.RoleDeployer, Apps: []string{"web*"}, Digest: wire.NewToken(scopedToken).Digest()},
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -261,9 +262,9 @@ func (s *testServer) call(t *testing.T, method, path, token string, body any) (i
 	return resp.StatusCode, resp.Header, data
 }
 
-func decodeError(t *testing.T, body []byte) api.Error {
+func decodeError(t *testing.T, body []byte) wire.Error {
 	t.Helper()
-	var e api.Error
+	var e wire.Error
 	if err := json.Unmarshal(body, &e); err != nil {
 		t.Fatalf("error body %q is not JSON: %v", body, err)
 	}

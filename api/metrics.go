@@ -9,26 +9,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-)
 
-// Observation is what one reconcile of one application took and found.
-// The reconciler hands one to Metrics.ObserveReconcile when it ends.
-type Observation struct {
-	Application string
-	// Outcome is "ok" or the error class: stalled, waiting or transient.
-	Outcome  string
-	Duration time.Duration
-	// Requested is true for a requested sync, false for a tick.
-	Requested bool
-	// Sync is true when an apply ran; SyncFailed when it failed.
-	Sync          bool
-	SyncFailed    bool
-	ApplyDuration time.Duration
-	// GitDuration is what resolving and fetching took; GitFailed is set
-	// when either failed.
-	GitDuration time.Duration
-	GitFailed   bool
-}
+	"github.com/skep-cd/skep/wire"
+	"github.com/skep-cd/skep/reconcile"
+)
 
 // AppState is one application's state for the per-application gauges.
 type AppState struct {
@@ -181,7 +165,7 @@ func (f appCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		health := a.Health
 		if health == "" {
-			health = HealthUnknown
+			health = wire.HealthUnknown
 		}
 		for _, s := range healthStates {
 			ch <- prometheus.MustNewConstMetric(healthStateDesc, prometheus.GaugeValue, boolValue(health == s), a.Name, s)
@@ -198,16 +182,16 @@ func boolValue(b bool) float64 {
 }
 
 // ObserveReconcile records one reconcile; the reconciler calls it.
-func (m *Metrics) ObserveReconcile(o Observation) {
+func (m *Metrics) ObserveReconcile(o reconcile.Observation) {
 	if m == nil {
 		return
 	}
-	m.reconciles.WithLabelValues(o.Application, o.Outcome).Inc()
-	m.reconcileDuration.WithLabelValues(o.Application, o.Outcome).Observe(o.Duration.Seconds())
+	m.reconciles.WithLabelValues(o.Application, string(o.Outcome)).Inc()
+	m.reconcileDuration.WithLabelValues(o.Application, string(o.Outcome)).Observe(o.Duration.Seconds())
 	if o.Sync {
-		outcome := OutcomeSucceeded
+		outcome := wire.OutcomeSucceeded
 		if o.SyncFailed {
-			outcome = OutcomeFailed
+			outcome = wire.OutcomeFailed
 		}
 		m.syncs.WithLabelValues(o.Application, outcome).Inc()
 		m.applyDuration.WithLabelValues(o.Application).Observe(o.ApplyDuration.Seconds())

@@ -22,18 +22,21 @@ import (
 	"time"
 
 	"github.com/skep-cd/skep/api"
+	"github.com/skep-cd/skep/wire"
+	"github.com/skep-cd/skep/reconcile"
+	"github.com/skep-cd/skep/outcome"
 )
 
 func TestMetricsExposeTheKeySeries(t *testing.T) {
-	hooks, _ := api.NewWebhooks([]api.WebhookSpec{{Provider: "generic", Secret: api.NewToken("k")}}, api.WebhooksOptions{})
+	hooks, _ := api.NewWebhooks([]api.WebhookSpec{{Provider: "generic", Secret: wire.NewToken("k")}}, api.WebhooksOptions{})
 	s := newTestServer(t, api.Options{Webhooks: hooks})
 	var served float64 = 7
 	if err := s.metrics.AddCounters(api.Counter{Name: "skep_git_fetches_total", Help: "fetches", Read: func() float64 { return served }}); err != nil {
 		t.Fatal(err)
 	}
-	s.metrics.ObserveReconcile(api.Observation{Application: "web", Outcome: "ok", Duration: time.Second,
+	s.metrics.ObserveReconcile(reconcile.Observation{Application: "web", Outcome: outcome.OK, Duration: time.Second,
 		Sync: true, ApplyDuration: 500 * time.Millisecond, GitDuration: 100 * time.Millisecond})
-	s.metrics.ObserveReconcile(api.Observation{Application: "web", Outcome: "transient", Duration: time.Second, GitFailed: true})
+	s.metrics.ObserveReconcile(reconcile.Observation{Application: "web", Outcome: outcome.Transient, Duration: time.Second, GitFailed: true})
 	s.call(t, "GET", "/api/v1/applications", viewerToken, nil)
 	post(t, s, "/api/v1/webhooks/generic", []byte(`{}`), map[string]string{"X-Skep-Signature": "sha256=00"})
 
@@ -82,7 +85,7 @@ func TestPromtoolAcceptsTheMetrics(t *testing.T) {
 		t.Skipf("promtool not installed; set %s=1 to make this a failure", EnvRequirePromtool)
 	}
 	s := newTestServer(t, api.Options{})
-	s.metrics.ObserveReconcile(api.Observation{Application: "web", Outcome: "ok", Duration: time.Second, Sync: true})
+	s.metrics.ObserveReconcile(reconcile.Observation{Application: "web", Outcome: outcome.OK, Duration: time.Second, Sync: true})
 	_, _, body := s.call(t, "GET", "/metrics", adminToken, nil)
 	cmd := exec.Command(promtool, "check", "metrics")
 	cmd.Stdin = bytes.NewReader(body)

@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"path"
 	"strings"
+
+	"github.com/skep-cd/skep/wire"
 )
 
 // Reconciler is what the API asks of the controller. *reconcile.Controller
@@ -19,21 +21,21 @@ import (
 type Reconciler interface {
 	// ListApplications lists every application, with live counts read in one
 	// pass over the swarm (not one call per application).
-	ListApplications(ctx context.Context) (ApplicationList, error)
+	ListApplications(ctx context.Context) (wire.ApplicationList, error)
 	// Application returns one application with its releases, services
 	// and tasks.
-	Application(ctx context.Context, name string) (ApplicationDetail, error)
+	Application(ctx context.Context, name string) (wire.ApplicationDetail, error)
 	// Diff plans the application at revision ("" = what it tracks now)
 	// without writing anything.
-	Diff(ctx context.Context, name, revision string) (Diff, error)
+	Diff(ctx context.Context, name, revision string) (wire.Diff, error)
 	// History returns the recorded revisions of each release.
-	History(ctx context.Context, name string) (History, error)
+	History(ctx context.Context, name string) (wire.History, error)
 	// Sync queues a sync (coalesced with one already queued) and returns at
 	// once; a dry run plans synchronously instead.
-	Sync(ctx context.Context, name string, opts SyncOptions) (SyncResponse, error)
+	Sync(ctx context.Context, name string, opts wire.SyncOptions) (wire.SyncResponse, error)
 	// Rollback queues a sync to the commit of a recorded revision and holds
 	// the application there.
-	Rollback(ctx context.Context, name string, opts RollbackOptions) (SyncResponse, error)
+	Rollback(ctx context.Context, name string, opts wire.RollbackOptions) (wire.SyncResponse, error)
 	// Unhold releases a hold and queues a tick.
 	Unhold(ctx context.Context, name string) error
 	// Refresh forgets what is known of the application's repository and
@@ -44,7 +46,7 @@ type Reconciler interface {
 	RefreshRepository(ctx context.Context, push Push) (Refreshed, error)
 	// Status describes the controller; details are filled in always and
 	// dropped by the handler for non-admins.
-	Status(ctx context.Context) (ControllerStatus, error)
+	Status(ctx context.Context) (wire.ControllerStatus, error)
 	// Ready returns nil once the first app set is loaded and the swarm
 	// answers, and an error saying what is missing otherwise.
 	Ready(ctx context.Context) error

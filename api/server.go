@@ -17,32 +17,11 @@ import (
 	"github.com/skep-cd/skep/notify"
 	"github.com/skep-cd/skep/store"
 	"github.com/skep-cd/skep/version"
+	"github.com/skep-cd/skep/wire"
 )
 
 // DefaultMaxBody bounds a request body (JSON or webhook payload).
 const DefaultMaxBody = 1 << 20
-
-// ErrorCode is the stable machine-readable part of an error response.
-type ErrorCode string
-
-// The error codes. Their strings never change.
-const (
-	CodeBadRequest       ErrorCode = "bad_request"
-	CodeUnauthorized     ErrorCode = "unauthorized"
-	CodeForbidden        ErrorCode = "forbidden"
-	CodeNotFound         ErrorCode = "not_found"
-	CodeMethodNotAllowed ErrorCode = "method_not_allowed"
-	CodeTooLarge         ErrorCode = "payload_too_large"
-	CodeUnsupportedMedia ErrorCode = "unsupported_media_type"
-	CodeUnavailable      ErrorCode = "unavailable"
-	CodeInternal         ErrorCode = "internal"
-)
-
-// Error is the body of every error response.
-type Error struct {
-	Code    ErrorCode `json:"code"`
-	Message string    `json:"message"`
-}
 
 // EventLog reads kept events; *store.Store implements it.
 type EventLog interface {
@@ -185,7 +164,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			s.log.Error("api handler panicked", "route", route, "err", fmt.Sprint(v), "stack", string(debug.Stack()))
 			if !sw.wrote {
-				writeError(sw, http.StatusInternalServerError, CodeInternal, "internal error; see the controller log")
+				writeError(sw, http.StatusInternalServerError, wire.CodeInternal, "internal error; see the controller log")
 			}
 		}
 		s.metrics.request(route, sw.code(), time.Since(start))
@@ -196,11 +175,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if allow := s.allowed(r); len(allow) > 0 {
 		h.Set("Allow", strings.Join(allow, ", "))
-		writeError(sw, http.StatusMethodNotAllowed, CodeMethodNotAllowed,
+		writeError(sw, http.StatusMethodNotAllowed, wire.CodeMethodNotAllowed,
 			fmt.Sprintf("%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, strings.Join(allow, ", ")))
 		return
 	}
-	writeError(sw, http.StatusNotFound, CodeNotFound, "no route "+r.URL.Path)
+	writeError(sw, http.StatusNotFound, wire.CodeNotFound, "no route "+r.URL.Path)
 }
 
 // allowed returns the methods the mux serves for r's path.
@@ -229,21 +208,21 @@ func (s *Server) guard(rt route) http.Handler {
 		if err != nil {
 			if errors.Is(err, ErrUnauthenticated) {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="skep"`)
-				writeError(w, http.StatusUnauthorized, CodeUnauthorized, "a valid bearer token is required")
+				writeError(w, http.StatusUnauthorized, wire.CodeUnauthorized, "a valid bearer token is required")
 				return
 			}
 			s.log.Error("authentication failed", "route", rt.pattern, "err", err)
-			writeError(w, http.StatusInternalServerError, CodeInternal, "authentication failed; see the controller log")
+			writeError(w, http.StatusInternalServerError, wire.CodeInternal, "authentication failed; see the controller log")
 			return
 		}
 		if !subj.Allows(rt.need) {
-			writeError(w, http.StatusForbidden, CodeForbidden,
+			writeError(w, http.StatusForbidden, wire.CodeForbidden,
 				fmt.Sprintf("%s has role %s; %s %s needs %s", subj.Name, subj.Role, rt.method, rt.pattern, rt.need))
 			return
 		}
 		if rt.app && !subj.Sees(r.PathValue("name")) {
 			// The same answer whether or not the application exists.
-			writeError(w, http.StatusForbidden, CodeForbidden,
+			writeError(w, http.StatusForbidden, wire.CodeForbidden,
 				fmt.Sprintf("%s may not access application %q", subj.Name, r.PathValue("name")))
 			return
 		}
@@ -291,8 +270,8 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = enc.Encode(v) // the client went away; nothing left to tell it
 }
 
-func writeError(w http.ResponseWriter, code int, c ErrorCode, msg string) {
-	writeJSON(w, code, Error{Code: c, Message: msg})
+func writeError(w http.ResponseWriter, code int, c wire.ErrorCode, msg string) {
+	writeJSON(w, code, wire.Error{Code: c, Message: msg})
 }
 
 // fail answers err: the Reconciler's sentinels choose the code; anything
@@ -301,18 +280,18 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.Is(err, ErrNotFound):
-		writeError(w, http.StatusNotFound, CodeNotFound, err.Error())
+		writeError(w, http.StatusNotFound, wire.CodeNotFound, err.Error())
 	case errors.Is(err, ErrInvalid):
-		writeError(w, http.StatusBadRequest, CodeBadRequest, err.Error())
+		writeError(w, http.StatusBadRequest, wire.CodeBadRequest, err.Error())
 	case errors.As(err, &tooLarge):
-		writeError(w, http.StatusRequestEntityTooLarge, CodeTooLarge, fmt.Sprintf("request body larger than %d bytes", tooLarge.Limit))
+		writeError(w, http.StatusRequestEntityTooLarge, wire.CodeTooLarge, fmt.Sprintf("request body larger than %d bytes", tooLarge.Limit))
 	case errors.Is(err, ErrUnavailable):
-		writeError(w, http.StatusServiceUnavailable, CodeUnavailable, err.Error())
+		writeError(w, http.StatusServiceUnavailable, wire.CodeUnavailable, err.Error())
 	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
 		// The client left; there is nobody to answer.
 	default:
 		s.log.Error("api request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-		writeError(w, http.StatusInternalServerError, CodeInternal, "internal error; see the controller log")
+		writeError(w, http.StatusInternalServerError, wire.CodeInternal, "internal error; see the controller log")
 	}
 }
 
@@ -348,7 +327,7 @@ var errUnsupportedMedia = errors.New("request body must be application/json")
 // failBody answers a body decoding error.
 func (s *Server) failBody(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.Is(err, errUnsupportedMedia) {
-		writeError(w, http.StatusUnsupportedMediaType, CodeUnsupportedMedia, err.Error())
+		writeError(w, http.StatusUnsupportedMediaType, wire.CodeUnsupportedMedia, err.Error())
 		return
 	}
 	s.fail(w, r, err)
@@ -370,9 +349,9 @@ func (s *Server) capabilities() []string {
 }
 
 // versionInfo is the body of the version route.
-func (s *Server) versionInfo() VersionInfo {
+func (s *Server) versionInfo() wire.VersionInfo {
 	v := version.Get()
 	caps := s.capabilities()
 	slices.Sort(caps)
-	return VersionInfo{Version: v.Version, Commit: v.Commit, GoVersion: v.GoVersion, APIVersion: "v1", Capabilities: caps}
+	return wire.VersionInfo{Version: v.Version, Commit: v.Commit, GoVersion: v.GoVersion, APIVersion: "v1", Capabilities: caps}
 }

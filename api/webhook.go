@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/skep-cd/skep/appset"
+	"github.com/skep-cd/skep/wire"
 )
 
 // The webhook providers, as named in POST /api/v1/webhooks/{provider}.
@@ -62,7 +63,7 @@ var (
 // HMAC key, or GitLab's token).
 type WebhookSpec struct {
 	Provider string
-	Secret   Token
+	Secret   wire.Token
 }
 
 // WebhooksOptions tune Webhooks; the zero value means the defaults.
@@ -81,7 +82,7 @@ type WebhooksOptions struct {
 // report. Its methods are safe for concurrent use; a nil *Webhooks has no
 // provider configured.
 type Webhooks struct {
-	secrets map[string]Token
+	secrets map[string]wire.Token
 	queue   chan Push
 	seen    *deliveries
 	timeout time.Duration
@@ -98,7 +99,7 @@ func NewWebhooks(specs []WebhookSpec, opts WebhooksOptions) (*Webhooks, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 30 * time.Second
 	}
-	h := &Webhooks{secrets: map[string]Token{}, queue: make(chan Push, opts.Queue), seen: newDeliveries(opts.Remember), timeout: opts.Timeout}
+	h := &Webhooks{secrets: map[string]wire.Token{}, queue: make(chan Push, opts.Queue), seen: newDeliveries(opts.Remember), timeout: opts.Timeout}
 	var errs []error
 	for _, s := range specs {
 		switch {
@@ -126,9 +127,9 @@ func (h *Webhooks) Providers() []string {
 	return slices.Sorted(maps.Keys(h.secrets))
 }
 
-func (h *Webhooks) secret(provider string) (Token, bool) {
+func (h *Webhooks) secret(provider string) (wire.Token, bool) {
 	if h == nil {
-		return Token{}, false
+		return wire.Token{}, false
 	}
 	t, ok := h.secrets[provider]
 	return t, ok
@@ -176,7 +177,7 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request, _ Subject) {
 	secret, ok := s.webhooks.secret(provider)
 	if !ok {
 		s.metrics.webhook(provider, webhookUnknownProvider)
-		writeError(w, http.StatusNotFound, CodeNotFound, fmt.Sprintf("no webhook is configured for provider %q", provider))
+		writeError(w, http.StatusNotFound, wire.CodeNotFound, fmt.Sprintf("no webhook is configured for provider %q", provider))
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
@@ -192,14 +193,14 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request, _ Subject) {
 		}
 		s.metrics.webhook(provider, result)
 		w.Header().Set("WWW-Authenticate", "Signature")
-		writeError(w, http.StatusUnauthorized, CodeUnauthorized, fmt.Sprintf("%s webhook: %v", provider, err))
+		writeError(w, http.StatusUnauthorized, wire.CodeUnauthorized, fmt.Sprintf("%s webhook: %v", provider, err))
 		return
 	}
 	push, isPush, err := ParseWebhook(provider, r.Header, body)
 	switch {
 	case err != nil:
 		s.metrics.webhook(provider, webhookBadPayload)
-		writeError(w, http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("%s webhook: %v", provider, err))
+		writeError(w, http.StatusBadRequest, wire.CodeBadRequest, fmt.Sprintf("%s webhook: %v", provider, err))
 		return
 	case !isPush:
 		s.metrics.webhook(provider, webhookIgnored)
@@ -220,7 +221,7 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request, _ Subject) {
 		}
 		s.metrics.webhook(provider, webhookBusy)
 		w.Header().Set("Retry-After", "10")
-		writeError(w, http.StatusServiceUnavailable, CodeUnavailable, "webhook queue is full; retry later")
+		writeError(w, http.StatusServiceUnavailable, wire.CodeUnavailable, "webhook queue is full; retry later")
 		return
 	}
 	s.metrics.webhook(provider, webhookAccepted)
@@ -234,14 +235,14 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request, _ Subject) {
 // (X-Hub-Signature: sha256=<hex>) and the generic form
 // (X-Skep-Signature: sha256=<hex>); GitLab's X-Gitlab-Token is compared as
 // a token. It returns ErrMissingSignature or ErrBadSignature.
-func VerifyWebhook(provider string, h http.Header, body []byte, secret Token) error {
+func VerifyWebhook(provider string, h http.Header, body []byte, secret wire.Token) error {
 	switch provider {
 	case ProviderGitLab:
 		got := h.Get("X-Gitlab-Token")
 		if got == "" {
 			return fmt.Errorf("X-Gitlab-Token: %w", ErrMissingSignature)
 		}
-		a, b := NewToken(got).Digest(), secret.Digest()
+		a, b := wire.NewToken(got).Digest(), secret.Digest()
 		if subtle.ConstantTimeCompare(a[:], b[:]) != 1 {
 			return fmt.Errorf("X-Gitlab-Token: %w", ErrBadSignature)
 		}
@@ -269,7 +270,7 @@ func VerifyWebhook(provider string, h http.Header, body []byte, secret Token) er
 	return checkHMAC(name, v, "sha256=", body, secret)
 }
 
-func checkHMAC(header, value, prefix string, body []byte, secret Token) error {
+func checkHMAC(header, value, prefix string, body []byte, secret wire.Token) error {
 	if prefix != "" {
 		rest, ok := strings.CutPrefix(value, prefix)
 		if !ok {
@@ -288,7 +289,7 @@ func checkHMAC(header, value, prefix string, body []byte, secret Token) error {
 }
 
 // Sign returns the HMAC-SHA256 of body under secret.
-func Sign(body []byte, secret Token) []byte {
+func Sign(body []byte, secret wire.Token) []byte {
 	m := hmac.New(sha256.New, []byte(secret.Reveal()))
 	m.Write(body)
 	return m.Sum(nil)
@@ -542,7 +543,7 @@ func ParseWebhooks(name string, data []byte, getenv func(string) string) ([]Webh
 		if !ok {
 			e.problem(e.node, "", "no secret: give secretFile or secretEnv")
 		}
-		specs = append(specs, WebhookSpec{Provider: p, Secret: NewToken(secret)})
+		specs = append(specs, WebhookSpec{Provider: p, Secret: wire.NewToken(secret)})
 	}
 	if err := problemsErr(problems); err != nil {
 		return nil, err

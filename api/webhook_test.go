@@ -17,10 +17,11 @@ import (
 
 	"github.com/skep-cd/skep/api"
 	"github.com/skep-cd/skep/appset"
+	"github.com/skep-cd/skep/wire"
 )
 
 func hexSign(body []byte, secret string) string {
-	return hex.EncodeToString(api.Sign(body, api.NewToken(secret)))
+	return hex.EncodeToString(api.Sign(body, wire.NewToken(secret)))
 }
 
 func readSample(t testing.TB, name string) []byte {
@@ -98,7 +99,7 @@ func webhookServer(t *testing.T) (*testServer, chan api.Push) {
 	t.Helper()
 	var specs []api.WebhookSpec
 	for _, p := range api.Providers() {
-		specs = append(specs, api.WebhookSpec{Provider: p, Secret: api.NewToken("secret-of-" + p)})
+		specs = append(specs, api.WebhookSpec{Provider: p, Secret: wire.NewToken("secret-of-" + p)})
 	}
 	hooks, err := api.NewWebhooks(specs, api.WebhooksOptions{})
 	if err != nil {
@@ -214,7 +215,7 @@ func TestWebhookIgnoresWhatIsNotAPushAndRefusesWhatItCannotTake(t *testing.T) {
 }
 
 func TestWebhookQueueFullAnswers503AndForgetsTheDelivery(t *testing.T) {
-	hooks, err := api.NewWebhooks([]api.WebhookSpec{{Provider: "generic", Secret: api.NewToken("k")}}, api.WebhooksOptions{Queue: 1})
+	hooks, err := api.NewWebhooks([]api.WebhookSpec{{Provider: "generic", Secret: wire.NewToken("k")}}, api.WebhooksOptions{Queue: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +250,7 @@ func TestWebhookQueueFullAnswers503AndForgetsTheDelivery(t *testing.T) {
 
 func TestVerifyWebhookErrors(t *testing.T) {
 	body := []byte(`{}`)
-	secret := api.NewToken("k")
+	secret := wire.NewToken("k")
 	for _, tc := range []struct {
 		name     string
 		provider string

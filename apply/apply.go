@@ -16,9 +16,12 @@
 //   - send registry credentials: private registry auth is not supported
 //     yet, so digests resolve only for images the Engine can read anonymously.
 //
-// Errors are classified for the caller's retry policy: IsTransient (back
-// off), IsStalled (the release must change), *ForeignError (someone else's
-// objects are in the way).
+// It also keeps the application's hold (SaveHold, LoadHold) beside the
+// revisions: both are records in the swarm, and apply is their one writer.
+//
+// Errors carry their outcome class (outcome.Of): transient (back off),
+// stalled (the release must change); a *ForeignError (someone else's
+// objects are in the way) comes wrapped as stalled.
 package apply
 
 import (
@@ -37,22 +40,7 @@ import (
 	"github.com/docker/docker/api/types/swarm"
 
 	"github.com/skep-cd/skep/stack"
-)
-
-// Labels apply owns, next to stack's ownership labels.
-const (
-	// LabelSpecHash holds the hash of the desired service spec Skep last
-	// wrote; see specHash.
-	LabelSpecHash = "io.skep.spec-hash"
-	// LabelKind marks Skep's own bookkeeping objects; KindRevision is its
-	// only value so far.
-	LabelKind = "io.skep.kind"
-	// LabelRevision and LabelCommit are set on revision configs.
-	LabelRevision = "io.skep.revision"
-	LabelCommit   = "io.skep.commit"
-	// labelImage is docker stack deploy's record of the image as written,
-	// set the same way here so both tools read each other's services.
-	labelImage = "com.docker.stack.image"
+	"github.com/skep-cd/skep/outcome"
 )
 
 // DefaultKeepRevisions is how many revisions per release Apply keeps when
@@ -64,24 +52,36 @@ type ServiceLister interface {
 	ServiceList(ctx context.Context, options swarm.ServiceListOptions) ([]swarm.Service, error)
 }
 
-// ConfigLister lists configs with their data; Revisions needs nothing more.
+// ConfigLister lists configs with their data; Revisions and LoadHold need
+// nothing more.
 type ConfigLister interface {
 	ConfigList(ctx context.Context, options swarm.ConfigListOptions) ([]swarm.Config, error)
 }
 
-// Engine is the part of the Docker Engine API Apply uses. *client.Client
-// (and so *swarm.Client) satisfies it. Implementations must be safe for
-// the sequential use Apply makes of them; Apply makes no concurrent calls.
-type Engine interface {
-	ServiceLister
+// ConfigStore reads and writes configs: the records apply keeps in the
+// swarm (revisions, holds) need nothing more.
+type ConfigStore interface {
 	ConfigLister
+	ConfigCreate(ctx context.Context, config swarm.ConfigSpec) (swarm.ConfigCreateResponse, error)
+	ConfigRemove(ctx context.Context, id string) error
+}
+
+// ServiceWriter reads and writes services.
+type ServiceWriter interface {
+	ServiceLister
 	ServiceCreate(ctx context.Context, service swarm.ServiceSpec, options swarm.ServiceCreateOptions) (swarm.ServiceCreateResponse, error)
 	ServiceUpdate(ctx context.Context, serviceID string, version swarm.Version, service swarm.ServiceSpec, options swarm.ServiceUpdateOptions) (swarm.ServiceUpdateResponse, error)
 	ServiceInspectWithRaw(ctx context.Context, serviceID string, options swarm.ServiceInspectOptions) (swarm.Service, []byte, error)
+}
+
+// Engine is the part of the Docker Engine API Apply uses: services,
+// networks, configs, secrets and the registry look-up of resolveImage.
+// *swarm.Client satisfies it. Apply makes no concurrent calls on it.
+type Engine interface {
+	ServiceWriter
+	ConfigStore
 	NetworkList(ctx context.Context, options network.ListOptions) ([]network.Summary, error)
 	NetworkCreate(ctx context.Context, name string, options network.CreateOptions) (network.CreateResponse, error)
-	ConfigCreate(ctx context.Context, config swarm.ConfigSpec) (swarm.ConfigCreateResponse, error)
-	ConfigRemove(ctx context.Context, id string) error
 	SecretList(ctx context.Context, options swarm.SecretListOptions) ([]swarm.Secret, error)
 	SecretCreate(ctx context.Context, secret swarm.SecretSpec) (swarm.SecretCreateResponse, error)
 	SecretRemove(ctx context.Context, id string) error
@@ -204,7 +204,7 @@ func validate(rel stack.Release, opts Options) error {
 		return stalled("apply release %q: owner names release %q", rel.Name, opts.Owner.Release)
 	}
 	if err := opts.ResolveImage.Validate(); err != nil {
-		return &StalledError{Err: fmt.Errorf("apply release %q: %w", rel.Name, err)}
+		return &outcome.StalledError{Err: fmt.Errorf("apply release %q: %w", rel.Name, err)}
 	}
 	for key, spec := range rel.Services {
 		if spec.Name != "" && spec.Name != key {

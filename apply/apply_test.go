@@ -24,6 +24,7 @@ import (
 
 	"github.com/skep-cd/skep/harness"
 	"github.com/skep-cd/skep/stack"
+	"github.com/skep-cd/skep/outcome"
 )
 
 // fixture is one test's namespace on the real swarm.
@@ -69,7 +70,7 @@ func (f *fixture) release(image, configData string) stack.Release {
 		Configs:  map[string]swarm.ConfigSpec{conf: {Annotations: swarm.Annotations{Name: conf, Labels: nsLabel}, Data: []byte(configData)}},
 		Secrets:  map[string]swarm.SecretSpec{secret: {Annotations: swarm.Annotations{Name: secret, Labels: nsLabel}, Data: []byte("s3cret-value")}},
 		Services: map[string]swarm.ServiceSpec{ns + "_web": {
-			Annotations: swarm.Annotations{Name: ns + "_web", Labels: map[string]string{stack.LabelNamespace: ns, labelImage: image}},
+			Annotations: swarm.Annotations{Name: ns + "_web", Labels: map[string]string{stack.LabelNamespace: ns, stack.LabelStackImage: image}},
 			TaskTemplate: swarm.TaskSpec{
 				ContainerSpec: &swarm.ContainerSpec{
 					Image:   image,
@@ -175,8 +176,8 @@ func TestApplyInstallCreatesOwnedObjectsAndRevisionOne(t *testing.T) {
 		t.Errorf("service refers to config %q and secret %q, want ids %q and %q",
 			cs.Configs[0].ConfigID, cs.Secrets[0].SecretID, configs[0].ID, secrets[0].ID)
 	}
-	if svc.Spec.Labels[LabelSpecHash] == "" {
-		t.Errorf("service has no %s label", LabelSpecHash)
+	if svc.Spec.Labels[stack.LabelSpecHash] == "" {
+		t.Errorf("service has no %s label", stack.LabelSpecHash)
 	}
 
 	rev, err := LatestRevision(t.Context(), f.cli, f.owner)
@@ -195,7 +196,7 @@ func TestApplyInstallCreatesOwnedObjectsAndRevisionOne(t *testing.T) {
 	if rev.Images[f.ns+"_web"] != cs.Image {
 		t.Errorf("revision image = %q, want the deployed %q", rev.Images[f.ns+"_web"], cs.Image)
 	}
-	revConfigs, err := f.cli.ConfigList(t.Context(), swarm.ConfigListOptions{Filters: filters.NewArgs(filters.Arg("label", LabelKind+"="+kindRevisionLabel), filters.Arg("label", stack.LabelNamespace+"="+f.ns))})
+	revConfigs, err := f.cli.ConfigList(t.Context(), swarm.ConfigListOptions{Filters: filters.NewArgs(filters.Arg("label", stack.LabelKind+"="+stack.KindRevision), filters.Arg("label", stack.LabelNamespace+"="+f.ns))})
 	if err != nil || len(revConfigs) != 1 {
 		t.Fatalf("revision configs = %v, %v; want one", revConfigs, err)
 	}
@@ -203,7 +204,7 @@ func TestApplyInstallCreatesOwnedObjectsAndRevisionOne(t *testing.T) {
 	if err != nil || strings.Contains(string(raw), "s3cret-value") || strings.Contains(string(raw), "czNjcmV0LXZhbHVl") {
 		t.Errorf("revision config holds the secret in plain text or is not gzip (%v)", err)
 	}
-	if l := revConfigs[0].Spec.Labels; l[LabelRevision] != "1" || l[LabelCommit] != "c0ffee" || !f.owner.Owns(l) {
+	if l := revConfigs[0].Spec.Labels; l[stack.LabelRevision] != "1" || l[stack.LabelCommit] != "c0ffee" || !f.owner.Owns(l) {
 		t.Errorf("revision config labels = %v, want owner labels, revision 1 and commit c0ffee", l)
 	}
 }
@@ -288,8 +289,8 @@ func TestApplyRefusesNamespaceWithForeignService(t *testing.T) {
 	if len(fe.Objects) != 1 || fe.Objects[0].Name != f.ns+"_legacy" || fe.Objects[0].Controller != "" {
 		t.Errorf("ForeignError objects = %+v, want the unlabelled %s_legacy", fe.Objects, f.ns)
 	}
-	if IsTransient(err) || len(res.Changes) != 0 {
-		t.Errorf("refused apply: transient %v, changes %v; want not transient and no changes", IsTransient(err), res.Changes)
+	if outcome.Of(err) == outcome.Transient || len(res.Changes) != 0 {
+		t.Errorf("refused apply: transient %v, changes %v; want not transient and no changes", (outcome.Of(err) == outcome.Transient), res.Changes)
 	}
 	if err := CheckOwnership(t.Context(), f.cli, f.owner); !errors.As(err, &fe) {
 		t.Errorf("CheckOwnership = %v, want a *ForeignError", err)
@@ -607,7 +608,7 @@ func TestApplyStallsOnMissingReference(t *testing.T) {
 			rel := f.release(harness.TestImage(t, f.cli, harness.ImageOptions{}), "listen 80\n")
 			tc.drop(&rel)
 			res, err := Apply(t.Context(), f.cli, rel, f.opts(t, ResolveNever))
-			if !IsStalled(err) || IsTransient(err) {
+			if outcome.Of(err) != outcome.Stalled || outcome.Of(err) == outcome.Transient {
 				t.Fatalf("Apply = %v, want a stalled error", err)
 			}
 			if !strings.Contains(err.Error(), tc.missing) {
@@ -631,7 +632,7 @@ func TestApplyStallsOnSpecTheEngineRejects(t *testing.T) {
 	svc.EndpointSpec = &swarm.EndpointSpec{Mode: "bogus"}
 	rel.Services[f.ns+"_web"] = svc
 	_, err := Apply(t.Context(), f.cli, rel, f.opts(t, ResolveNever))
-	if !IsStalled(err) {
+	if outcome.Of(err) != outcome.Stalled {
 		t.Fatalf("Apply of a spec the Engine rejects = %v, want a stalled error", err)
 	}
 }

@@ -1,19 +1,20 @@
 package apply
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
 
 	"github.com/skep-cd/skep/stack"
+	"github.com/skep-cd/skep/outcome"
 )
 
 // ForeignError says the release's namespace (or a name Apply would write)
 // holds objects this owner did not create: a stack someone deployed with
 // `docker stack deploy`, or one of another controller or application.
-// Retrying does not help until a person removes them or changes the release.
+// Retrying does not help until a person removes them or changes the release,
+// so Apply returns it wrapped in an *outcome.StalledError.
 type ForeignError struct {
 	Owner   stack.Owner     // who asked to deploy
 	Objects []ForeignObject // what is in the way, sorted by kind and name
@@ -42,43 +43,15 @@ func (e *ForeignError) Error() string {
 		e.Owner.Release, e.Owner.Controller, e.Owner.Application, strings.Join(parts, ", "))
 }
 
-// StalledError wraps a failure that retrying the same release cannot fix:
-// the Engine rejected a spec as invalid, or the release refers to an object
-// that does not exist. The release (git) must change.
-type StalledError struct {
-	Err error
+// foreign returns a *ForeignError naming objs, classed stalled: the same
+// release cannot pass until a person removes them or renames the release.
+func foreign(owner stack.Owner, objs ...ForeignObject) error {
+	return &outcome.StalledError{Err: &ForeignError{Owner: owner, Objects: objs}}
 }
 
-func (e *StalledError) Error() string { return e.Err.Error() }
-func (e *StalledError) Unwrap() error { return e.Err }
-
-// TransientError wraps a failure of the daemon or the network that a later
-// attempt may not meet: back off and retry.
-type TransientError struct {
-	Err error
-}
-
-func (e *TransientError) Error() string { return e.Err.Error() }
-func (e *TransientError) Unwrap() error { return e.Err }
-
-// IsTransient reports whether err (or an error it wraps) is a
-// *TransientError, so the caller should back off and retry.
-func IsTransient(err error) bool {
-	var t *TransientError
-	return errors.As(err, &t)
-}
-
-// IsStalled reports whether err (or an error it wraps) is a *StalledError,
-// so the same release should not be retried. A *ForeignError is neither
-// stalled nor transient: it clears when someone removes the foreign objects.
-func IsStalled(err error) bool {
-	var s *StalledError
-	return errors.As(err, &s)
-}
-
-// stalled wraps a formatted error as a *StalledError.
+// stalled wraps a formatted error as an *outcome.StalledError.
 func stalled(format string, args ...any) error {
-	return &StalledError{Err: fmt.Errorf(format, args...)}
+	return &outcome.StalledError{Err: fmt.Errorf(format, args...)}
 }
 
 // engineError classifies an Engine API error and wraps it with op.
@@ -88,9 +61,9 @@ func stalled(format string, args ...any) error {
 func engineError(op string, err error) error {
 	wrapped := fmt.Errorf("%s: %w", op, err)
 	if cerrdefs.IsInvalidArgument(err) || cerrdefs.IsNotImplemented(err) || cerrdefs.IsPermissionDenied(err) {
-		return &StalledError{Err: wrapped}
+		return &outcome.StalledError{Err: wrapped}
 	}
-	return &TransientError{Err: wrapped}
+	return &outcome.TransientError{Err: wrapped}
 }
 
 // isOutOfSequence reports the Engine's answer to an update that carried a

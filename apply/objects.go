@@ -42,7 +42,7 @@ func (a *applier) applyNetworks(ctx context.Context) error {
 			// application name it was created under; after a rename it is
 			// still this controller's network of this release.
 			if !a.opts.Owner.Owns(live.Labels) && !ownsRelease(a.opts.Owner, live.Labels) {
-				return &ForeignError{Owner: a.opts.Owner, Objects: []ForeignObject{foreignObject(KindNetwork, name, live.Labels)}}
+				return foreign(a.opts.Owner, foreignObject(KindNetwork, name, live.Labels))
 			}
 			c := Change{Kind: KindNetwork, Name: name, ID: live.ID, Action: Unchanged}
 			if diffs := networkDiffs(want, live); len(diffs) > 0 {
@@ -179,7 +179,7 @@ func (a *applier) applyConfigs(ctx context.Context) error {
 		}
 		if live, ok := a.configs[name]; ok {
 			if !a.opts.Owner.Owns(live.Spec.Labels) {
-				return &ForeignError{Owner: a.opts.Owner, Objects: []ForeignObject{foreignObject(KindConfig, name, live.Spec.Labels)}}
+				return foreign(a.opts.Owner, foreignObject(KindConfig, name, live.Spec.Labels))
 			}
 			if !bytes.Equal(live.Spec.Data, want.Data) {
 				return stalled("config %q exists with other data; swarm configs are immutable, so changed data needs a new name", name)
@@ -222,7 +222,7 @@ func (a *applier) applySecrets(ctx context.Context) error {
 		}
 		if live, ok := a.secrets[name]; ok {
 			if !a.opts.Owner.Owns(live.Spec.Labels) {
-				return &ForeignError{Owner: a.opts.Owner, Objects: []ForeignObject{foreignObject(KindSecret, name, live.Spec.Labels)}}
+				return foreign(a.opts.Owner, foreignObject(KindSecret, name, live.Spec.Labels))
 			}
 			a.record(ctx, Change{Kind: KindSecret, Name: name, ID: live.ID, Action: Unchanged})
 			continue

@@ -50,17 +50,17 @@ func releaseServices(ctx context.Context, eng ServiceLister, release string) (ma
 // foreignServices returns a *ForeignError naming every service in live that
 // owner does not own, or nil.
 func foreignServices(owner stack.Owner, live map[string]swarm.Service) error {
-	var foreign []ForeignObject
+	var foreignObjs []ForeignObject
 	for _, s := range live {
 		if !owner.Owns(s.Spec.Labels) {
-			foreign = append(foreign, foreignObject(KindService, s.Spec.Name, s.Spec.Labels))
+			foreignObjs = append(foreignObjs, foreignObject(KindService, s.Spec.Name, s.Spec.Labels))
 		}
 	}
-	if len(foreign) == 0 {
+	if len(foreignObjs) == 0 {
 		return nil
 	}
-	slices.SortFunc(foreign, byKindName)
-	return &ForeignError{Owner: owner, Objects: foreign}
+	slices.SortFunc(foreignObjs, byKindName)
+	return foreign(owner, foreignObjs...)
 }
 
 func foreignObject(kind Kind, name string, labels map[string]string) ForeignObject {

@@ -330,7 +330,7 @@ func capture(t *testing.T, cli *client.Client, ns string, secrets map[string][]b
 	}
 	configNames := map[string]string{} // name and id → normalised name
 	for _, c := range configs {
-		if c.Spec.Labels[apply.LabelKind] != "" {
+		if c.Spec.Labels[stack.LabelKind] != "" {
 			continue // Skep's revision record
 		}
 		name := scope(unhashed(c.Spec.Name, c.Spec.Data))

@@ -19,10 +19,8 @@ import (
 	"github.com/docker/docker/api/types/swarm"
 
 	"github.com/skep-cd/skep/stack"
+	"github.com/skep-cd/skep/outcome"
 )
-
-// kindRevisionLabel is the LabelKind value of a revision config.
-const kindRevisionLabel = "revision"
 
 // Swarm's limits on configs: names up to 64 characters, data up to 500 KiB.
 const (
@@ -204,14 +202,14 @@ func revisionName(release string, n int) string {
 // revisionConfigs lists owner's revision configs, without decoding them.
 func revisionConfigs(ctx context.Context, eng ConfigLister, owner stack.Owner) ([]swarm.Config, error) {
 	f := ownerFilters(owner)
-	f.Add("label", LabelKind+"="+kindRevisionLabel)
+	f.Add("label", stack.LabelKind+"="+stack.KindRevision)
 	list, err := eng.ConfigList(ctx, swarm.ConfigListOptions{Filters: f})
 	if err != nil {
 		return nil, engineError(fmt.Sprintf("list revisions of release %q", owner.Release), err)
 	}
 	out := list[:0]
 	for _, c := range list {
-		if _, ok := revisionNumber(c); ok && owner.Owns(c.Spec.Labels) && c.Spec.Labels[LabelKind] == kindRevisionLabel {
+		if _, ok := revisionNumber(c); ok && owner.Owns(c.Spec.Labels) && c.Spec.Labels[stack.LabelKind] == stack.KindRevision {
 			out = append(out, c)
 		}
 	}
@@ -224,7 +222,7 @@ func revisionConfigs(ctx context.Context, eng ConfigLister, owner stack.Owner) (
 }
 
 func revisionNumber(c swarm.Config) (int, bool) {
-	n, err := strconv.Atoi(c.Spec.Labels[LabelRevision])
+	n, err := strconv.Atoi(c.Spec.Labels[stack.LabelRevision])
 	return n, err == nil && n > 0
 }
 
@@ -264,7 +262,7 @@ func LatestRevision(ctx context.Context, eng ConfigLister, owner stack.Owner) (*
 func decodeConfig(c swarm.Config) (Revision, error) {
 	rev, err := decodeRevision(c.Spec.Data)
 	if err != nil {
-		return Revision{}, &StalledError{Err: fmt.Errorf("revision config %q: %w", c.Spec.Name, err)}
+		return Revision{}, &outcome.StalledError{Err: fmt.Errorf("revision config %q: %w", c.Spec.Name, err)}
 	}
 	if n, _ := revisionNumber(c); n != rev.Number {
 		return Revision{}, stalled("revision config %q: labelled revision %d but holds %d", c.Spec.Name, n, rev.Number)
@@ -299,15 +297,15 @@ func (a *applier) writeRevision(ctx context.Context, existing []swarm.Config) (i
 		data, err = encodeRevision(rev)
 	}
 	if err != nil {
-		return 0, &StalledError{Err: err}
+		return 0, &outcome.StalledError{Err: err}
 	}
 	if len(data) > maxConfigData {
 		return 0, stalled("revision %d of release %q is %d bytes compressed, more than swarm's %d", n, a.rel.Name, len(data), maxConfigData)
 	}
 	labels := owner.Labels()
-	labels[LabelKind] = kindRevisionLabel
-	labels[LabelRevision] = strconv.Itoa(n)
-	labels[LabelCommit] = a.opts.Commit
+	labels[stack.LabelKind] = stack.KindRevision
+	labels[stack.LabelRevision] = strconv.Itoa(n)
+	labels[stack.LabelCommit] = a.opts.Commit
 	name := revisionName(a.rel.Name, n)
 	resp, err := a.eng.ConfigCreate(ctx, swarm.ConfigSpec{Annotations: swarm.Annotations{Name: name, Labels: labels}, Data: data})
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/swarm"
+
+	"github.com/skep-cd/skep/stack"
 )
 
 // deleteRotated deletes this owner's configs and secrets that the release
@@ -45,7 +47,7 @@ func (a *applier) deleteRotated(ctx context.Context) {
 	}
 	for _, c := range configs {
 		_, wanted := a.rel.Configs[c.Spec.Name]
-		if wanted || used[c.ID] || !owner.Owns(c.Spec.Labels) || c.Spec.Labels[LabelKind] != "" {
+		if wanted || used[c.ID] || !owner.Owns(c.Spec.Labels) || c.Spec.Labels[stack.LabelKind] != "" {
 			continue
 		}
 		a.remove(ctx, KindConfig, c.ID, c.Spec.Name, a.eng.ConfigRemove)
@@ -56,7 +58,7 @@ func (a *applier) deleteRotated(ctx context.Context) {
 	}
 	for _, s := range secrets {
 		_, wanted := a.rel.Secrets[s.Spec.Name]
-		if wanted || used[s.ID] || !owner.Owns(s.Spec.Labels) || s.Spec.Labels[LabelKind] != "" {
+		if wanted || used[s.ID] || !owner.Owns(s.Spec.Labels) || s.Spec.Labels[stack.LabelKind] != "" {
 			continue
 		}
 		a.remove(ctx, KindSecret, s.ID, s.Spec.Name, a.eng.SecretRemove)

@@ -27,7 +27,7 @@ func (a *applier) applyServices(ctx context.Context, live map[string]swarm.Servi
 		var cur *swarm.Service
 		if s, ok := live[name]; ok {
 			if !a.opts.Owner.Owns(s.Spec.Labels) {
-				return &ForeignError{Owner: a.opts.Owner, Objects: []ForeignObject{foreignObject(KindService, name, s.Spec.Labels)}}
+				return foreign(a.opts.Owner, foreignObject(KindService, name, s.Spec.Labels))
 			}
 			cur = &s
 		}
@@ -66,9 +66,9 @@ func (a *applier) desiredService(ctx context.Context, name string, cur *swarm.Se
 	cs := spec.TaskTemplate.ContainerSpec
 	written := cs.Image
 	spec.Labels = withLabels(spec.Labels, a.opts.Owner.Labels())
-	delete(spec.Labels, LabelSpecHash)
-	if _, ok := spec.Labels[labelImage]; !ok {
-		spec.Labels[labelImage] = written
+	delete(spec.Labels, stack.LabelSpecHash)
+	if _, ok := spec.Labels[stack.LabelStackImage]; !ok {
+		spec.Labels[stack.LabelStackImage] = written
 	}
 	spec.TaskTemplate.ForceUpdate = 0
 	cs.Image = normalizeImage(written)
@@ -76,7 +76,7 @@ func (a *applier) desiredService(ctx context.Context, name string, cur *swarm.Se
 		return spec, err
 	}
 	a.resolveImage(ctx, &spec, cur)
-	spec.Labels[LabelSpecHash] = specHash(spec)
+	spec.Labels[stack.LabelSpecHash] = specHash(spec)
 	return spec, nil
 }
 
@@ -140,7 +140,7 @@ func (a *applier) updateService(ctx context.Context, cur swarm.Service, spec swa
 		if unchanged(cur.Spec, spec) {
 			return Change{Kind: KindService, Name: name, ID: cur.ID, Action: Unchanged}, nil
 		}
-		if cur.Spec.Labels[LabelSpecHash] == spec.Labels[LabelSpecHash] {
+		if cur.Spec.Labels[stack.LabelSpecHash] == spec.Labels[stack.LabelSpecHash] {
 			a.log.WarnContext(ctx, "service changed outside skep; restoring it", "service", name, "diff", specDiff(cur.Spec, spec))
 		}
 		// As docker stack deploy does: keep the live ForceUpdate counter, so
@@ -160,7 +160,7 @@ func (a *applier) updateService(ctx context.Context, cur swarm.Service, spec swa
 			return Change{}, engineError(fmt.Sprintf("inspect service %q", name), err)
 		}
 		if !a.opts.Owner.Owns(fresh.Spec.Labels) {
-			return Change{}, &ForeignError{Owner: a.opts.Owner, Objects: []ForeignObject{foreignObject(KindService, name, fresh.Spec.Labels)}}
+			return Change{}, foreign(a.opts.Owner, foreignObject(KindService, name, fresh.Spec.Labels))
 		}
 		cur = fresh
 	}
@@ -178,7 +178,7 @@ func (a *applier) warnings(ctx context.Context, service string, warnings []strin
 // scale` or `update --image` keeps the hash label but not the spec).
 // See TestApplyTwiceWritesNothing and TestApplyRestoresOutOfBandChange.
 func unchanged(live, desired swarm.ServiceSpec) bool {
-	if live.Labels[LabelSpecHash] != desired.Labels[LabelSpecHash] {
+	if live.Labels[stack.LabelSpecHash] != desired.Labels[stack.LabelSpecHash] {
 		return false
 	}
 	l, err := canonical(live)
@@ -211,7 +211,7 @@ func specDiff(live, desired swarm.ServiceSpec) string {
 // the same in any process, and any change to it changes the hash.
 func specHash(spec swarm.ServiceSpec) string {
 	spec.Labels = withLabels(spec.Labels, nil)
-	delete(spec.Labels, LabelSpecHash)
+	delete(spec.Labels, stack.LabelSpecHash)
 	spec.TaskTemplate.ForceUpdate = 0
 	// encoding/json writes struct fields in order and map keys sorted, so
 	// the bytes are stable. A spec it cannot encode cannot be sent either.

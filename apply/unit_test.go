@@ -20,6 +20,7 @@ import (
 
 	"github.com/skep-cd/skep/golden"
 	"github.com/skep-cd/skep/stack"
+	"github.com/skep-cd/skep/outcome"
 )
 
 // The Engine client must satisfy what apply asks for.
@@ -237,14 +238,14 @@ func TestUnchangedToleratesDaemonDefaultsButNotEdits(t *testing.T) {
 		{name: "scaled out of band is a change", live: stored(func(s *swarm.ServiceSpec) { s.Mode.Replicated.Replicas = &two }), want: false},
 		{name: "image edited out of band is a change", live: stored(func(s *swarm.ServiceSpec) { s.TaskTemplate.ContainerSpec.Image = "web:v0" }), want: false},
 		{name: "env edited out of band is a change", live: stored(func(s *swarm.ServiceSpec) { s.TaskTemplate.ContainerSpec.Env = nil }), want: false},
-		{name: "another spec hash is a change", live: stored(func(s *swarm.ServiceSpec) { s.Labels[LabelSpecHash] = "other" }), want: false},
+		{name: "another spec hash is a change", live: stored(func(s *swarm.ServiceSpec) { s.Labels[stack.LabelSpecHash] = "other" }), want: false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := desired()
 			hash := specHash(d)
-			d.Labels[LabelSpecHash] = hash
-			if _, ok := tc.live.Labels[LabelSpecHash]; !ok {
-				tc.live.Labels[LabelSpecHash] = hash
+			d.Labels[stack.LabelSpecHash] = hash
+			if _, ok := tc.live.Labels[stack.LabelSpecHash]; !ok {
+				tc.live.Labels[stack.LabelSpecHash] = hash
 			}
 			if got := unchanged(tc.live, d); got != tc.want {
 				l, _ := canonical(tc.live)
@@ -272,7 +273,7 @@ func TestSpecHashIsStableAndSeesEveryField(t *testing.T) {
 		edit func(*swarm.ServiceSpec)
 		same bool
 	}{
-		{name: "the hash label itself does not count", edit: func(s *swarm.ServiceSpec) { s.Labels[LabelSpecHash] = "x" }, same: true},
+		{name: "the hash label itself does not count", edit: func(s *swarm.ServiceSpec) { s.Labels[stack.LabelSpecHash] = "x" }, same: true},
 		{name: "force update counter does not count", edit: func(s *swarm.ServiceSpec) { s.TaskTemplate.ForceUpdate = 9 }, same: true},
 		{name: "an explicit init false differs from unset", edit: func(s *swarm.ServiceSpec) { s.TaskTemplate.ContainerSpec.Init = nil }},
 		{name: "a label value counts", edit: func(s *swarm.ServiceSpec) { s.Labels["a"] = "3" }},
@@ -339,8 +340,8 @@ func TestEngineErrorClassifiesByCause(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := fmt.Errorf("apply: %w", engineError("create service \"x\"", tc.err))
-			if IsTransient(err) != tc.transient || IsStalled(err) != tc.isStalled {
-				t.Errorf("engineError(%v): transient %v stalled %v, want %v %v", tc.err, IsTransient(err), IsStalled(err), tc.transient, tc.isStalled)
+			if (outcome.Of(err) == outcome.Transient) != tc.transient || (outcome.Of(err) == outcome.Stalled) != tc.isStalled {
+				t.Errorf("engineError(%v): transient %v stalled %v, want %v %v", tc.err, (outcome.Of(err) == outcome.Transient), (outcome.Of(err) == outcome.Stalled), tc.transient, tc.isStalled)
 			}
 			if !errors.Is(err, tc.err) {
 				t.Errorf("engineError(%v) does not wrap its cause", tc.err)
@@ -372,7 +373,7 @@ func TestValidateRefusesBadOptions(t *testing.T) {
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("validate = %v, want error %v", err, tc.wantErr)
 			}
-			if err != nil && !IsStalled(err) {
+			if err != nil && outcome.Of(err) != outcome.Stalled {
 				t.Errorf("validate error %v is not stalled", err)
 			}
 		})

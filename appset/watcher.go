@@ -14,6 +14,7 @@ type Watcher struct {
 	source  Source
 	reload  sync.Mutex // serialises Reload, so snapshots are swapped in load order
 	current atomic.Pointer[Snapshot]
+	wake    chan struct{} // buffered 1: a pending wake absorbs later ones
 }
 
 // Snapshot is what a Watcher holds at one moment. It is a value, and its Set
@@ -37,7 +38,7 @@ type Snapshot struct {
 // NewWatcher returns a Watcher of source holding no set; call Reload or Run
 // to load one.
 func NewWatcher(source Source) *Watcher {
-	w := &Watcher{source: source}
+	w := &Watcher{source: source, wake: make(chan struct{}, 1)}
 	w.current.Store(&Snapshot{})
 	return w
 }
@@ -73,7 +74,16 @@ func (w *Watcher) Reload(ctx context.Context) (changed bool, err error) {
 	return changed, nil
 }
 
-// Run reloads now and then every interval (DefaultInterval if not positive)
+// Wake makes Run reload now instead of at its next interval. It never
+// blocks; wakes that arrive before Run gets to them count once.
+func (w *Watcher) Wake() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run reloads now, on Wake, and then every interval (DefaultInterval if not positive)
 // until ctx ends. After a reload whose outcome differs from the last one Run
 // reported (a new set, or an error that appeared, changed or cleared), it
 // calls onChange with the new snapshot on Run's goroutine; onChange should
@@ -101,6 +111,7 @@ func (w *Watcher) Run(ctx context.Context, interval time.Duration, onChange func
 		case <-ctx.Done():
 			return
 		case <-ticker.C:
+		case <-w.wake:
 		}
 	}
 }

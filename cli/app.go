@@ -12,9 +12,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/skep-cd/skep/api"
 	"github.com/skep-cd/skep/client"
 	"github.com/skep-cd/skep/plan"
+	"github.com/skep-cd/skep/wire"
 )
 
 func newAppCommand() *cobra.Command {
@@ -64,7 +64,7 @@ func newAppListCommand() *cobra.Command {
 		Short: "List applications: sync, health, services, revisions",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var list api.ApplicationList
+			var list wire.ApplicationList
 			if printed, err := fetch(cmd, out, "/api/v1/applications", nil, &list); printed || err != nil {
 				return err
 			}
@@ -75,7 +75,7 @@ func newAppListCommand() *cobra.Command {
 	return cmd
 }
 
-func printAppList(w io.Writer, list api.ApplicationList) error {
+func printAppList(w io.Writer, list wire.ApplicationList) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tSYNC\tHEALTH\tSERVICES\tREVISION\tDEPLOYED\tAUTO\tPHASE\tERROR")
 	for _, a := range list.Applications {
@@ -100,7 +100,7 @@ func newAppGetCommand() *cobra.Command {
 		Short: "Show one application: releases, services and tasks",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var d api.ApplicationDetail
+			var d wire.ApplicationDetail
 			if printed, err := fetch(cmd, out, client.AppPath(args[0], ""), nil, &d); printed || err != nil {
 				return err
 			}
@@ -111,7 +111,7 @@ func newAppGetCommand() *cobra.Command {
 	return cmd
 }
 
-func printAppDetail(w io.Writer, d api.ApplicationDetail) error {
+func printAppDetail(w io.Writer, d wire.ApplicationDetail) error {
 	a := d.Application
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "Name:\t%s\n", a.Name)
@@ -165,12 +165,12 @@ func newAppDiffCommand() *cobra.Command {
 		Short: "Show what a sync would change, per release, at Swarm-spec level",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var d api.Diff
+			var d wire.Diff
 			if printed, err := fetch(cmd, out, client.AppPath(args[0], "/diff"), map[string]string{"revision": revision}, &d); printed || err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s at %s\n", d.Application, short(d.Revision))
-			return plan.Render(cmd.OutOrStdout(), d.Releases)
+			return plan.Render(cmd.OutOrStdout(), plansOf(d.Releases))
 		},
 	}
 	out.register(cmd)
@@ -185,7 +185,7 @@ func newAppHistoryCommand() *cobra.Command {
 		Short: "Show recorded revisions and the sync history with actors",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var h api.History
+			var h wire.History
 			if printed, err := fetch(cmd, out, client.AppPath(args[0], "/history"), nil, &h); printed || err != nil {
 				return err
 			}
@@ -196,7 +196,7 @@ func newAppHistoryCommand() *cobra.Command {
 	return cmd
 }
 
-func printHistory(w io.Writer, h api.History) error {
+func printHistory(w io.Writer, h wire.History) error {
 	for _, r := range h.Releases {
 		fmt.Fprintf(w, "Release %s\n", r.Name)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -248,7 +248,7 @@ func (f *syncFlags) post(cmd *cobra.Command, name, path string, body any) error 
 	if err != nil {
 		return apiFailure(err)
 	}
-	var resp api.SyncResponse
+	var resp wire.SyncResponse
 	if err := json.Unmarshal(raw, &resp); err != nil {
 		return apiFailure(fmt.Errorf("decode answer of %s: %w", path, err))
 	}
@@ -260,12 +260,12 @@ func (f *syncFlags) post(cmd *cobra.Command, name, path string, body any) error 
 		progress = cmd.ErrOrStderr()
 	} else {
 		switch resp.Status {
-		case api.SyncPlanned:
+		case wire.SyncPlanned:
 			if resp.Diff != nil {
 				fmt.Fprintf(progress, "%s at %s (dry run)\n", name, short(resp.Diff.Revision))
-				return plan.Render(progress, resp.Diff.Releases)
+				return plan.Render(progress, plansOf(resp.Diff.Releases))
 			}
-		case api.SyncMerged:
+		case wire.SyncMerged:
 			fmt.Fprintf(progress, "%s: sync merged into queued sync #%d\n", name, resp.ID)
 		default:
 			fmt.Fprintf(progress, "%s: sync #%d queued", name, resp.ID)
@@ -275,7 +275,7 @@ func (f *syncFlags) post(cmd *cobra.Command, name, path string, body any) error 
 			fmt.Fprintln(progress)
 		}
 	}
-	if !f.wait || resp.Status == api.SyncPlanned {
+	if !f.wait || resp.Status == wire.SyncPlanned {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
@@ -289,17 +289,17 @@ func waitSync(ctx context.Context, c *client.Client, w io.Writer, name string, i
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var last string
-	var done *api.SyncRecord
+	var done *wire.SyncRecord
 	for {
 		d, err := c.Application(ctx, name)
 		if err != nil {
 			return err
 		}
 		a := d.Application
-		if done == nil && a.LastSync != nil && a.LastSync.ID >= id && a.LastSync.Outcome != api.OutcomeRunning {
+		if done == nil && a.LastSync != nil && a.LastSync.ID >= id && a.LastSync.Outcome != wire.OutcomeRunning {
 			s := *a.LastSync
 			done = &s
-			if s.Outcome == api.OutcomeFailed {
+			if s.Outcome == wire.OutcomeFailed {
 				return fmt.Errorf("sync #%d of %s failed: %s", s.ID, name, s.Error)
 			}
 			fmt.Fprintf(w, "%s: sync #%d succeeded at %s\n", name, s.ID, short(s.Revision))
@@ -336,7 +336,7 @@ func newAppSyncCommand() *cobra.Command {
 		Short: "Deploy what git declares now (queued; coalesced with a sync already queued)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts := api.SyncOptions{DryRun: dryRun, Revision: revision}
+			opts := wire.SyncOptions{DryRun: dryRun, Revision: revision}
 			if prune != "" {
 				p, err := strconv.ParseBool(prune)
 				if err != nil {
@@ -369,7 +369,7 @@ func newAppRollbackCommand() *cobra.Command {
 			if err != nil || n <= 0 {
 				return usageError("REVISION: want a revision number from `skep app history`, got %q", args[1])
 			}
-			return f.post(cmd, args[0], client.AppPath(args[0], "/rollback"), api.RollbackOptions{Revision: n, Release: release})
+			return f.post(cmd, args[0], client.AppPath(args[0], "/rollback"), wire.RollbackOptions{Revision: n, Release: release})
 		},
 	}
 	f.register(cmd)
@@ -412,4 +412,22 @@ func simplePost(use, summary, suffix, done string) *cobra.Command {
 	}
 	out.register(cmd)
 	return cmd
+}
+
+// plansOf turns the API's plans back into plan's type, which knows how to
+// print them.
+func plansOf(in []wire.ReleasePlan) []plan.Release {
+	out := make([]plan.Release, 0, len(in))
+	for _, p := range in {
+		r := plan.Release{Name: p.Name, Action: plan.Action(p.Action), Reason: p.Reason}
+		for _, c := range p.Changes {
+			ch := plan.Change{Kind: plan.Kind(c.Kind), Name: c.Name, Op: plan.Op(c.Op), Reason: c.Reason}
+			for _, f := range c.Fields {
+				ch.Fields = append(ch.Fields, plan.FieldDiff(f))
+			}
+			r.Changes = append(r.Changes, ch)
+		}
+		out = append(out, r)
+	}
+	return out
 }

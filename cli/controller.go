@@ -26,6 +26,7 @@ import (
 	"github.com/skep-cd/skep/store"
 	"github.com/skep-cd/skep/swarm"
 	"github.com/skep-cd/skep/version"
+	"github.com/skep-cd/skep/wire"
 )
 
 // EnvGitCredentialsFile names the git credentials file (see gitsource).
@@ -325,7 +326,7 @@ func runController(ctx context.Context, logger *slog.Logger, flags *controllerFl
 			var out []api.AppState
 			for _, st := range ctrl.Statuses().List() {
 				out = append(out, api.AppState{Name: st.Name, Sync: string(st.Sync),
-					Health: cmp.Or(string(st.Health), api.HealthUnknown), DriftFindings: len(st.Findings)})
+					Health: cmp.Or(string(st.Health), wire.HealthUnknown), DriftFindings: len(st.Findings)})
 			}
 			return out
 		},
@@ -342,7 +343,7 @@ func runController(ctx context.Context, logger *slog.Logger, flags *controllerFl
 	notifier.LogActive(logger)
 
 	srvOpts := api.Options{
-		Reconciler: ctrl, Authorizer: tokens, Metrics: metrics, Webhooks: hooks,
+		Reconciler: api.NewController(ctrl), Authorizer: tokens, Metrics: metrics, Webhooks: hooks,
 		Broker: broker, Logger: logger,
 	}
 	if db != nil {

@@ -64,13 +64,13 @@ func newDeployCommand() *cobra.Command {
 			var results []deployResult
 			failed := false
 			for _, name := range names {
-				var out reconcile.Outcome
+				var out reconcile.Result
 				if dryRun {
-					out, err = ctrl.Plan(cmd.Context(), name)
+					out, err = ctrl.Plan(cmd.Context(), name, "")
 				} else {
 					out, err = ctrl.ReconcileOnce(cmd.Context(), name, reconcile.Request{Sync: true})
 				}
-				r := deployResult{Application: name, Commit: out.Commit, Applied: out.Applied, Revision: out.Result.Revision}
+				r := deployResult{Application: name, Commit: out.Commit, Applied: out.Applied, Revision: out.Applying.Revision}
 				if out.Plan.Action.Valid() {
 					p := out.Plan
 					r.Plan = &p

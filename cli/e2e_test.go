@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skep-cd/skep/api"
 	"github.com/skep-cd/skep/harness"
+	"github.com/skep-cd/skep/wire"
 )
 
 // skepBinary is the skep binary TestMain builds once for the end-to-end
@@ -169,16 +169,16 @@ func (e *cliEnv) ok(t *testing.T, args ...string) string {
 	return out
 }
 
-func (e *cliEnv) appJSON(t *testing.T) api.ApplicationDetail {
+func (e *cliEnv) appJSON(t *testing.T) wire.ApplicationDetail {
 	t.Helper()
-	var d api.ApplicationDetail
+	var d wire.ApplicationDetail
 	if err := json.Unmarshal([]byte(e.ok(t, "app", "get", "web", "-o", "json")), &d); err != nil {
 		t.Fatalf("skep app get -o json is not the API's JSON: %v", err)
 	}
 	return d
 }
 
-func liveImage(d api.ApplicationDetail) string {
+func liveImage(d wire.ApplicationDetail) string {
 	for _, r := range d.Releases {
 		for _, s := range r.Services {
 			return s.Image
@@ -249,7 +249,7 @@ func TestCLIEndToEnd(t *testing.T) {
 			out := e.ok(t, "app", "list")
 			return strings.Contains(out, "web") && strings.Contains(out, "out-of-sync"), out
 		})
-		var list api.ApplicationList
+		var list wire.ApplicationList
 		if err := json.Unmarshal([]byte(e.ok(t, "app", "list", "-o", "json")), &list); err != nil || len(list.Applications) != 1 {
 			t.Errorf("app list -o json = %+v, %v", list, err)
 		}
@@ -303,7 +303,7 @@ func TestCLIEndToEnd(t *testing.T) {
 		if !strings.Contains(out, first[:12]) || !strings.Contains(out, second[:12]) || !strings.Contains(out, "admin") {
 			t.Errorf("app history:\n%s", out)
 		}
-		var h api.History
+		var h wire.History
 		if err := json.Unmarshal([]byte(e.ok(t, "app", "history", "web", "-o", "json")), &h); err != nil || len(h.Releases[0].Revisions) != 2 {
 			t.Errorf("app history -o json = %+v, %v", h, err)
 		}

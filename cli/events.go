@@ -10,9 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/skep-cd/skep/api"
 	"github.com/skep-cd/skep/client"
-	"github.com/skep-cd/skep/notify"
+	"github.com/skep-cd/skep/wire"
 )
 
 func newEventsCommand() *cobra.Command {
@@ -47,14 +46,14 @@ func newEventsCommand() *cobra.Command {
 			if out.raw() {
 				return out.print(w, raw)
 			}
-			var list api.EventList
+			var list wire.EventList
 			if err := json.Unmarshal(raw, &list); err != nil {
 				return apiFailure(fmt.Errorf("decode events: %w", err))
 			}
 			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tAT\tAPPLICATION\tTYPE\tREVISION\tACTOR\tMESSAGE")
 			for _, e := range list.Events {
-				printEventRow(tw, fmt.Sprint(e.ID), e.Wire)
+				printEventRow(tw, fmt.Sprint(e.ID), e.Event)
 			}
 			return tw.Flush()
 		},
@@ -67,7 +66,8 @@ func newEventsCommand() *cobra.Command {
 	return cmd
 }
 
-func printEventRow(w io.Writer, id string, e notify.Wire) {
+// printEventRow prints one event as a table row.
+func printEventRow(w io.Writer, id string, e wire.Event) {
 	fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id, e.At.Format(time.RFC3339), e.Application, e.Type,
 		short(e.Revision), orDash(e.Actor), orDash(oneLine(e.Message, 80)))
 }
@@ -83,11 +83,11 @@ func printStreamEvent(w io.Writer, out output, e client.StreamEvent) error {
 		}
 		return out.print(w, e.Data)
 	}
-	var wire notify.Wire
-	if err := json.Unmarshal(e.Data, &wire); err != nil {
+	var event wire.Event
+	if err := json.Unmarshal(e.Data, &event); err != nil {
 		return fmt.Errorf("decode event %s: %w", e.ID, err)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	printEventRow(tw, e.ID, wire)
+	printEventRow(tw, e.ID, event)
 	return tw.Flush()
 }

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/skep-cd/skep/api"
+	"github.com/skep-cd/skep/wire"
 )
 
 func newStatusCommand() *cobra.Command {
@@ -17,7 +17,7 @@ func newStatusCommand() *cobra.Command {
 		Short: "Show the controller's status: app set, readiness, applications",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var st api.ControllerStatus
+			var st wire.ControllerStatus
 			if printed, err := fetch(cmd, out, "/api/v1/status", nil, &st); printed || err != nil {
 				return err
 			}

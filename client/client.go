@@ -31,7 +31,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/skep-cd/skep/api"
+	"github.com/skep-cd/skep/wire"
 )
 
 // Environment variables the client reads.
@@ -55,7 +55,7 @@ const maxResponse = 64 << 20
 type Options struct {
 	// Server is the controller's base URL, e.g. https://skep.example.org.
 	Server string
-	Token  api.Token
+	Token  wire.Token
 	// CAFile is a PEM bundle trusted for the server's certificate, beside
 	// the system roots.
 	CAFile string
@@ -67,7 +67,7 @@ type Options struct {
 // Client calls one controller. It is safe for concurrent use.
 type Client struct {
 	base  *url.URL
-	token api.Token
+	token wire.Token
 	http  *http.Client
 }
 
@@ -157,7 +157,7 @@ func FromEnvironment(getenv func(string) string) (*Client, error) {
 		}
 		opts.Token = t
 	case getenv(EnvToken) != "":
-		opts.Token = api.NewToken(strings.TrimSpace(getenv(EnvToken)))
+		opts.Token = wire.NewToken(strings.TrimSpace(getenv(EnvToken)))
 	case cfg.TokenFile != "":
 		t, err := readToken(expandHome(cfg.TokenFile, getenv), path+": tokenFile")
 		if err != nil {
@@ -168,16 +168,16 @@ func FromEnvironment(getenv func(string) string) (*Client, error) {
 	return New(opts)
 }
 
-func readToken(file, from string) (api.Token, error) {
+func readToken(file, from string) (wire.Token, error) {
 	data, err := os.ReadFile(file)
 	if err != nil {
-		return api.Token{}, fmt.Errorf("%s: %w", from, err)
+		return wire.Token{}, fmt.Errorf("%s: %w", from, err)
 	}
 	t := strings.TrimSpace(string(data))
 	if t == "" {
-		return api.Token{}, fmt.Errorf("%s: %s is empty", from, file)
+		return wire.Token{}, fmt.Errorf("%s: %s is empty", from, file)
 	}
-	return api.NewToken(t), nil
+	return wire.NewToken(t), nil
 }
 
 func expandHome(p string, getenv func(string) string) string {
@@ -209,7 +209,7 @@ var (
 // Error is a non-2xx answer of the API.
 type Error struct {
 	Status  int
-	Code    api.ErrorCode
+	Code    wire.ErrorCode
 	Message string
 	Method  string
 	Path    string
@@ -311,7 +311,7 @@ func (c *Client) Call(ctx context.Context, method, path string, query url.Values
 
 func decodeError(resp *http.Response, data []byte, method, path string) error {
 	e := &Error{Status: resp.StatusCode, Method: method, Path: path}
-	var body api.Error
+	var body wire.Error
 	if json.Unmarshal(data, &body) == nil && body.Code != "" {
 		e.Code, e.Message = body.Code, body.Message
 	} else {
@@ -352,20 +352,20 @@ func AppPath(name, suffix string) string {
 }
 
 // ListApplications lists the applications the token may see.
-func (c *Client) ListApplications(ctx context.Context) (api.ApplicationList, error) {
-	var out api.ApplicationList
+func (c *Client) ListApplications(ctx context.Context) (wire.ApplicationList, error) {
+	var out wire.ApplicationList
 	return out, c.get(ctx, "/api/v1/applications", nil, &out)
 }
 
 // Application returns one application with its releases and tasks.
-func (c *Client) Application(ctx context.Context, name string) (api.ApplicationDetail, error) {
-	var out api.ApplicationDetail
+func (c *Client) Application(ctx context.Context, name string) (wire.ApplicationDetail, error) {
+	var out wire.ApplicationDetail
 	return out, c.get(ctx, AppPath(name, ""), nil, &out)
 }
 
 // Diff plans an application at revision ("" = what it tracks).
-func (c *Client) Diff(ctx context.Context, name, revision string) (api.Diff, error) {
-	var out api.Diff
+func (c *Client) Diff(ctx context.Context, name, revision string) (wire.Diff, error) {
+	var out wire.Diff
 	q := url.Values{}
 	if revision != "" {
 		q.Set("revision", revision)
@@ -374,44 +374,44 @@ func (c *Client) Diff(ctx context.Context, name, revision string) (api.Diff, err
 }
 
 // History returns an application's revisions and sync history.
-func (c *Client) History(ctx context.Context, name string) (api.History, error) {
-	var out api.History
+func (c *Client) History(ctx context.Context, name string) (wire.History, error) {
+	var out wire.History
 	return out, c.get(ctx, AppPath(name, "/history"), nil, &out)
 }
 
 // Sync requests a sync (or plans one, with opts.DryRun).
-func (c *Client) Sync(ctx context.Context, name string, opts api.SyncOptions) (api.SyncResponse, error) {
-	var out api.SyncResponse
+func (c *Client) Sync(ctx context.Context, name string, opts wire.SyncOptions) (wire.SyncResponse, error) {
+	var out wire.SyncResponse
 	return out, c.post(ctx, AppPath(name, "/sync"), opts, &out)
 }
 
 // Rollback requests a rollback to a recorded revision.
-func (c *Client) Rollback(ctx context.Context, name string, opts api.RollbackOptions) (api.SyncResponse, error) {
-	var out api.SyncResponse
+func (c *Client) Rollback(ctx context.Context, name string, opts wire.RollbackOptions) (wire.SyncResponse, error) {
+	var out wire.SyncResponse
 	return out, c.post(ctx, AppPath(name, "/rollback"), opts, &out)
 }
 
 // Refresh asks the controller to re-read git for an application now.
 func (c *Client) Refresh(ctx context.Context, name string) error {
-	var out api.RefreshResponse
+	var out wire.RefreshResponse
 	return c.post(ctx, AppPath(name, "/refresh"), nil, &out)
 }
 
 // Unhold releases a rollback's hold.
 func (c *Client) Unhold(ctx context.Context, name string) error {
-	var out api.RefreshResponse
+	var out wire.RefreshResponse
 	return c.post(ctx, AppPath(name, "/unhold"), nil, &out)
 }
 
 // Status returns the controller's status.
-func (c *Client) Status(ctx context.Context) (api.ControllerStatus, error) {
-	var out api.ControllerStatus
+func (c *Client) Status(ctx context.Context) (wire.ControllerStatus, error) {
+	var out wire.ControllerStatus
 	return out, c.get(ctx, "/api/v1/status", nil, &out)
 }
 
 // Version returns the server's build and capabilities.
-func (c *Client) Version(ctx context.Context) (api.VersionInfo, error) {
-	var out api.VersionInfo
+func (c *Client) Version(ctx context.Context) (wire.VersionInfo, error) {
+	var out wire.VersionInfo
 	return out, c.get(ctx, "/api/v1/version", nil, &out)
 }
 
@@ -438,8 +438,8 @@ func (q EventQuery) Values() url.Values {
 }
 
 // Events lists the newest kept events.
-func (c *Client) Events(ctx context.Context, q EventQuery) (api.EventList, error) {
-	var out api.EventList
+func (c *Client) Events(ctx context.Context, q EventQuery) (wire.EventList, error) {
+	var out wire.EventList
 	return out, c.get(ctx, "/api/v1/events", q.Values(), &out)
 }
 

@@ -18,7 +18,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/skep-cd/skep/api"
+	"github.com/skep-cd/skep/wire"
 )
 
 func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -116,7 +116,7 @@ func TestErrorsSayWhatWentWrong(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	c, err := New(Options{Server: srv.URL, Token: api.NewToken("tok-secret")})
+	c, err := New(Options{Server: srv.URL, Token: wire.NewToken("tok-secret")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestErrorsSayWhatWentWrong(t *testing.T) {
 }
 
 func TestTheTokenNeverPrints(t *testing.T) {
-	c, err := New(Options{Server: "http://127.0.0.1:1", Token: api.NewToken("tok-secret")})
+	c, err := New(Options{Server: "http://127.0.0.1:1", Token: wire.NewToken("tok-secret")})
 	if err != nil {
 		t.Fatal(err)
 	}

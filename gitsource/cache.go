@@ -474,7 +474,7 @@ func (c *Cache) Checkout(ctx context.Context, repoURL, commit string) (*Tree, er
 		if errors.As(err, &re) {
 			return nil, err
 		}
-		return nil, fmt.Errorf("checkout %s at %s: %w", r.name(), commit[:12], err)
+		return nil, fmt.Errorf("checkout %s at %s: %w", r.name(), ShortCommit(commit), err)
 	}
 	return c.tree(r, commit), nil
 }
@@ -527,7 +527,7 @@ func (c *Cache) ReadFile(ctx context.Context, repoURL, commit, name string) ([]b
 	defer t.Release()
 	data, err := t.ReadFile(name)
 	if err != nil {
-		return nil, fmt.Errorf("%s at %s: %w", RedactURL(repoURL), commit[:12], err)
+		return nil, fmt.Errorf("%s at %s: %w", RedactURL(repoURL), ShortCommit(commit), err)
 	}
 	return data, nil
 }

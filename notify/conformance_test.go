@@ -14,6 +14,7 @@ import (
 
 	"github.com/skep-cd/skep/notify"
 	"github.com/skep-cd/skep/notify/notifytest"
+	"github.com/skep-cd/skep/wire"
 )
 
 // runLoop runs n's delivery loop until the test ends.
@@ -35,14 +36,14 @@ func wireReceiver(t *testing.T, gate *notifytest.Gate, got *notifytest.Collector
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		gate.Pass()
-		var wire notify.Wire
+		var event wire.Event
 		body, _ := io.ReadAll(r.Body)
-		if err := json.Unmarshal(body, &wire); err != nil {
+		if err := json.Unmarshal(body, &event); err != nil {
 			t.Errorf("receiver: body %q: %v", body, err)
 			w.WriteHeader(http.StatusBadRequest)
 			return
 		}
-		got.Add(wire.Event())
+		got.Add(notify.FromWire(event))
 	}))
 	t.Cleanup(srv.Close)
 	return srv

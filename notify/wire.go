@@ -7,7 +7,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"time"
+
+	"github.com/skep-cd/skep/wire"
 )
 
 // Record is an event with the id it was published under. Ids are positive
@@ -18,29 +19,13 @@ type Record struct {
 	Event
 }
 
-// Wire is the JSON shape of an event on every outbound channel: the API's
-// event stream, webhooks and the store's consumers. Its field order and tags
-// are the contract, pinned byte for byte by TestWireShape.
-//
-// Swarm is always present because empty is itself the answer ("the swarm
-// the controller runs in"); Revision, Message and Actor are omitted when
-// empty because there the event has no answer to give. At is RFC 3339 in UTC.
-type Wire struct {
-	Application string    `json:"application"`
-	Swarm       string    `json:"swarm"`
-	Type        EventType `json:"type"`
-	Revision    string    `json:"revision,omitempty"`
-	Message     string    `json:"message,omitempty"`
-	Actor       string    `json:"actor,omitempty"`
-	At          time.Time `json:"at"`
-}
-
-// WireOf returns e in its wire shape, with At converted to UTC.
-func WireOf(e Event) Wire {
-	return Wire{
+// WireOf returns e in its wire shape (wire.Event, the JSON of an event on
+// every outbound channel), with At converted to UTC.
+func WireOf(e Event) wire.Event {
+	return wire.Event{
 		Application: e.Application,
 		Swarm:       e.Swarm,
-		Type:        e.Type,
+		Type:        string(e.Type),
 		Revision:    e.Revision,
 		Message:     e.Message,
 		Actor:       e.Actor,
@@ -48,11 +33,11 @@ func WireOf(e Event) Wire {
 	}
 }
 
-// Event returns the event w describes.
-func (w Wire) Event() Event {
+// FromWire returns the event w describes.
+func FromWire(w wire.Event) Event {
 	return Event{
 		Application: w.Application,
-		Type:        w.Type,
+		Type:        EventType(w.Type),
 		Revision:    w.Revision,
 		Message:     w.Message,
 		At:          w.At,

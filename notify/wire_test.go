@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/skep-cd/skep/wire"
 )
 
 func TestWireShape(t *testing.T) {
@@ -52,13 +54,13 @@ func TestWireShape(t *testing.T) {
 			if string(got) != tc.want {
 				t.Errorf("MarshalWire =\n%s\nwant\n%s", got, tc.want)
 			}
-			var back Wire
+			var back wire.Event
 			if err := json.Unmarshal(got, &back); err != nil {
 				t.Fatal(err)
 			}
 			want := tc.event
 			want.At = want.At.UTC()
-			if d := cmp.Diff(want, back.Event()); d != "" {
+			if d := cmp.Diff(want, FromWire(back)); d != "" {
 				t.Errorf("decoded wire differs (-want +got):\n%s", d)
 			}
 		})

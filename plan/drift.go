@@ -13,19 +13,6 @@ import (
 	"github.com/skep-cd/skep/stack"
 )
 
-// Labels that apply writes on services besides the declared ones. plan
-// must not import apply; TestDriftLabelsMatchApply keeps these equal to
-// apply's constants.
-const (
-	labelSpecHash = "io.skep.spec-hash"
-	// labelStackImage is docker stack deploy's record of the image as
-	// written, which apply sets the same way.
-	labelStackImage = "com.docker.stack.image"
-	// skepLabelPrefix marks Skep's own labels (ownership, spec hash); they
-	// are prune's and apply's business, not drift.
-	skepLabelPrefix = "io.skep."
-)
-
 // FindingKind says how a live service differs from git. The zero value is
 // invalid.
 type FindingKind string
@@ -210,7 +197,7 @@ func rolledBack(svc swarm.Service, desired *swarm.ServiceSpec, opts DriftOptions
 	if prev == nil {
 		return false, ""
 	}
-	cur, old := svc.Spec.Labels[labelSpecHash], prev.Labels[labelSpecHash]
+	cur, old := svc.Spec.Labels[stack.LabelSpecHash], prev.Labels[stack.LabelSpecHash]
 	if cur == "" || old == "" || cur == old {
 		return false, ""
 	}
@@ -257,7 +244,7 @@ func driftField(path string) (string, bool) {
 func driftView(spec swarm.ServiceSpec, names *DriftOptions) *swarm.ServiceSpec {
 	s := copyService(spec)
 	maps.DeleteFunc(s.Labels, func(k, _ string) bool {
-		return strings.HasPrefix(k, skepLabelPrefix) || k == labelStackImage
+		return strings.HasPrefix(k, stack.LabelPrefix) || k == stack.LabelStackImage
 	})
 	stack.EngineDefaults(&s)
 	if cs := s.TaskTemplate.ContainerSpec; cs != nil {

@@ -35,8 +35,8 @@ var networkIDs = map[string]string{"n0d3web": "web_default"}
 // network ids for names, secret and config ids, daemon defaults filled.
 func asLive(spec swarm.ServiceSpec, hash string) swarm.Service {
 	s := copyService(spec)
-	s.Labels[labelSpecHash] = hash
-	s.Labels[labelStackImage] = s.TaskTemplate.ContainerSpec.Image
+	s.Labels[stack.LabelSpecHash] = hash
+	s.Labels[stack.LabelStackImage] = s.TaskTemplate.ContainerSpec.Image
 	cs := s.TaskTemplate.ContainerSpec
 	cs.Image = "docker.io/library/" + cs.Image + "@" + appDigest
 	cs.Isolation = "default"
@@ -64,15 +64,6 @@ func liveWeb(fns ...func(*swarm.Service)) map[string]swarm.Service {
 }
 
 var webOpts = DriftOptions{Owner: owner, NetworkNames: networkIDs}
-
-func TestDriftLabelsMatchApply(t *testing.T) {
-	if labelSpecHash != apply.LabelSpecHash {
-		t.Errorf("labelSpecHash = %q, apply.LabelSpecHash = %q", labelSpecHash, apply.LabelSpecHash)
-	}
-	if !strings.HasPrefix(apply.LabelKind, skepLabelPrefix) || !strings.HasPrefix(stack.LabelController, skepLabelPrefix) {
-		t.Errorf("skep labels %q, %q do not start with %q", apply.LabelKind, stack.LabelController, skepLabelPrefix)
-	}
-}
 
 func TestDriftIgnoresWhatApplyAndTheDaemonAdd(t *testing.T) {
 	if got := Drift(webRelease(), liveWeb(), webOpts); len(got) != 0 {
@@ -136,7 +127,7 @@ func TestDrift(t *testing.T) {
 			name: "a changed user label is modified but skep's labels are not drift",
 			live: liveWeb(func(s *swarm.Service) {
 				s.Spec.Labels["tier"] = "back"
-				s.Spec.Labels[labelSpecHash] = "other"
+				s.Spec.Labels[stack.LabelSpecHash] = "other"
 				s.Spec.Labels[stack.LabelApplication] = "renamed"
 			}),
 			want: []Finding{{Kind: Modified, Field: "labels", Path: `Labels["tier"]`, Live: `"back"`}},
@@ -191,7 +182,7 @@ func TestDrift(t *testing.T) {
 				s.PreviousSpec = &prev
 				s.Spec = copyService(s.Spec)
 				s.Spec.TaskTemplate.ContainerSpec.Image = "app:v0"
-				s.Spec.Labels[labelSpecHash] = "hash-0"
+				s.Spec.Labels[stack.LabelSpecHash] = "hash-0"
 				s.UpdateStatus = &swarm.UpdateStatus{State: swarm.UpdateStateRollbackCompleted, Message: "rollback completed"}
 			}),
 			want: []Finding{{Kind: RolledBack, Field: "image", Path: "TaskTemplate.ContainerSpec.Image",
@@ -204,7 +195,7 @@ func TestDrift(t *testing.T) {
 				s.PreviousSpec = &prev
 				s.Spec = copyService(s.Spec)
 				s.Spec.TaskTemplate.ContainerSpec.Image = "app:v0"
-				s.Spec.Labels[labelSpecHash] = "hash-0"
+				s.Spec.Labels[stack.LabelSpecHash] = "hash-0"
 			}),
 			want: []Finding{{Kind: RolledBack, Field: "image", Path: "TaskTemplate.ContainerSpec.Image",
 				Desired: `"app:v1"`, Live: `"app:v0"`, Reason: "the live spec went back to the one before the declared spec"}},

@@ -179,10 +179,14 @@ func (r Release) Changed() bool {
 	return len(r.Changes) > 0
 }
 
-var done = map[Op]string{Create: "created", Update: "updated", Delete: "deleted"}
+// pending words each op as work still to do: a summary is read before
+// anything is written (a drift report, a sync about to start).
+var pending = map[Op]string{Create: "to create", Update: "to update", Delete: "to delete"}
 
-// Summary is a one-line account of r, such as
-// "upgrade web: 1 service updated (image), 1 config created".
+// Summary is a one-line account of what applying r would change, such as
+// "upgrade web: 1 service to update (image), 1 config to create". It never
+// reads as done: it is shown before the write (see
+// TestSummarySaysWhatWouldChange).
 func (r Release) Summary() string {
 	var parts []string
 	for _, op := range []Op{Update, Create, Delete} {
@@ -202,7 +206,7 @@ func (r Release) Summary() string {
 			if n > 1 {
 				noun += "s"
 			}
-			part := fmt.Sprintf("%d %s %s", n, noun, done[op])
+			part := fmt.Sprintf("%d %s %s", n, noun, pending[op])
 			if len(touched) > 0 {
 				part += " (" + listAreas(touched) + ")"
 			}

@@ -283,7 +283,7 @@ func TestCompareOrderIsDeterministic(t *testing.T) {
 	}
 }
 
-func TestSummary(t *testing.T) {
+func TestSummarySaysWhatWouldChange(t *testing.T) {
 	tests := []struct {
 		name    string
 		desired stack.Release
@@ -293,7 +293,7 @@ func TestSummary(t *testing.T) {
 		{
 			name:    "install counts created objects by kind",
 			desired: webRelease(),
-			want:    "install web: 1 network created, 1 config created, 1 secret created, 1 service created",
+			want:    "install web: 1 network to create, 1 config to create, 1 secret to create, 1 service to create",
 		},
 		{
 			name:    "unchanged says only that",
@@ -307,7 +307,7 @@ func TestSummary(t *testing.T) {
 				s.TaskTemplate.ContainerSpec.Image = "app:v2"
 			})),
 			record: recorded(),
-			want:   "upgrade web: 1 service updated (image and configs), 1 config created, 1 config deleted",
+			want:   "upgrade web: 1 service to update (image and configs), 1 config to create, 1 config to delete",
 		},
 		{
 			name: "plural kinds",
@@ -316,7 +316,7 @@ func TestSummary(t *testing.T) {
 				r.Services["web_b"] = swarm.ServiceSpec{}
 			}),
 			record: recorded(),
-			want:   "upgrade web: 2 services created",
+			want:   "upgrade web: 2 services to create",
 		},
 	}
 	for _, tt := range tests {

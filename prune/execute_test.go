@@ -50,7 +50,7 @@ func TestExecuteDeletesInKindOrderAndGoesOnAfterFailures(t *testing.T) {
 		obj(KindNetwork, "n-gone", labels(owner)),
 		obj(KindService, "s", labels(owner)),
 		obj(KindSecret, "sec-foreign", map[string]string{stack.LabelNamespace: "shop"}),
-		obj(KindConfig, "rev", labels(owner, labelKind, "revision")),
+		obj(KindConfig, "rev", labels(owner, stack.LabelKind, "revision")),
 		{Object: Object{Kind: KindService, ID: "kept", Name: "shop_kept", Labels: labels(owner)}, Decision: Keep},
 	}}
 	eng := &recorder{fail: map[string]error{

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/skep-cd/skep/stack"
 )
 
 // Reasons prune is held. Allowed wraps each in a *HeldError; test with
@@ -93,7 +95,7 @@ func checkProof(p Plan, obj Object) error {
 	case p.Owner.Controller == "" || !p.Owner.Owns(obj.Labels):
 		return fmt.Errorf("%s %q: its labels do not name controller %q, application %q, release %q",
 			obj.Kind, obj.Name, p.Owner.Controller, p.Owner.Application, p.Owner.Release)
-	case obj.Labels[labelKind] != "":
+	case obj.Labels[stack.LabelKind] != "":
 		return fmt.Errorf("%s %q: skep bookkeeping is never pruned", obj.Kind, obj.Name)
 	case obj.ID == "":
 		return fmt.Errorf("%s %q: no id", obj.Kind, obj.Name)

@@ -97,8 +97,8 @@ func decide(in Input, obj Object, declared, recorded names) (Decision, string) {
 			labels[stack.LabelApplication], owner.Application)
 	case !owner.Owns(labels):
 		return Unmanaged, foreignReason(labels)
-	case labels[labelKind] != "":
-		return Keep, fmt.Sprintf("skep bookkeeping (%s)", labels[labelKind])
+	case labels[stack.LabelKind] != "":
+		return Keep, fmt.Sprintf("skep bookkeeping (%s)", labels[stack.LabelKind])
 	case declared.has(obj.Kind, obj.Name):
 		return Keep, "declared"
 	case obj.Kind == KindVolume && !in.PruneVolumes:

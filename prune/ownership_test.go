@@ -12,7 +12,6 @@ import (
 	"github.com/docker/docker/api/types/swarm"
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/skep-cd/skep/apply"
 	"github.com/skep-cd/skep/stack"
 )
 
@@ -42,12 +41,6 @@ func release(services ...swarm.ServiceSpec) stack.Release {
 		r.Services[s.Name] = s
 	}
 	return r
-}
-
-func TestLabelKindIsApplysLabel(t *testing.T) {
-	if labelKind != apply.LabelKind {
-		t.Errorf("labelKind = %q, apply.LabelKind = %q", labelKind, apply.LabelKind)
-	}
 }
 
 func TestOrphansDecisions(t *testing.T) {
@@ -89,7 +82,7 @@ func TestOrphansDecisions(t *testing.T) {
 			func(in *Input) { in.Recorded[0].Release.Name = "other" },
 			Object{Kind: KindService, ID: "1", Name: "shop_old", Labels: labels(owner)}, Unmanaged},
 		{"a revision config is kept", nil,
-			Object{Kind: KindConfig, ID: "1", Name: "skep-rev-shop-3", Labels: labels(owner, labelKind, "revision")}, Keep},
+			Object{Kind: KindConfig, ID: "1", Name: "skep-rev-shop-3", Labels: labels(owner, stack.LabelKind, "revision")}, Keep},
 		{"an owned recorded config is deleted", nil,
 			Object{Kind: KindConfig, ID: "1", Name: "shop_conf-abc", Labels: labels(owner)}, Delete},
 		{"a config a declared service refers to is kept",
@@ -113,7 +106,7 @@ func TestOrphansDecisions(t *testing.T) {
 		{"a renamed application's service is re-stamped, not deleted", nil,
 			Object{Kind: KindService, ID: "1", Name: "shop_old", Labels: labels(oldApp)}, Restamp},
 		{"a renamed application's revision config is re-stamped", nil,
-			Object{Kind: KindConfig, ID: "1", Name: "skep-rev-shop-1", Labels: labels(oldApp, labelKind, "revision")}, Restamp},
+			Object{Kind: KindConfig, ID: "1", Name: "skep-rev-shop-1", Labels: labels(oldApp, stack.LabelKind, "revision")}, Restamp},
 		{"an application leaving the app set does not re-stamp",
 			func(in *Input) { in.Applications = []string{"billing"} },
 			Object{Kind: KindService, ID: "1", Name: "shop_old", Labels: labels(oldApp)}, Unmanaged},
@@ -258,7 +251,7 @@ func TestOrphansNeverDeleteWithoutFullProof(t *testing.T) {
 			case 3: // renamed: an application no longer in the app set
 				l = labels(stack.Owner{Controller: "ctl-a", Application: "shop-old", Release: "shop"})
 			case 4:
-				l = labels(owner, labelKind, "revision")
+				l = labels(owner, stack.LabelKind, "revision")
 			case 5: // owned, with a wrong release label
 				l = labels(owner, stack.LabelRelease, "shop2")
 			default:
@@ -286,7 +279,7 @@ func TestOrphansNeverDeleteWithoutFullProof(t *testing.T) {
 		for _, it := range p.Items {
 			o := it.Object
 			inPlan[o.ID] = true
-			proven := owner.Owns(o.Labels) && o.Labels[labelKind] == "" &&
+			proven := owner.Owns(o.Labels) && o.Labels[stack.LabelKind] == "" &&
 				inNamespace(o, "shop") && !declNames[o.Kind][o.Name] &&
 				in.Recorded != nil && recNames[o.Kind][o.Name] &&
 				in.OwnStack != "shop" && (o.Kind != KindVolume || in.PruneVolumes)

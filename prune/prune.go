@@ -29,11 +29,6 @@ import (
 	"github.com/skep-cd/skep/stack"
 )
 
-// labelKind marks Skep's bookkeeping objects (revision configs); it is
-// apply.LabelKind, repeated because prune must not import apply (a test
-// keeps the two equal).
-const labelKind = "io.skep.kind"
-
 // Kind is the type of a swarm object. The zero value is invalid.
 type Kind string
 

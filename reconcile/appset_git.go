@@ -29,12 +29,12 @@ func (g GitAppSet) Load(ctx context.Context) (*appset.Set, string, error) {
 	}
 	tree, err := g.Git.Checkout(ctx, g.Repo, commit)
 	if err != nil {
-		return nil, "", fmt.Errorf("app set %s at %s: %w", gitsource.RedactURL(g.Repo), short(commit), err)
+		return nil, "", fmt.Errorf("app set %s at %s: %w", gitsource.RedactURL(g.Repo), gitsource.ShortCommit(commit), err)
 	}
 	defer tree.Release()
 	root, err := os.OpenRoot(tree.Dir())
 	if err != nil {
-		return nil, "", fmt.Errorf("app set at %s: %w", short(commit), err)
+		return nil, "", fmt.Errorf("app set at %s: %w", gitsource.ShortCommit(commit), err)
 	}
 	defer root.Close()
 	path := g.Path
@@ -43,7 +43,7 @@ func (g GitAppSet) Load(ctx context.Context) (*appset.Set, string, error) {
 	}
 	files, err := appset.ReadFiles(root.FS(), path)
 	if err != nil {
-		return nil, commit, fmt.Errorf("app set at %s: %w", short(commit), err)
+		return nil, commit, fmt.Errorf("app set at %s: %w", gitsource.ShortCommit(commit), err)
 	}
 	set, err := appset.ParseFiles(files)
 	return set, commit, err

@@ -3,29 +3,40 @@ package reconcile
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
-	"maps"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/skep-cd/skep/api"
+	"github.com/docker/docker/api/types"
+	dswarm "github.com/docker/docker/api/types/swarm"
+
 	"github.com/skep-cd/skep/apply"
 	"github.com/skep-cd/skep/appset"
 	"github.com/skep-cd/skep/gitsource"
 	"github.com/skep-cd/skep/notify"
+	"github.com/skep-cd/skep/prune"
 	"github.com/skep-cd/skep/stack"
 	"github.com/skep-cd/skep/swarm"
 )
 
-// ErrUnknownApplication is returned for a name the running app set lacks.
-var ErrUnknownApplication = errors.New("unknown application")
-
 // DefaultAppSetInterval is how often the app-set source is re-read.
 const DefaultAppSetInterval = 30 * time.Second
+
+// Engine is everything the controller asks of a swarm manager: apply's
+// writes, prune's deletions and re-labelling, the task list and ping the
+// API's reads need, and who the manager is. *swarm.Client implements it;
+// a client lacking a capability does not compile, so no step is ever
+// skipped at run time for want of one.
+type Engine interface {
+	apply.Engine
+	prune.Deleter
+	prune.Relabeler
+	TaskList(ctx context.Context, options dswarm.TaskListOptions) ([]dswarm.Task, error)
+	Ping(ctx context.Context) (types.Ping, error)
+	Identity() swarm.Identity
+}
 
 // Options wire a Controller. Git, Engine and AppSet are required; the zero
 // value of every other field means its default.
@@ -38,7 +49,7 @@ type Options struct {
 	// AppSetInterval is how often AppSet is re-read.
 	AppSetInterval time.Duration
 	Git            *gitsource.Cache
-	Engine         apply.Engine
+	Engine         Engine
 	// Notifier receives every event; nil means none.
 	Notifier *notify.Registry
 	Logger   *slog.Logger
@@ -58,18 +69,12 @@ type Options struct {
 	OwnStack string
 }
 
-// Observer is told about each reconcile when it ends. It must return
-// quickly and be safe for concurrent use; api.Metrics implements it.
-type Observer interface {
-	ObserveReconcile(api.Observation)
-}
-
 // Controller keeps every application of an app set at what git declares.
 // Its methods are safe for concurrent use.
 type Controller struct {
 	id        string
 	git       *gitsource.Cache
-	engine    apply.Engine
+	engine    Engine
 	notifier  *notify.Registry
 	log       *slog.Logger
 	now       func() time.Time
@@ -83,15 +88,14 @@ type Controller struct {
 	live      *swarm.Watcher
 	pruneApps bool
 	ownStack  string
-	rendered  map[string]stack.Release // by application: the last render, for health
-	wrote     map[string]time.Time     // by application: its last write to the swarm
 
-	appSetMu sync.Mutex // serialises onAppSet between Run and RefreshRepository
+	appSetMu sync.Mutex // serialises onAppSet
 	mu       sync.Mutex
 	apps     map[string]appset.Application
 	workers  map[string]*worker
+	rendered map[string]stack.Release // by application: the last render, for health
+	wrote    map[string]time.Time     // by application: when its last write to the swarm ended
 	wg       sync.WaitGroup
-	runCtx   context.Context // set by Run for workers started later; never a request's
 }
 
 // New validates opts and returns a Controller that does nothing until Run.
@@ -154,9 +158,6 @@ func (c *Controller) Statuses() *Statuses { return c.status }
 // app set that cannot be loaded at start is not fatal: Run keeps trying,
 // and the status says why nothing runs.
 func (c *Controller) Run(ctx context.Context) error {
-	c.mu.Lock()
-	c.runCtx = ctx
-	c.mu.Unlock()
 	var side sync.WaitGroup
 	if c.live != nil {
 		side.Add(2)
@@ -171,7 +172,7 @@ func (c *Controller) Run(ctx context.Context) error {
 			c.followSwarm(ctx)
 		}()
 	}
-	c.watcher.Run(ctx, c.interval, c.onAppSet)
+	c.watcher.Run(ctx, c.interval, func(snap appset.Snapshot) { c.onAppSet(ctx, snap) })
 	side.Wait()
 	c.stopAll()
 	return nil
@@ -203,41 +204,6 @@ func (c *Controller) followSwarm(ctx context.Context) {
 	}
 }
 
-// remember keeps app's last render for health between reconciles.
-func (c *Controller) remember(app string, rel stack.Release) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.rendered[app] = rel
-}
-
-// refreshHealth recomputes every application's health from the snapshot.
-func (c *Controller) refreshHealth() {
-	snap := c.live.Current()
-	c.mu.Lock()
-	rendered := maps.Clone(c.rendered)
-	c.mu.Unlock()
-	for app, rel := range rendered {
-		h := releaseHealth(rel, snap)
-		c.status.Update(app, func(s *AppStatus) {
-			s.Health, s.HealthMessage, s.Running, s.Desired = h.State, h.Message, h.Running, h.Desired
-		})
-	}
-}
-
-// wakeLiveDrift queues a tick for every healthy-looking application with
-// live drift detection, so an out-of-band change is seen in seconds. A
-// failing application keeps its backoff.
-func (c *Controller) wakeLiveDrift() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for name, w := range c.workers {
-		app := c.apps[name]
-		if st, _ := c.status.Get(name); app.DriftDetection == appset.DriftLive && st.LastErrorClass == "" && st.Phase != api.PhaseApplying {
-			w.enqueue(Request{})
-		}
-	}
-}
-
 // LoadAppSet loads the app set once and applies it to the workers' view
 // without starting workers; `skep deploy` uses it.
 func (c *Controller) LoadAppSet(ctx context.Context) (appset.Snapshot, error) {
@@ -250,7 +216,10 @@ func (c *Controller) LoadAppSet(ctx context.Context) (appset.Snapshot, error) {
 // Loaded reports whether a valid app set has been loaded.
 func (c *Controller) Loaded() bool { return c.watcher.Current().Set != nil }
 
-func (c *Controller) onAppSet(snap appset.Snapshot) {
+// onAppSet takes in a new app-set snapshot: workers start for new
+// applications under ctx (Run's), stop for those that left, and get a tick
+// for those that stayed, since their definition may have changed.
+func (c *Controller) onAppSet(ctx context.Context, snap appset.Snapshot) {
 	c.appSetMu.Lock()
 	defer c.appSetMu.Unlock()
 	c.setApps(snap)
@@ -261,7 +230,7 @@ func (c *Controller) onAppSet(snap appset.Snapshot) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.runCtx == nil || snap.Set == nil {
+	if snap.Set == nil || ctx.Err() != nil {
 		return
 	}
 	for name, w := range c.workers {
@@ -274,13 +243,15 @@ func (c *Controller) onAppSet(snap appset.Snapshot) {
 	}
 	for name := range c.apps {
 		if w, ok := c.workers[name]; ok {
-			w.enqueue(Request{}) // the definition may have changed: look now
+			w.enqueue(Request{})
 			continue
 		}
-		c.startWorker(name)
+		c.startWorker(ctx, name)
 	}
 }
 
+// setApps records the app-set source's state and, when snap holds a valid
+// set, makes it the set the workers read.
 func (c *Controller) setApps(snap appset.Snapshot) {
 	st := AppSetStatus{Source: c.source, Revision: snap.Revision,
 		Loaded: snap.Set != nil, Stale: snap.Stale}
@@ -304,6 +275,7 @@ func (c *Controller) setApps(snap appset.Snapshot) {
 	c.mu.Unlock()
 }
 
+// app returns the application called name in the set the workers read.
 func (c *Controller) app(name string) (appset.Application, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -311,143 +283,13 @@ func (c *Controller) app(name string) (appset.Application, bool) {
 	return a, ok
 }
 
-// Applications returns the names of the running app set's applications.
+// Applications returns the running app set's applications in declaration
+// order; none before a set is loaded.
 func (c *Controller) Applications() []appset.Application {
-	snap := c.watcher.Current()
-	return snap.Set.Applications()
+	return c.watcher.Current().Set.Applications()
 }
 
-// SyncNow asks the application's worker for a sync by actor ("" = the
-// controller). It returns at once; a sync already queued absorbs it.
-func (c *Controller) SyncNow(name, actor string) error {
-	_, _, err := c.enqueue(name, Request{Sync: true, Actor: actor})
-	return err
+// owner is the ownership of app's release by this controller.
+func (c *Controller) owner(app appset.Application) stack.Owner {
+	return stack.Owner{Controller: c.id, Application: app.Name, Release: app.Release}
 }
-
-// enqueue hands req to name's worker, numbering it first when it is a
-// sync, and returns the request that will run and whether req was merged
-// into a sync already queued.
-func (c *Controller) enqueue(name string, req Request) (Request, bool, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	w, ok := c.workers[name]
-	if !ok {
-		return Request{}, false, fmt.Errorf("%w: %s", ErrUnknownApplication, name)
-	}
-	if req.Sync {
-		req.ID = c.syncs.Add(1)
-	}
-	queued, merged := w.enqueue(req)
-	if queued.Sync {
-		c.status.Update(name, func(s *AppStatus) {
-			// The worker may have finished it already: never mark a done
-			// sync pending again.
-			if s.LastRequestedSync.ID < queued.ID {
-				s.PendingSync = queued.ID
-			}
-		})
-	}
-	return queued, merged, nil
-}
-
-// ReconcileOnce runs one reconcile of app in the caller's goroutine,
-// outside any worker: `skep deploy` uses it. req.Sync forces an apply.
-func (c *Controller) ReconcileOnce(ctx context.Context, name string, req Request) (Outcome, error) {
-	app, ok := c.app(name)
-	if !ok {
-		return Outcome{}, fmt.Errorf("%w: %s", ErrUnknownApplication, name)
-	}
-	return c.reconcile(ctx, app, req, &appState{})
-}
-
-// appState is what one worker remembers between reconciles.
-type appState struct {
-	stalledCommit string   // a commit that failed to render: not retried until git moves
-	driftCommit   string   // the commit a drift-detected event was raised for
-	liveDrift     string   // the live drift findings last reported, as one line
-	rolledBack    string   // the commit whose rollout Swarm rolled back, reported once
-	pending       *Request // a requested sync that must wait for a rollout
-	holdLoaded    bool     // the recorded hold was read from the swarm
-	failures      int
-}
-
-// startWorker starts the worker of name under Run's context. c.mu is held.
-func (c *Controller) startWorker(name string) {
-	ctx, cancel := context.WithCancel(c.runCtx)
-	w := &worker{name: name, requests: make(chan Request, 1), stop: cancel, done: make(chan struct{})}
-	c.workers[name] = w
-	w.enqueue(Request{})
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		defer close(w.done)
-		c.runWorker(ctx, w)
-	}()
-}
-
-func (c *Controller) runWorker(ctx context.Context, w *worker) {
-	st := &appState{}
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
-	for {
-		var req Request
-		select {
-		case <-ctx.Done():
-			return
-		case req = <-w.requests:
-			if st.pending != nil {
-				req = merge(*st.pending, req)
-			}
-			st.pending = nil
-		case <-timer.C:
-			if st.pending != nil {
-				req, st.pending = *st.pending, nil
-			}
-		}
-		app, ok := c.app(w.name)
-		if !ok {
-			return
-		}
-		err := c.runRequest(ctx, app, req, st)
-		next := jitter(app.SyncPolicy.Interval)
-		switch Class(err) {
-		case "":
-			st.failures = 0
-		case "stalled":
-			st.failures = 0
-			c.log.Warn("reconcile stalled", "app", app.Name, "err", err)
-		case "waiting":
-			var waiting *WaitingError
-			if errors.As(err, &waiting) && waiting.Retry > 0 {
-				next = waiting.Retry
-			}
-			if req.Sync {
-				st.pending = &req // a requested sync waits its turn, it does not fail
-			}
-		default:
-			st.failures++
-			next = backoff(st.failures, app.SyncPolicy.Interval)
-			c.log.Error("reconcile failed", "app", app.Name, "err", err, "retry", next)
-		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
-		timer.Reset(next)
-	}
-}
-
-func (c *Controller) stopAll() {
-	c.mu.Lock()
-	for name, w := range c.workers {
-		w.stop()
-		delete(c.workers, name)
-	}
-	c.mu.Unlock()
-	c.wg.Wait()
-}
-
-func stackTrace() string { return string(debug.Stack()) }

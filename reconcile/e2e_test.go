@@ -287,7 +287,7 @@ func TestManualAppReportsOutOfSyncAndWaitsForSync(t *testing.T) {
 		t.Errorf("manual app changed its service before a sync: version %d → %d, image %s",
 			svc.Version.Index, live.Version.Index, live.Spec.TaskTemplate.ContainerSpec.Image)
 	}
-	plan, err := ctrl.Plan(t.Context(), "web")
+	plan, err := ctrl.Plan(t.Context(), "web", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,8 +389,8 @@ func TestRestartWithAnEmptyDataDirectoryIsANoOp(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, err := first.ReconcileOnce(t.Context(), "web", reconcile.Request{Sync: true})
-	if err != nil || !out.Applied || out.Result.Revision != 1 {
-		t.Fatalf("first deploy = %+v, %v; want revision 1 applied", out.Result, err)
+	if err != nil || !out.Applied || out.Applying.Revision != 1 {
+		t.Fatalf("first deploy = %+v, %v; want revision 1 applied", out.Applying, err)
 	}
 	before, err := e.service(t.Context(), "web")
 	if err != nil || before == nil {

@@ -1,49 +1,18 @@
 package reconcile
 
-import (
-	"errors"
-	"time"
+import "errors"
+
+// Errors the controller's requests wrap, so a caller (the API) can choose
+// its answer with errors.Is.
+var (
+	// ErrUnknownApplication: the running app set has no such application.
+	ErrUnknownApplication = errors.New("unknown application")
+	// ErrNotRecorded: the swarm holds no record of the release or revision
+	// a request names.
+	ErrNotRecorded = errors.New("not recorded")
+	// ErrInvalidRequest: the request cannot be acted on as given (a
+	// revision git does not know, a revision number below 1).
+	ErrInvalidRequest = errors.New("invalid request")
+	// ErrUnavailable: the swarm or the app set cannot answer now.
+	ErrUnavailable = errors.New("unavailable")
 )
-
-// StalledError is a failure only a change in git can fix: a bad compose
-// file, a refused host path, an invalid app set. The same commit is not
-// retried until git moves or someone syncs by hand.
-type StalledError struct{ Err error }
-
-func (e *StalledError) Error() string { return e.Err.Error() }
-func (e *StalledError) Unwrap() error { return e.Err }
-
-// WaitingError means the reconcile could not go on yet (a rollout in
-// progress, an image not pushed) and should be retried after Retry.
-type WaitingError struct {
-	Err   error
-	Retry time.Duration
-}
-
-func (e *WaitingError) Error() string { return e.Err.Error() }
-func (e *WaitingError) Unwrap() error { return e.Err }
-
-// TransientError is a failure of the network, git host or daemon; the
-// worker backs off and retries.
-type TransientError struct{ Err error }
-
-func (e *TransientError) Error() string { return e.Err.Error() }
-func (e *TransientError) Unwrap() error { return e.Err }
-
-// Class names the outcome class of err: "stalled", "waiting", "transient",
-// or "" for nil. An unclassified error counts as transient, the safe
-// choice: it is retried with backoff.
-func Class(err error) string {
-	var stalled *StalledError
-	var waiting *WaitingError
-	switch {
-	case err == nil:
-		return ""
-	case errors.As(err, &stalled):
-		return "stalled"
-	case errors.As(err, &waiting):
-		return "waiting"
-	default:
-		return "transient"
-	}
-}

@@ -1,95 +1,83 @@
 package reconcile
 
 import (
+	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
-	"fmt"
+	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/filters"
-	dswarm "github.com/docker/docker/api/types/swarm"
-
-	"github.com/skep-cd/skep/api"
 	"github.com/skep-cd/skep/apply"
 	"github.com/skep-cd/skep/appset"
-	"github.com/skep-cd/skep/stack"
+	"github.com/skep-cd/skep/outcome"
 )
 
-// kindHold marks the config that keeps an application's hold in the swarm,
-// so that a rollback survives a controller restart.
-const kindHold = "hold"
-
-// holdName is the name of the config holding release's hold, within
-// Swarm's 64-character limit.
-func holdName(release string) string {
-	name := "skep-hold-" + release
-	if len(name) <= 64 {
-		return name
-	}
-	sum := sha256.Sum256([]byte(release))
-	return name[:64-13] + "-" + hex.EncodeToString(sum[:])[:12]
-}
-
-// saveHold records h for app in the swarm (Revision "" removes it). Configs
-// cannot change, so the old one is removed and a new one created.
-func (c *Controller) saveHold(ctx context.Context, app appset.Application, h api.Hold) error {
-	owner := c.owner(app)
-	old, err := c.holdConfigs(ctx, owner)
-	if err != nil {
-		return err
-	}
-	for _, cfg := range old {
-		if err := c.engine.ConfigRemove(ctx, cfg.ID); err != nil && !cerrdefs.IsNotFound(err) {
-			return fmt.Errorf("remove hold of %s: %w", app.Name, err)
+// runRequest runs one worker request: it applies or clears a hold, keeps
+// the requested sync's record, and reconciles.
+//
+// A sync to a named revision holds the application there (recorded in the
+// swarm by apply, so a restart keeps it); a sync without one releases the
+// hold; a tick deploys the held revision, if any.
+func (c *Controller) runRequest(ctx context.Context, app appset.Application, req Request, st *appState) error {
+	now := c.now().UTC()
+	c.restoreHold(ctx, app, st)
+	var hold *apply.Hold // set when this request changes the hold
+	c.status.Update(app.Name, func(s *AppStatus) {
+		switch {
+		case req.Sync && req.Revision != "":
+			s.Held = apply.Hold{Revision: req.Revision, Actor: req.Actor, Since: now}
+			hold = &s.Held
+		case req.Sync:
+			if s.Held.Revision != "" {
+				hold = &apply.Hold{}
+			}
+			s.Held = apply.Hold{}
+		default:
+			req.Revision = s.Held.Revision
+		}
+		if req.Sync {
+			if s.PendingSync <= req.ID {
+				s.PendingSync = 0
+			}
+			s.LastRequestedSync = SyncRecord{ID: req.ID, Revision: req.Revision, Actor: req.Actor,
+				Outcome: SyncRunning, StartedAt: now}
+		}
+	})
+	if hold != nil {
+		if err := apply.SaveHold(ctx, c.engine, c.owner(app), *hold); err != nil {
+			c.log.Warn("hold not recorded in the swarm; it lasts until the controller restarts", "app", app.Name, "err", err)
 		}
 	}
-	if h.Revision == "" {
-		return nil
+	out, err := c.reconcile(ctx, app, req, st)
+	if req.Sync {
+		c.finishSync(app.Name, req, out, err)
 	}
-	data, err := json.Marshal(h)
-	if err != nil {
-		return err
-	}
-	labels := owner.Labels()
-	labels[apply.LabelKind] = kindHold
-	spec := dswarm.ConfigSpec{Annotations: dswarm.Annotations{Name: holdName(app.Release), Labels: labels}, Data: data}
-	if _, err := c.engine.ConfigCreate(ctx, spec); err != nil {
-		return fmt.Errorf("record hold of %s: %w", app.Name, err)
-	}
-	return nil
+	return err
 }
 
-// loadHold reads app's hold from the swarm; the zero Hold when none.
-func (c *Controller) loadHold(ctx context.Context, app appset.Application) (api.Hold, error) {
-	found, err := c.holdConfigs(ctx, c.owner(app))
-	if err != nil || len(found) == 0 {
-		return api.Hold{}, err
-	}
-	var h api.Hold
-	if err := json.Unmarshal(found[0].Spec.Data, &h); err != nil {
-		return api.Hold{}, fmt.Errorf("read hold of %s: %w", app.Name, err)
-	}
-	return h, nil
-}
-
-// holdConfigs lists the hold configs owner's labels prove are its own.
-func (c *Controller) holdConfigs(ctx context.Context, owner stack.Owner) ([]dswarm.Config, error) {
-	list, err := c.engine.ConfigList(ctx, dswarm.ConfigListOptions{Filters: filters.NewArgs(
-		filters.Arg("label", apply.LabelKind+"="+kindHold),
-		filters.Arg("label", stack.LabelRelease+"="+owner.Release))})
-	if err != nil {
-		return nil, fmt.Errorf("list holds of %s: %w", owner.Release, err)
-	}
-	var out []dswarm.Config
-	for _, cfg := range list {
-		if owner.Owns(cfg.Spec.Labels) && cfg.Spec.Labels[apply.LabelKind] == kindHold {
-			out = append(out, cfg)
+// finishSync records how the requested sync req ended in its status.
+func (c *Controller) finishSync(app string, req Request, out Result, err error) {
+	done := c.now().UTC()
+	c.status.Update(app, func(s *AppStatus) {
+		if s.LastRequestedSync.ID != req.ID {
+			return
 		}
-	}
-	return out, nil
+		r := &s.LastRequestedSync
+		r.FinishedAt, r.Revision, r.Outcome = done, cmp.Or(out.Commit, r.Revision), SyncSucceeded
+		if out.Plan.Action.Valid() {
+			r.Summary = out.Plan.Summary()
+		}
+		if outcome.Of(err) == outcome.Waiting {
+			// Still queued: the worker runs it again once the rollout ends.
+			r.FinishedAt, r.Outcome, s.PendingSync = time.Time{}, SyncRunning, req.ID
+			return
+		}
+		if err != nil {
+			r.Outcome, r.Error = SyncFailed, err.Error()
+		}
+		if s.PendingSync <= req.ID {
+			s.PendingSync = 0
+		}
+	})
 }
 
 // restoreHold loads app's recorded hold into its status once per worker,
@@ -98,7 +86,7 @@ func (c *Controller) restoreHold(ctx context.Context, app appset.Application, st
 	if st.holdLoaded {
 		return
 	}
-	h, err := c.loadHold(ctx, app)
+	h, err := apply.LoadHold(ctx, c.engine, c.owner(app))
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {
 			c.log.Warn("hold not read", "app", app.Name, "err", err)

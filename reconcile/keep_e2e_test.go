@@ -9,7 +9,6 @@ import (
 
 	"github.com/docker/docker/api/types/swarm"
 
-	"github.com/skep-cd/skep/api"
 	"github.com/skep-cd/skep/apply"
 	"github.com/skep-cd/skep/appset"
 	"github.com/skep-cd/skep/harness"
@@ -408,7 +407,7 @@ func TestRollbackHoldSurvivesAControllerRestart(t *testing.T) {
 	e.repo.Commit(t, "main", map[string]string{".env": "IMAGE=" + e.v2 + "\n"})
 	e.waitImage(t, e.v2, time.Minute)
 
-	if _, err := first.Rollback(notify.WithActor(t.Context(), "alice"), "web", api.RollbackOptions{Revision: 1}); err != nil {
+	if _, err := first.Rollback(notify.WithActor(t.Context(), "alice"), "web", "", 1); err != nil {
 		t.Fatal(err)
 	}
 	e.waitImage(t, e.v1, time.Minute)

@@ -2,11 +2,9 @@ package reconcile
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
-
-	cerrdefs "github.com/containerd/errdefs"
+	"strings"
 
 	"github.com/skep-cd/skep/apply"
 	"github.com/skep-cd/skep/appset"
@@ -39,11 +37,7 @@ func (c *Controller) gates(app, release string) prune.Gates {
 // restamp moves objects of release that a renamed application left behind
 // to app, in place, before anything is applied.
 func (c *Controller) restamp(ctx context.Context, app appset.Application, snap swarm.Snapshot) error {
-	var names []string
-	for _, a := range c.watcher.Current().Set.Applications() {
-		names = append(names, a.Name)
-	}
-	p := prune.Orphans(prune.Input{Owner: c.owner(app), Live: liveObjects(snap), Applications: names,
+	p := prune.Orphans(prune.Input{Owner: c.owner(app), Live: liveObjects(snap), Applications: c.appNames(),
 		Declared: stack.Release{Name: app.Release}, OwnStack: c.ownStack})
 	// Networks and volumes cannot be re-labelled; apply accepts them as the
 	// release's own (see apply's network check), so only the rest moves.
@@ -53,11 +47,7 @@ func (c *Controller) restamp(ctx context.Context, app appset.Application, snap s
 	if len(p.Select(prune.Restamp)) == 0 {
 		return nil
 	}
-	relabeler, ok := c.engine.(prune.Relabeler)
-	if !ok {
-		return nil
-	}
-	res := prune.Relabel(ctx, relabeler, p)
+	res := prune.Relabel(ctx, c.engine, p)
 	if err := res.Err(); err != nil {
 		c.log.Warn("restamp incomplete", "app", app.Name, "release", app.Release, "err", err)
 	}
@@ -85,13 +75,9 @@ func (c *Controller) pruneResources(ctx context.Context, app appset.Application,
 		c.log.Warn("prune skipped: revisions unreadable", "app", app.Name, "err", err)
 		return
 	}
-	var names []string
-	for _, a := range c.watcher.Current().Set.Applications() {
-		names = append(names, a.Name)
-	}
 	p := prune.Orphans(prune.Input{
 		Owner: owner, Declared: d.release, Live: liveObjects(c.live.Current()), Recorded: records(revs),
-		Applications: names, OwnStack: c.ownStack, PruneVolumes: app.SyncPolicy.PruneVolumes,
+		Applications: c.appNames(), OwnStack: c.ownStack, PruneVolumes: app.SyncPolicy.PruneVolumes,
 	})
 	c.reportUnmanaged(app.Name, p)
 	c.execute(ctx, app.Name, app.Destination.Swarm, d.commit, p)
@@ -118,13 +104,8 @@ func (c *Controller) execute(ctx context.Context, app, swarmName, commit string,
 	if len(p.Deletions()) == 0 {
 		return prune.Result{}
 	}
-	deleter, ok := c.engine.(prune.Deleter)
-	if !ok {
-		c.log.Warn("prune skipped: the engine client cannot delete", "app", app)
-		return prune.Result{}
-	}
 	defer c.markWrite(app)
-	res := prune.Execute(ctx, deleter, p)
+	res := prune.Execute(ctx, c.engine, p)
 	ev := notify.Event{Application: app, Revision: commit, Swarm: swarmName, Actor: notify.ActorFrom(ctx), At: c.now()}
 	if len(res.Deleted) > 0 {
 		ev.Type, ev.Message = notify.ResourcesPruned, "deleted "+describeObjects(res.Deleted)
@@ -179,7 +160,7 @@ func (c *Controller) recordedOwners(snap swarm.Snapshot) []stack.Owner {
 	var out []stack.Owner
 	for _, cfg := range snap.Configs() {
 		l := cfg.Spec.Labels
-		if l[apply.LabelKind] == "" || l[stack.LabelController] != c.id {
+		if l[stack.LabelKind] == "" || l[stack.LabelController] != c.id {
 			continue
 		}
 		o := stack.Owner{Controller: c.id, Application: l[stack.LabelApplication], Release: l[stack.LabelRelease]}
@@ -191,17 +172,16 @@ func (c *Controller) recordedOwners(snap swarm.Snapshot) []stack.Owner {
 	return out
 }
 
+// pruneRelease deletes what owner's recorded revisions prove it created in
+// a release nobody declares any more, then, once nothing of the release is
+// left but its records, the records themselves.
 func (c *Controller) pruneRelease(ctx context.Context, owner stack.Owner, swarmName string, snap swarm.Snapshot) {
 	revs, err := apply.Revisions(ctx, c.engine, owner)
 	if err != nil || len(revs) == 0 {
 		return
 	}
-	var names []string
-	for _, a := range c.watcher.Current().Set.Applications() {
-		names = append(names, a.Name)
-	}
 	p := prune.Orphans(prune.Input{Owner: owner, Live: liveObjects(snap), Recorded: records(revs),
-		Applications: names, OwnStack: c.ownStack, PruneVolumes: false})
+		Applications: c.appNames(), OwnStack: c.ownStack, PruneVolumes: false})
 	c.reportUnmanaged(owner.Application, p)
 	res := c.execute(ctx, owner.Application, swarmName, revs[len(revs)-1].Commit, p)
 	if res.Err() != nil {
@@ -214,22 +194,7 @@ func (c *Controller) pruneRelease(ctx context.Context, owner stack.Owner, swarmN
 			return // something of ours is still there: keep the proof until it is gone
 		}
 	}
-	var errs []error
-	ids := make([]string, 0, len(revs))
-	for _, r := range revs {
-		ids = append(ids, r.ConfigID)
-	}
-	holds, err := c.holdConfigs(ctx, owner)
-	errs = append(errs, err)
-	for _, h := range holds {
-		ids = append(ids, h.ID)
-	}
-	for _, id := range ids {
-		if err := c.engine.ConfigRemove(ctx, id); err != nil && !cerrdefs.IsNotFound(err) {
-			errs = append(errs, err)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err := apply.ForgetRelease(ctx, c.engine, owner); err != nil {
 		c.log.Warn("revisions of pruned release not removed", "app", owner.Application, "release", owner.Release, "err", err)
 		return
 	}
@@ -247,4 +212,39 @@ func declares(set *appset.Set, release string) bool {
 	return false
 }
 
-func isRevision(o prune.Object) bool { return o.Labels[apply.LabelKind] != "" }
+// isRevision reports whether o is one of Skep's records (a revision or a
+// hold), which go last, with ForgetRelease.
+func isRevision(o prune.Object) bool { return o.Labels[stack.LabelKind] != "" }
+
+// appNames lists the running app set's application names: prune spares what
+// a still-declared application owns.
+func (c *Controller) appNames() []string {
+	var names []string
+	for _, a := range c.watcher.Current().Set.Applications() {
+		names = append(names, a.Name)
+	}
+	return names
+}
+
+// records turns recorded revisions into what prune proves ownership with.
+func records(revs []apply.Revision) []prune.Record {
+	out := make([]prune.Record, 0, len(revs))
+	for _, r := range revs {
+		out = append(out, prune.Record{Application: r.Application, Release: r.Release})
+	}
+	return out
+}
+
+// liveObjects lists the snapshot's objects for prune.
+func liveObjects(snap swarm.Snapshot) []prune.Object {
+	return prune.LiveObjects(snap.Services(), snap.Networks(), snap.Configs(), snap.Secrets(), snap.Volumes())
+}
+
+// describeObjects names what a prune touched: "service web_api, config web_x".
+func describeObjects(objs []prune.Object) string {
+	parts := make([]string, 0, len(objs))
+	for _, o := range objs {
+		parts = append(parts, string(o.Kind)+" "+o.Name)
+	}
+	return strings.Join(parts, ", ")
+}

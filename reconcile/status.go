@@ -6,8 +6,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/skep-cd/skep/api"
+	"github.com/skep-cd/skep/apply"
 	"github.com/skep-cd/skep/health"
+	"github.com/skep-cd/skep/outcome"
 	"github.com/skep-cd/skep/plan"
 )
 
@@ -34,48 +35,82 @@ const (
 	Unknown   SyncState = "unknown"
 )
 
+// Phase is what an application's worker does now. The zero value means it
+// has not reconciled yet.
+type Phase string
+
+// Phases, in the order one reconcile passes them.
+const (
+	PhaseIdle        Phase = "idle"
+	PhaseReconciling Phase = "reconciling"
+	PhaseApplying    Phase = "applying"
+)
+
+// SyncOutcome is how a requested sync ended, or that it still runs.
+type SyncOutcome string
+
+// Sync outcomes.
+const (
+	SyncRunning   SyncOutcome = "running"
+	SyncSucceeded SyncOutcome = "succeeded"
+	SyncFailed    SyncOutcome = "failed"
+)
+
+// SyncRecord is one requested sync as the status keeps it. The zero value
+// (ID 0) means none has been requested.
+type SyncRecord struct {
+	// ID orders the syncs of one controller process.
+	ID         uint64
+	Revision   string
+	Actor      string
+	Outcome    SyncOutcome
+	StartedAt  time.Time
+	FinishedAt time.Time // zero while it runs
+	Summary    string
+	Error      string
+}
+
 // AppStatus is the last observed state of one application. It is a value:
 // readers get copies.
 type AppStatus struct {
-	Name string    `json:"name"`
-	Sync SyncState `json:"sync"`
+	Name string
+	Sync SyncState
 	// Revision is the commit the last reconcile compared against.
-	Revision string `json:"revision,omitempty"`
+	Revision string
 	// DeployedRevision is the commit of the last revision applied.
-	DeployedRevision string `json:"deployedRevision,omitempty"`
+	DeployedRevision string
 	// Plan summarises what the last comparison found, one line per release.
-	Plan []string `json:"plan,omitempty"`
+	Plan []string
 	// LastError is the last reconcile's error, with its class.
-	LastError      string    `json:"lastError,omitempty"`
-	LastErrorClass string    `json:"lastErrorClass,omitempty"`
-	LastReconcile  time.Time `json:"lastReconcile,omitempty"`
-	LastSync       time.Time `json:"lastSync,omitempty"`
-	Automated      bool      `json:"automated"`
-	// Phase is what the worker does now: api.PhaseIdle, PhaseReconciling
-	// or PhaseApplying; "" before the first reconcile.
-	Phase string `json:"phase,omitempty"`
+	LastError      string
+	LastErrorClass outcome.Class // "" when the last reconcile did not fail
+	LastReconcile  time.Time
+	LastSync       time.Time
+	Automated      bool
+	// Phase is what the worker does now; "" before the first reconcile.
+	Phase Phase
 	// PendingSync is the id of a requested sync not started yet, or 0.
-	PendingSync uint64 `json:"pendingSync,omitempty"`
+	PendingSync uint64
 	// LastRequestedSync is the last requested sync (ID 0: none yet).
-	LastRequestedSync api.SyncRecord `json:"lastRequestedSync"`
+	LastRequestedSync SyncRecord
 	// Held is the hold a rollback or a sync to a revision put the
 	// application under (Revision "": none). Ticks deploy Held.Revision
 	// instead of the branch head until a sync without revision or an
 	// unhold clears it.
-	Held api.Hold `json:"held"`
+	Held apply.Hold
 	// Health is the worst health of the release's services, from the live
 	// snapshot; HealthMessage names that service and why.
-	Health        health.State `json:"health,omitempty"`
-	HealthMessage string       `json:"healthMessage,omitempty"`
-	Running       int          `json:"running"`
-	Desired       int          `json:"desired"`
+	Health        health.State
+	HealthMessage string
+	Running       int
+	Desired       int
 	// Drift says why the application is out of sync; Findings are the live
 	// drift findings (driftDetection: live).
-	Drift    DriftReason    `json:"drift,omitempty"`
-	Findings []plan.Finding `json:"findings,omitempty"`
+	Drift    DriftReason
+	Findings []plan.Finding
 	// Unmanaged names objects in the release's namespace without this
 	// application's proof of ownership: reported, never touched.
-	Unmanaged []string `json:"unmanaged,omitempty"`
+	Unmanaged []string
 }
 
 // clone returns st with its own copies of every slice, so that a reader
@@ -89,12 +124,12 @@ func (st AppStatus) clone() AppStatus {
 
 // AppSetStatus is the state of the app-set source.
 type AppSetStatus struct {
-	Source   string    `json:"source"`
-	Revision string    `json:"revision,omitempty"`
-	Loaded   bool      `json:"loaded"`
-	Stale    bool      `json:"stale"`
-	Error    string    `json:"error,omitempty"`
-	LoadedAt time.Time `json:"loadedAt,omitempty"`
+	Source   string
+	Revision string
+	Loaded   bool
+	Stale    bool
+	Error    string
+	LoadedAt time.Time
 }
 
 // Statuses keeps every application's status in one place. It is safe for

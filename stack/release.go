@@ -13,17 +13,6 @@ import (
 	"github.com/docker/docker/api/types/swarm"
 )
 
-// Labels Skep stamps on every object it creates. Together they name the
-// owner: which controller, which application, which release.
-const (
-	// LabelNamespace is docker stack's own namespace label; Skep sets it
-	// too so `docker stack ps` and friends see Skep's releases.
-	LabelNamespace   = "com.docker.stack.namespace"
-	LabelController  = "io.skep.controller"
-	LabelApplication = "io.skep.application"
-	LabelRelease     = "io.skep.release"
-)
-
 // Owner identifies who owns an object: the controller id, the application
 // and the release (stack namespace). The zero value owns nothing.
 type Owner struct {

@@ -95,6 +95,19 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	return c, nil
 }
 
+// Identity names the manager a client talks to, for status pages.
+type Identity struct {
+	Destination   string
+	NodeID        string
+	ClusterID     string
+	EngineVersion string
+}
+
+// Identity returns who c talks to, as Connect found it.
+func (c *Client) Identity() Identity {
+	return Identity{Destination: c.Destination, NodeID: c.NodeID, ClusterID: c.ClusterID, EngineVersion: c.EngineVersion}
+}
+
 // checkManager returns a *NotManagerError unless info describes an active
 // swarm manager.
 func checkManager(host string, info system.Info) error {

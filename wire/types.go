@@ -1,17 +1,9 @@
-package api
+package wire
 
-import (
-	"slices"
-	"time"
+import "time"
 
-	"github.com/skep-cd/skep/plan"
-)
-
-// The wire types below are the JSON bodies of the API, described field for
-// field in openapi.yaml. Times are RFC 3339 UTC; a zero time is omitted by
-// using a pointer.
-
-// Health values. Health is "unknown" until health evaluation lands.
+// HealthUnknown is the health of an application the controller has not
+// observed yet, or whose swarm could not be read.
 const HealthUnknown = "unknown"
 
 // Phases of an application's worker, as shown while a sync runs.
@@ -171,7 +163,7 @@ type Task struct {
 type Diff struct {
 	Application string         `json:"application"`
 	Revision    string         `json:"revision"`
-	Releases    []plan.Release `json:"releases"`
+	Releases    []ReleasePlan `json:"releases"`
 }
 
 // History is the body of GET /api/v1/applications/{name}/history.
@@ -314,34 +306,4 @@ type VersionInfo struct {
 	GoVersion    string   `json:"goVersion"`
 	APIVersion   string   `json:"apiVersion"`
 	Capabilities []string `json:"capabilities"`
-}
-
-// Push is what a webhook delivery says moved: a hint, never trusted beyond
-// naming which repository and ref to re-read.
-type Push struct {
-	// Repositories are the URLs the payload gives for one repository
-	// (clone, ssh, web); any may match an application's repo.
-	Repositories []string
-	// Refs are the refs that moved ("refs/heads/main", or a bare branch
-	// name); empty when the payload did not say, which matches any.
-	Refs []string
-}
-
-// Matches reports whether p can move a source that tracks revision in
-// repo: the repositories compare by RepoKey and any ref by RefMatches.
-func (p Push) Matches(repo, revision string) bool {
-	key := RepoKey(repo)
-	if key == "" || !slices.ContainsFunc(p.Repositories, func(r string) bool { return RepoKey(r) == key }) {
-		return false
-	}
-	if len(p.Refs) == 0 {
-		return RefMatches(revision, "")
-	}
-	return slices.ContainsFunc(p.Refs, func(ref string) bool { return RefMatches(revision, ref) })
-}
-
-// Refreshed says what a push refreshed.
-type Refreshed struct {
-	Applications []string
-	AppSet       bool
 }

@@ -1,0 +1,349 @@
+package api
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	dswarm "github.com/docker/docker/api/types/swarm"
+
+	"github.com/skep-cd/skep/appset"
+	"github.com/skep-cd/skep/plan"
+	"github.com/skep-cd/skep/reconcile"
+	"github.com/skep-cd/skep/stack"
+	"github.com/skep-cd/skep/wire"
+)
+
+// Controller adapts *reconcile.Controller to Reconciler: it reads the
+// controller's own types and answers in the wire model. It holds no state
+// of its own and is safe for concurrent use, as the controller is.
+type Controller struct{ ctrl *reconcile.Controller }
+
+// NewController returns the Reconciler of ctrl.
+func NewController(ctrl *reconcile.Controller) *Controller { return &Controller{ctrl: ctrl} }
+
+var _ Reconciler = (*Controller)(nil)
+
+// apiError wraps the controller's error sentinels in the API's, which
+// choose the status code; other errors pass unchanged.
+func apiError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, reconcile.ErrUnknownApplication), errors.Is(err, reconcile.ErrNotRecorded):
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	case errors.Is(err, reconcile.ErrInvalidRequest):
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	case errors.Is(err, reconcile.ErrUnavailable):
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return err
+}
+
+// ListApplications implements Reconciler with one ServiceList call (with
+// task counts) for every application of the controller.
+func (a *Controller) ListApplications(ctx context.Context) (wire.ApplicationList, error) {
+	apps := a.ctrl.Applications()
+	list := wire.ApplicationList{Applications: make([]wire.Application, 0, len(apps))}
+	services, err := a.ctrl.LiveServices(ctx, "")
+	if err != nil {
+		list.LiveError = err.Error()
+	}
+	counts := map[string]wire.ServiceCounts{}
+	for _, s := range services {
+		name := s.Spec.Labels[stack.LabelApplication]
+		n := counts[name]
+		n.Services++
+		if s.ServiceStatus != nil {
+			n.Running += int(s.ServiceStatus.RunningTasks)
+			n.Desired += int(s.ServiceStatus.DesiredTasks)
+		}
+		counts[name] = n
+	}
+	for _, app := range apps {
+		v := a.summary(app)
+		v.Services = counts[app.Name]
+		list.Applications = append(list.Applications, v)
+	}
+	return list, nil
+}
+
+// summary is app's list entry from the status table, without live counts.
+func (a *Controller) summary(app appset.Application) wire.Application {
+	st, ok := a.ctrl.Statuses().Get(app.Name)
+	if !ok {
+		st = reconcile.AppStatus{Name: app.Name, Sync: reconcile.Unknown, Automated: app.SyncPolicy.Automated}
+	}
+	v := wire.Application{
+		Name:             app.Name,
+		Repo:             reconcile.DisplayRepo(app),
+		TargetRevision:   app.Source.Revision,
+		Path:             app.Source.Path,
+		Swarm:            app.Destination.Swarm,
+		Releases:         []string{app.Release},
+		Automated:        app.SyncPolicy.Automated,
+		Sync:             string(st.Sync),
+		Health:           cmp.Or(string(st.Health), wire.HealthUnknown),
+		HealthMessage:    st.HealthMessage,
+		DriftReason:      string(st.Drift),
+		Drift:            driftView(st.Findings),
+		Unmanaged:        st.Unmanaged,
+		Revision:         st.Revision,
+		DeployedRevision: st.DeployedRevision,
+		Phase:            string(cmp.Or(st.Phase, reconcile.PhaseIdle)),
+		PendingSync:      st.PendingSync,
+		Plan:             st.Plan,
+		LastError:        st.LastError,
+		LastErrorClass:   string(st.LastErrorClass),
+	}
+	if h := st.Held; h.Revision != "" {
+		v.Held = &wire.Hold{Revision: h.Revision, Actor: h.Actor, Since: h.Since}
+	}
+	if !st.LastReconcile.IsZero() {
+		t := st.LastReconcile.UTC()
+		v.LastReconcile = &t
+	}
+	if r := st.LastRequestedSync; r.ID != 0 {
+		v.LastSync = &wire.SyncRecord{ID: r.ID, Revision: r.Revision, Actor: r.Actor, Outcome: string(r.Outcome),
+			StartedAt: r.StartedAt, Summary: r.Summary, Error: r.Error}
+		if !r.FinishedAt.IsZero() {
+			t := r.FinishedAt
+			v.LastSync.FinishedAt = &t
+		}
+	}
+	return v
+}
+
+// Application implements Reconciler: the summary, the release's last
+// recorded revision, and its live services and tasks (one ServiceList and
+// one TaskList call). What could not be read is named in LiveError.
+func (a *Controller) Application(ctx context.Context, name string) (wire.ApplicationDetail, error) {
+	app, err := a.ctrl.Application(name)
+	if err != nil {
+		return wire.ApplicationDetail{}, apiError(err)
+	}
+	detail := wire.ApplicationDetail{Application: a.summary(app)}
+	rel := wire.Release{Name: app.Release, Services: []wire.Service{}}
+	var problems []error
+	if revs, err := a.ctrl.Revisions(ctx, name); err != nil {
+		problems = append(problems, err)
+	} else if len(revs) > 0 {
+		last := revs[len(revs)-1]
+		at := last.AppliedAt.UTC()
+		rel.Revision, rel.Commit, rel.AppliedAt = last.Number, last.Commit, &at
+	}
+	services, err := a.ctrl.LiveServices(ctx, app.Name)
+	if err != nil {
+		problems = append(problems, err)
+	}
+	tasks, err := a.ctrl.LiveTasks(ctx, app.Name)
+	if err != nil {
+		problems = append(problems, err)
+	}
+	byService := map[string][]wire.Task{}
+	for _, t := range tasks {
+		byService[t.ServiceID] = append(byService[t.ServiceID], taskView(t))
+	}
+	for _, s := range services {
+		if s.Spec.Labels[stack.LabelRelease] != app.Release {
+			continue
+		}
+		v := serviceView(s)
+		v.Tasks = byService[s.ID]
+		if v.Tasks == nil {
+			v.Tasks = []wire.Task{}
+		}
+		slices.SortFunc(v.Tasks, func(a, b wire.Task) int {
+			return cmp.Or(cmp.Compare(a.Slot, b.Slot), b.UpdatedAt.Compare(a.UpdatedAt))
+		})
+		detail.Application.Services.Services++
+		detail.Application.Services.Running += v.Running
+		detail.Application.Services.Desired += v.Desired
+		rel.Services = append(rel.Services, v)
+	}
+	slices.SortFunc(rel.Services, func(a, b wire.Service) int { return cmp.Compare(a.Name, b.Name) })
+	detail.Releases = []wire.Release{rel}
+	if len(problems) > 0 {
+		detail.LiveError = errors.Join(problems...).Error()
+	}
+	return detail, nil
+}
+
+// serviceView is the wire shape of one live service, without its tasks.
+func serviceView(s dswarm.Service) wire.Service {
+	v := wire.Service{Name: s.Spec.Name, ID: s.ID, Mode: "replicated"}
+	if cs := s.Spec.TaskTemplate.ContainerSpec; cs != nil {
+		v.Image = cs.Image
+	}
+	switch m := s.Spec.Mode; {
+	case m.Global != nil:
+		v.Mode = "global"
+	case m.ReplicatedJob != nil:
+		v.Mode = "replicated-job"
+	case m.GlobalJob != nil:
+		v.Mode = "global-job"
+	}
+	if s.ServiceStatus != nil {
+		v.Running, v.Desired = int(s.ServiceStatus.RunningTasks), int(s.ServiceStatus.DesiredTasks)
+	}
+	if s.UpdateStatus != nil {
+		v.UpdateState = string(s.UpdateStatus.State)
+	}
+	return v
+}
+
+// taskView is the wire shape of one task.
+func taskView(t dswarm.Task) wire.Task {
+	return wire.Task{
+		ID:           t.ID,
+		Slot:         t.Slot,
+		Node:         t.NodeID,
+		State:        string(t.Status.State),
+		DesiredState: string(t.DesiredState),
+		Message:      t.Status.Message,
+		Error:        t.Status.Err,
+		UpdatedAt:    t.UpdatedAt.UTC(),
+	}
+}
+
+// driftView is the wire shape of live drift findings; never nil.
+func driftView(findings []plan.Finding) []wire.DriftFinding {
+	out := make([]wire.DriftFinding, 0, len(findings))
+	for _, f := range findings {
+		out = append(out, wire.DriftFinding{Release: f.Release, Service: f.Service, Kind: string(f.Kind),
+			Path: f.Path, Field: f.Field, Desired: f.Desired, Live: f.Live, Message: f.Reason})
+	}
+	return out
+}
+
+// Diff implements Reconciler. A revision is resolved in the application's
+// repository first.
+func (a *Controller) Diff(ctx context.Context, name, revision string) (wire.Diff, error) {
+	commit, err := a.ctrl.Resolve(ctx, name, revision)
+	if err != nil {
+		return wire.Diff{}, apiError(err)
+	}
+	out, err := a.ctrl.Plan(ctx, name, commit)
+	if err != nil {
+		return wire.Diff{}, apiError(err)
+	}
+	return wire.Diff{Application: name, Revision: out.Commit, Releases: []wire.ReleasePlan{PlanView(out.Plan)}}, nil
+}
+
+// PlanView is the wire shape of a release's plan.
+func PlanView(p plan.Release) wire.ReleasePlan {
+	out := wire.ReleasePlan{Name: p.Name, Action: string(p.Action), Reason: p.Reason, Changes: make([]wire.PlanChange, 0, len(p.Changes))}
+	for _, c := range p.Changes {
+		wc := wire.PlanChange{Kind: string(c.Kind), Name: c.Name, Op: string(c.Op), Reason: c.Reason}
+		for _, f := range c.Fields {
+			wc.Fields = append(wc.Fields, wire.FieldDiff(f))
+		}
+		out.Changes = append(out.Changes, wc)
+	}
+	return out
+}
+
+// History implements Reconciler with the revisions recorded in the swarm;
+// the sync history is the store's, added by the handler.
+func (a *Controller) History(ctx context.Context, name string) (wire.History, error) {
+	app, err := a.ctrl.Application(name)
+	if err != nil {
+		return wire.History{}, apiError(err)
+	}
+	revs, err := a.ctrl.Revisions(ctx, name)
+	if err != nil {
+		return wire.History{}, apiError(err)
+	}
+	rh := wire.ReleaseHistory{Name: app.Release, Revisions: make([]wire.Revision, 0, len(revs))}
+	for _, r := range revs {
+		rh.Revisions = append(rh.Revisions, wire.Revision{
+			Number: r.Number, Commit: r.Commit, AppliedAt: r.AppliedAt.UTC(), Actor: r.Actor, Images: r.Images,
+		})
+	}
+	return wire.History{Application: name, Releases: []wire.ReleaseHistory{rh}, Syncs: []wire.HistorySync{}}, nil
+}
+
+// Sync implements Reconciler. A revision is resolved now, so an unknown
+// one is refused before anything is queued; a dry run plans synchronously
+// and queues nothing.
+func (a *Controller) Sync(ctx context.Context, name string, opts wire.SyncOptions) (wire.SyncResponse, error) {
+	commit, err := a.ctrl.Resolve(ctx, name, opts.Revision)
+	if err != nil {
+		return wire.SyncResponse{}, apiError(err)
+	}
+	if opts.DryRun {
+		d, err := a.Diff(ctx, name, commit)
+		if err != nil {
+			return wire.SyncResponse{}, err
+		}
+		return wire.SyncResponse{Application: name, Status: wire.SyncPlanned, Revision: d.Revision, Diff: &d}, nil
+	}
+	q, err := a.ctrl.Sync(ctx, name, reconcile.SyncOptions{Revision: commit, Prune: opts.Prune})
+	return queued(name, q, err)
+}
+
+// Rollback implements Reconciler.
+func (a *Controller) Rollback(ctx context.Context, name string, opts wire.RollbackOptions) (wire.SyncResponse, error) {
+	q, err := a.ctrl.Rollback(ctx, name, opts.Release, opts.Revision)
+	return queued(name, q, err)
+}
+
+// queued answers a sync or rollback that was queued (or refused).
+func queued(name string, q reconcile.Queued, err error) (wire.SyncResponse, error) {
+	if err != nil {
+		return wire.SyncResponse{}, apiError(err)
+	}
+	resp := wire.SyncResponse{Application: name, Status: wire.SyncQueued, ID: q.ID, Revision: q.Revision}
+	if q.Merged {
+		resp.Status = wire.SyncMerged
+	}
+	return resp, nil
+}
+
+// Unhold implements Reconciler.
+func (a *Controller) Unhold(ctx context.Context, name string) error {
+	return apiError(a.ctrl.Unhold(ctx, name))
+}
+
+// Refresh implements Reconciler.
+func (a *Controller) Refresh(ctx context.Context, name string) error {
+	return apiError(a.ctrl.Refresh(ctx, name))
+}
+
+// RefreshRepository implements Reconciler.
+func (a *Controller) RefreshRepository(ctx context.Context, push Push) (Refreshed, error) {
+	r := a.ctrl.RefreshRepository(ctx, push.Matches)
+	return Refreshed{Applications: r.Applications, AppSet: r.AppSet}, nil
+}
+
+// Status implements Reconciler.
+func (a *Controller) Status(context.Context) (wire.ControllerStatus, error) {
+	o := a.ctrl.Overview()
+	st := wire.ControllerStatus{
+		ControllerID: o.ID,
+		Ready:        o.Ready,
+		AppSet: wire.AppSetStatus{
+			Source: o.AppSet.Source, Revision: o.AppSet.Revision, Loaded: o.AppSet.Loaded, Stale: o.AppSet.Stale, Error: o.AppSet.Error,
+		},
+		Applications: o.Applications,
+		Orphaned:     o.Orphaned,
+		Pruned:       o.Pruned,
+		Details: &wire.StatusDetails{
+			Git:     wire.GitStats{ListRefs: o.Git.ListRefs, Fetches: o.Git.Fetches, Exports: o.Git.Exports},
+			Swarm:   wire.SwarmInfo{NodeID: o.Swarm.NodeID, ClusterID: o.Swarm.ClusterID, EngineVersion: o.Swarm.EngineVersion},
+			Workers: o.Workers,
+		},
+	}
+	if !o.AppSet.LoadedAt.IsZero() {
+		t := o.AppSet.LoadedAt.UTC()
+		st.AppSet.LoadedAt = &t
+	}
+	return st, nil
+}
+
+// Ready implements Reconciler.
+func (a *Controller) Ready(ctx context.Context) error {
+	return apiError(a.ctrl.Ready(ctx))
+}

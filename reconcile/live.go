@@ -1,0 +1,280 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	dswarm "github.com/docker/docker/api/types/swarm"
+
+	"github.com/skep-cd/skep/apply"
+	"github.com/skep-cd/skep/appset"
+	"github.com/skep-cd/skep/gitsource"
+	"github.com/skep-cd/skep/health"
+	"github.com/skep-cd/skep/notify"
+	"github.com/skep-cd/skep/outcome"
+	"github.com/skep-cd/skep/plan"
+	"github.com/skep-cd/skep/stack"
+	"github.com/skep-cd/skep/swarm"
+)
+
+// observeLive reads the live snapshot for app: health, a rollout Swarm
+// rolled back, and live drift, which an automated application (or a sync)
+// corrects. It does nothing without a live snapshot.
+func (c *Controller) observeLive(ctx context.Context, app appset.Application, d desired, p plan.Release, req Request, st *appState, out *Result) error {
+	if c.live == nil {
+		return nil
+	}
+	snap := c.live.Current()
+	h := releaseHealth(d.release, snap)
+	var findings []plan.Finding
+	// A snapshot taken before this application's last write ended has not
+	// seen what the write created: comparing it would report every new
+	// service missing (see TestInstallRaisesNoLiveDrift). The next refresh
+	// wakes the application again.
+	if !p.Changed() && app.DriftDetection == appset.DriftLive && !snap.ReadFailed() && c.seenWrites(app.Name, snap) {
+		findings = c.liveDrift(app, d.release, snap)
+	}
+	c.status.Update(app.Name, func(s *AppStatus) {
+		s.Health, s.HealthMessage, s.Running, s.Desired = h.State, h.Message, h.Running, h.Desired
+		s.Findings = findings
+	})
+	out.liveDrift = len(findings) > 0
+	if p.Changed() {
+		return nil
+	}
+	// A rollout Swarm rolled back is a failed sync of that commit, reported
+	// once, and never pushed again until git moves or someone syncs.
+	if why := rolledBack(d.release, snap); why != "" && !req.Sync {
+		err := &outcome.StalledError{Err: fmt.Errorf("release %s at %s: %s", app.Release, gitsource.ShortCommit(d.commit), why)}
+		if st.rolledBack != d.commit {
+			st.rolledBack = d.commit
+			c.emit(ctx, app, notify.SyncFailed, d.commit, err.Error())
+		}
+		return err
+	}
+	if len(findings) == 0 {
+		st.liveDrift = ""
+		return nil
+	}
+	if line := describeFindings(findings); st.liveDrift != line {
+		st.liveDrift = line
+		c.emit(ctx, app, notify.LiveDriftDetected, d.commit, fmt.Sprintf("release %s: %s", app.Release, line))
+	}
+	if len(correctable(findings)) == 0 || req.Sync || !app.SyncPolicy.Automated {
+		return nil // a sync redeploys everything anyway; a manual app only reports
+	}
+	if err := c.correct(ctx, app, d, findings); err != nil {
+		return err
+	}
+	out.liveDrift = false
+	st.liveDrift = ""
+	c.status.Update(app.Name, func(s *AppStatus) { s.Findings = nil })
+	return nil
+}
+
+// liveDrift compares the running services of an unchanged release with its
+// render: the "swarm moved" half of drift.
+func (c *Controller) liveDrift(app appset.Application, rel stack.Release, snap swarm.Snapshot) []plan.Finding {
+	return plan.Drift(rel, servicesOf(snap, rel.Name), plan.DriftOptions{
+		Owner:        c.owner(app),
+		NetworkNames: snap.NetworkNames(),
+		ConfigNames:  snap.ConfigNames(),
+	})
+}
+
+// correctable returns the findings an automated application puts right:
+// everything but what Swarm rolled back, which must never be pushed back
+// into the failing spec, and unexpected services, which are prune's.
+func correctable(findings []plan.Finding) []plan.Finding {
+	var out []plan.Finding
+	for _, f := range findings {
+		if f.Kind != plan.RolledBack && f.Kind != plan.Unexpected {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// describeFindings is the one-line summary events and the status carry.
+func describeFindings(findings []plan.Finding) string {
+	var parts []string
+	for _, f := range findings {
+		what := string(f.Kind)
+		if f.Field != "" {
+			what += " " + f.Field
+		}
+		parts = append(parts, f.Service+": "+what)
+	}
+	slices.Sort(parts)
+	return strings.Join(slices.Compact(parts), "; ")
+}
+
+// correct redeploys the drifted services of rel from the recorded state,
+// without writing a revision, and leaves rolled-back services alone.
+func (c *Controller) correct(ctx context.Context, app appset.Application, d desired, findings []plan.Finding) error {
+	skip := map[string]bool{}
+	for _, f := range findings {
+		if f.Kind == plan.RolledBack {
+			skip[f.Service] = true
+		}
+	}
+	rel := d.release
+	rel.Services = maps.Clone(rel.Services)
+	for name := range skip {
+		delete(rel.Services, name)
+	}
+	if err := c.gate(rel); err != nil {
+		return err
+	}
+	defer c.markWrite(app.Name)
+	_, err := apply.Apply(ctx, c.engine, rel, apply.Options{
+		Owner:        c.owner(app),
+		ResolveImage: apply.ResolveImage(app.SyncPolicy.ResolveImage),
+		Commit:       d.commit,
+		Actor:        notify.ActorFrom(ctx),
+		Correction:   true,
+		Logger:       c.log.With("app", app.Name),
+	})
+	if err != nil {
+		err = fmt.Errorf("correct drift of %s: %w", rel.Name, err)
+		if outcome.Of(err) != outcome.Stalled {
+			err = &outcome.TransientError{Err: err}
+		}
+		return err
+	}
+	c.emit(ctx, app, notify.DriftConverged, d.commit, fmt.Sprintf("redeployed release %s: %s", rel.Name, describeFindings(findings)))
+	return nil
+}
+
+// servicesOf returns the snapshot's services in release's namespace, by name.
+func servicesOf(snap swarm.Snapshot, release string) map[string]dswarm.Service {
+	out := map[string]dswarm.Service{}
+	for _, s := range snap.Services() {
+		if s.Spec.Labels[stack.LabelNamespace] == release || strings.HasPrefix(s.Spec.Name, release+"_") {
+			out[s.Spec.Name] = s
+		}
+	}
+	return out
+}
+
+// releaseHealth rolls up the health of every service rel declares, as the
+// snapshot shows them.
+func releaseHealth(rel stack.Release, snap swarm.Snapshot) health.Result {
+	results := map[string]health.Result{}
+	for name, spec := range rel.Services {
+		in := health.ServiceInput{Declared: &spec, EligibleNodes: snap.EligibleNodes(), Now: snap.TakenAt(), ReadFailed: snap.ReadFailed()}
+		if live, ok := snap.Service(name); ok {
+			in.Live = &live
+			in.Tasks = snap.TasksOf(live.ID)
+		}
+		results[name] = health.Service(in)
+	}
+	return health.Release(results)
+}
+
+// rollout names a service of rel that the swarm is still updating or
+// rolling back, or "" when none is: no write may go to the release then.
+func rollout(rel stack.Release, snap swarm.Snapshot) string {
+	for _, name := range slices.Sorted(maps.Keys(rel.Services)) {
+		live, ok := snap.Service(name)
+		if !ok || live.UpdateStatus == nil {
+			continue
+		}
+		switch live.UpdateStatus.State {
+		case dswarm.UpdateStateUpdating, dswarm.UpdateStateRollbackStarted:
+			return fmt.Sprintf("service %s is %s", name, live.UpdateStatus.State)
+		}
+	}
+	return ""
+}
+
+// rolledBack returns the daemon's reason when a service of rel was rolled
+// back by Swarm, or "".
+func rolledBack(rel stack.Release, snap swarm.Snapshot) string {
+	for _, name := range slices.Sorted(maps.Keys(rel.Services)) {
+		live, ok := snap.Service(name)
+		if ok && live.UpdateStatus != nil && live.UpdateStatus.State == dswarm.UpdateStateRollbackCompleted {
+			return fmt.Sprintf("swarm rolled back service %s: %s", name, live.UpdateStatus.Message)
+		}
+	}
+	return ""
+}
+
+// remember keeps app's last render for health between reconciles.
+func (c *Controller) remember(app string, rel stack.Release) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.rendered[app] = rel
+}
+
+// refreshHealth recomputes every application's health from the snapshot.
+func (c *Controller) refreshHealth() {
+	snap := c.live.Current()
+	c.mu.Lock()
+	rendered := maps.Clone(c.rendered)
+	c.mu.Unlock()
+	for app, rel := range rendered {
+		h := releaseHealth(rel, snap)
+		c.status.Update(app, func(s *AppStatus) {
+			s.Health, s.HealthMessage, s.Running, s.Desired = h.State, h.Message, h.Running, h.Desired
+		})
+	}
+}
+
+// wakeLiveDrift queues a tick for every healthy-looking application with
+// live drift detection, so an out-of-band change is seen in seconds. A
+// failing application keeps its backoff.
+func (c *Controller) wakeLiveDrift() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, w := range c.workers {
+		app := c.apps[name]
+		if st, _ := c.status.Get(name); app.DriftDetection == appset.DriftLive && st.LastErrorClass == "" && st.Phase != PhaseApplying {
+			w.enqueue(Request{})
+		}
+	}
+}
+
+// snapshotConfigs serves apply's revision reads from the live snapshot, so
+// that a no-op tick makes no Engine call of its own. apply checks the
+// labels of every config itself, so the filters can be ignored here.
+type snapshotConfigs struct{ snap swarm.Snapshot }
+
+func (s snapshotConfigs) ConfigList(context.Context, dswarm.ConfigListOptions) ([]dswarm.Config, error) {
+	return s.snap.Configs(), nil
+}
+
+// revisionSource is where app's recorded revisions are read: the live
+// snapshot when it is readable and has seen the application's last write
+// (a write it has not seen would read as a stale revision), the Engine
+// otherwise.
+func (c *Controller) revisionSource(app string) apply.ConfigLister {
+	if c.live == nil {
+		return c.engine
+	}
+	snap := c.live.Current()
+	if snap.ReadFailed() || !c.seenWrites(app, snap) {
+		return c.engine
+	}
+	return snapshotConfigs{snap: snap}
+}
+
+// seenWrites reports whether snap was taken after app's last write to the
+// swarm ended, so that it shows everything the write did.
+func (c *Controller) seenWrites(app string, snap swarm.Snapshot) bool {
+	c.mu.Lock()
+	wrote := c.wrote[app]
+	c.mu.Unlock()
+	return !snap.TakenAt().IsZero() && snap.TakenAt().After(wrote)
+}
+
+// markWrite records that app's write to the swarm ended now.
+func (c *Controller) markWrite(app string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.wrote[app] = time.Now()
+}

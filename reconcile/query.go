@@ -1,0 +1,289 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/docker/docker/api/types/filters"
+	dswarm "github.com/docker/docker/api/types/swarm"
+
+	"github.com/skep-cd/skep/apply"
+	"github.com/skep-cd/skep/appset"
+	"github.com/skep-cd/skep/gitsource"
+	"github.com/skep-cd/skep/notify"
+	"github.com/skep-cd/skep/stack"
+	"github.com/skep-cd/skep/swarm"
+)
+
+// This file is what the API reads of the controller and asks of it, in
+// the controller's own types; the API adapts them to its wire model.
+// Nothing here decides who may do what: the API's guard did that. The
+// actor comes from the context (notify.ActorFrom) and only labels what is
+// recorded and raised. Errors wrap ErrUnknownApplication, ErrNotRecorded,
+// ErrInvalidRequest or ErrUnavailable where a caller must tell them apart.
+
+// lookup returns the application called name in the running app set.
+func (c *Controller) lookup(name string) (appset.Application, error) {
+	app, ok := c.app(name)
+	if !ok {
+		return appset.Application{}, fmt.Errorf("%w: %s", ErrUnknownApplication, name)
+	}
+	return app, nil
+}
+
+// Application returns the application called name in the running app set.
+func (c *Controller) Application(name string) (appset.Application, error) {
+	return c.lookup(name)
+}
+
+// GitStats returns the git cache's counters of remote calls.
+func (c *Controller) GitStats() gitsource.Stats { return c.git.Stats() }
+
+// LiveServices lists this controller's services, of one application when
+// app is not "", with running and desired task counts, in one Engine call.
+func (c *Controller) LiveServices(ctx context.Context, app string) ([]dswarm.Service, error) {
+	f := filters.NewArgs(filters.Arg("label", stack.LabelController+"="+c.id))
+	if app != "" {
+		f.Add("label", stack.LabelApplication+"="+app)
+	}
+	list, err := c.engine.ServiceList(ctx, dswarm.ServiceListOptions{Filters: f, Status: true})
+	if err != nil {
+		return nil, fmt.Errorf("list services of controller %s: %w", c.id, err)
+	}
+	// The label filter is a hint to the daemon; ownership is decided on the
+	// labels themselves.
+	out := list[:0]
+	for _, s := range list {
+		if s.Spec.Labels[stack.LabelController] == c.id && (app == "" || s.Spec.Labels[stack.LabelApplication] == app) {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// LiveTasks lists the tasks of app's services in one Engine call.
+func (c *Controller) LiveTasks(ctx context.Context, app string) ([]dswarm.Task, error) {
+	f := filters.NewArgs(filters.Arg("label", stack.LabelController+"="+c.id),
+		filters.Arg("label", stack.LabelApplication+"="+app))
+	tasks, err := c.engine.TaskList(ctx, dswarm.TaskListOptions{Filters: f})
+	if err != nil {
+		return nil, fmt.Errorf("list tasks of application %s: %w", app, err)
+	}
+	return tasks, nil
+}
+
+// Revisions returns the revisions recorded in the swarm for name's
+// release, oldest first.
+func (c *Controller) Revisions(ctx context.Context, name string) ([]apply.Revision, error) {
+	app, err := c.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	revs, err := apply.Revisions(ctx, c.engine, c.owner(app))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return revs, nil
+}
+
+// Resolve turns a revision a caller named (a branch, tag or commit) into a
+// commit of name's repository; "" stays "". A revision git does not know
+// wraps ErrInvalidRequest.
+func (c *Controller) Resolve(ctx context.Context, name, revision string) (string, error) {
+	app, err := c.lookup(name)
+	if err != nil || revision == "" {
+		return "", err
+	}
+	commit, err := c.git.Resolve(ctx, app.Source.Repo, revision)
+	if errors.Is(err, gitsource.ErrRevisionNotFound) {
+		return "", fmt.Errorf("%w: revision %q of application %s: %w", ErrInvalidRequest, revision, app.Name, err)
+	}
+	if err != nil {
+		return "", fmt.Errorf("resolve revision %q of application %s: %w", revision, app.Name, err)
+	}
+	return commit, nil
+}
+
+// Plan renders name at commit ("" = the revision it tracks, or the commit
+// it is held at) and compares it with what was last recorded, writing
+// nothing. It is safe to call beside the workers.
+func (c *Controller) Plan(ctx context.Context, name, commit string) (Result, error) {
+	app, err := c.lookup(name)
+	if err != nil {
+		return Result{}, err
+	}
+	if commit == "" {
+		st, _ := c.status.Get(name)
+		commit = st.Held.Revision
+	}
+	d, err := c.render(ctx, app, commit)
+	if err != nil {
+		return Result{Commit: d.commit}, err
+	}
+	p, recorded, err := c.compare(ctx, app, d)
+	return Result{Commit: d.commit, Plan: p, Recorded: recorded}, err
+}
+
+// SyncOptions shape a requested sync. The zero value syncs what the
+// application tracks, with its prune policy.
+type SyncOptions struct {
+	// Revision is a commit (resolved with Resolve) to deploy and hold the
+	// application at; "" deploys what it tracks and releases a hold.
+	Revision string
+	// Prune turns resource pruning on or off for this sync; nil keeps the
+	// policy.
+	Prune *bool
+}
+
+// Queued says what became of a requested sync.
+type Queued struct {
+	// ID is the sync's number; when Merged, the number of the sync already
+	// queued that absorbed it.
+	ID       uint64
+	Revision string
+	Merged   bool
+}
+
+// Sync queues a sync of name by the actor ctx carries and returns at once.
+func (c *Controller) Sync(ctx context.Context, name string, opts SyncOptions) (Queued, error) {
+	queued, merged, err := c.enqueue(name, Request{Sync: true, Actor: notify.ActorFrom(ctx), Revision: opts.Revision, Prune: opts.Prune})
+	if err != nil {
+		return Queued{}, err
+	}
+	return Queued{ID: queued.ID, Revision: queued.Revision, Merged: merged}, nil
+}
+
+// Rollback queues a sync to the commit recorded in revision number of
+// release ("" = the application's only release), re-rendered from git
+// (revisions hold no secret values), which holds the application there.
+func (c *Controller) Rollback(ctx context.Context, name, release string, number int) (Queued, error) {
+	app, err := c.lookup(name)
+	if err != nil {
+		return Queued{}, err
+	}
+	if release != "" && release != app.Release {
+		return Queued{}, fmt.Errorf("%w: application %s has no release %q", ErrNotRecorded, name, release)
+	}
+	if number <= 0 {
+		return Queued{}, fmt.Errorf("%w: revision: want a recorded revision number, got %d", ErrInvalidRequest, number)
+	}
+	revs, err := c.Revisions(ctx, name)
+	if err != nil {
+		return Queued{}, err
+	}
+	i := slices.IndexFunc(revs, func(r apply.Revision) bool { return r.Number == number })
+	if i < 0 {
+		return Queued{}, fmt.Errorf("%w: revision %d of release %s", ErrNotRecorded, number, app.Release)
+	}
+	if revs[i].Commit == "" {
+		return Queued{}, fmt.Errorf("%w: revision %d of release %s records no commit", ErrInvalidRequest, number, app.Release)
+	}
+	return c.Sync(ctx, name, SyncOptions{Revision: revs[i].Commit})
+}
+
+// Unhold releases name's hold, in the status and in the swarm, and queues
+// a tick.
+func (c *Controller) Unhold(ctx context.Context, name string) error {
+	app, err := c.lookup(name)
+	if err != nil {
+		return err
+	}
+	c.status.Update(name, func(s *AppStatus) { s.Held = apply.Hold{} })
+	if err := apply.SaveHold(ctx, c.engine, c.owner(app), apply.Hold{}); err != nil {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	c.log.InfoContext(ctx, "hold released", "app", name, "actor", notify.ActorFrom(ctx))
+	_, _, err = c.enqueue(name, Request{})
+	return err
+}
+
+// Refresh forgets what is known of name's repository and queues a tick:
+// git is re-read; nothing is applied unless the application is automated.
+func (c *Controller) Refresh(_ context.Context, name string) error {
+	app, err := c.lookup(name)
+	if err != nil {
+		return err
+	}
+	c.git.Forget(app.Source.Repo)
+	_, _, err = c.enqueue(name, Request{})
+	return err
+}
+
+// Refreshed says what RefreshRepository refreshed.
+type Refreshed struct {
+	Applications []string
+	AppSet       bool
+}
+
+// RefreshRepository refreshes every application whose source matches
+// (repository URL and tracked revision), and reloads the app set now when
+// it comes from a matching git source.
+func (c *Controller) RefreshRepository(ctx context.Context, matches func(repo, revision string) bool) Refreshed {
+	var out Refreshed
+	if g, ok := c.appSet.(GitAppSet); ok && matches(g.Repo, g.Revision) {
+		out.AppSet = true
+		if _, err := c.watcher.Reload(ctx); err == nil {
+			c.watcher.Wake() // Run takes the new set in and starts its workers
+		}
+	}
+	for _, app := range c.Applications() {
+		if matches(app.Source.Repo, app.Source.Revision) && c.Refresh(ctx, app.Name) == nil {
+			out.Applications = append(out.Applications, app.Name)
+		}
+	}
+	return out
+}
+
+// Overview describes the controller as a whole.
+type Overview struct {
+	ID           string
+	Ready        bool
+	AppSet       AppSetStatus
+	Applications int
+	// Orphaned names applications that left the app set while their
+	// releases stay; Pruned those whose releases were removed.
+	Orphaned []string
+	Pruned   []string
+	Git      gitsource.Stats
+	Swarm    swarm.Identity
+	Workers  int
+}
+
+// Overview returns the controller's state now.
+func (c *Controller) Overview() Overview {
+	c.mu.Lock()
+	workers := len(c.workers)
+	c.mu.Unlock()
+	return Overview{
+		ID:           c.id,
+		Ready:        c.Loaded(),
+		AppSet:       c.status.AppSet(),
+		Applications: c.watcher.Current().Set.Len(),
+		Orphaned:     c.status.Orphaned(),
+		Pruned:       c.status.Pruned(),
+		Git:          c.git.Stats(),
+		Swarm:        c.engine.Identity(),
+		Workers:      workers,
+	}
+}
+
+// Ready returns nil once the first app set is loaded and the swarm answers
+// a ping, and an error wrapping ErrUnavailable saying what is missing.
+func (c *Controller) Ready(ctx context.Context) error {
+	if !c.Loaded() {
+		return fmt.Errorf("%w: app set not loaded yet", ErrUnavailable)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := c.engine.Ping(ctx); err != nil {
+		return fmt.Errorf("%w: swarm does not answer: %w", ErrUnavailable, err)
+	}
+	return nil
+}
+
+// DisplayRepo is app's repository URL as it may be shown: without the
+// credentials a URL can carry.
+func DisplayRepo(app appset.Application) string { return gitsource.RedactURL(app.Source.Repo) }

@@ -1,0 +1,231 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/skep-cd/skep/outcome"
+)
+
+// Request asks a worker for one reconcile. The zero value is a plain tick:
+// compare, and apply only when the application is automated. A dry run is
+// not a request: it writes nothing, so it runs beside the worker.
+type Request struct {
+	// Sync applies even when the application is not automated.
+	Sync bool
+	// Actor names who asked; empty for the controller's own ticks.
+	Actor string
+	// ID numbers a requested sync (see Controller.Sync); 0 for ticks.
+	ID uint64
+	// Revision is a resolved commit to deploy instead of what the
+	// application tracks; a sync with one holds the application there.
+	Revision string
+	// Prune turns resource pruning on or off for this sync; nil keeps the
+	// application's syncPolicy.pruneResources.
+	Prune *bool
+}
+
+// worker runs one application's reconciles, one at a time, on the
+// application's interval with jitter, backing off while it fails. Requests
+// that arrive while a reconcile runs are coalesced into one.
+type worker struct {
+	name     string
+	requests chan Request // buffered 1: a queued request absorbs later ones
+	stop     context.CancelFunc
+	done     chan struct{}
+}
+
+// appState is what one worker remembers between reconciles.
+type appState struct {
+	stalledCommit string   // a commit that failed to render: not retried until git moves
+	driftCommit   string   // the commit a drift-detected event was raised for
+	liveDrift     string   // the live drift findings last reported, as one line
+	rolledBack    string   // the commit whose rollout Swarm rolled back, reported once
+	pending       *Request // a requested sync that must wait for a rollout
+	holdLoaded    bool     // the recorded hold was read from the swarm
+	failures      int
+}
+
+// backoff returns the delay after failures consecutive failures: 5s
+// doubling, capped at limit.
+func backoff(failures int, limit time.Duration) time.Duration {
+	d := 5 * time.Second
+	for i := 1; i < failures && d < limit; i++ {
+		d *= 2
+	}
+	return min(d, limit)
+}
+
+// jitter spreads d by up to ±10 % so that many applications on one interval
+// do not reconcile in lockstep.
+func jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return d
+	}
+	spread := int64(d) / 5
+	return d - time.Duration(spread/2) + time.Duration(rand.Int64N(spread+1))
+}
+
+// enqueue queues req for the worker, merging it into a queued request when
+// one is waiting (see merge). It returns the request that will run, so a
+// caller learns the id its sync was merged into and whether it was.
+func (w *worker) enqueue(req Request) (queued Request, merged bool) {
+	for {
+		select {
+		case w.requests <- req:
+			return req, merged
+		default:
+		}
+		select {
+		case waiting := <-w.requests:
+			req = merge(waiting, req)
+			merged = merged || waiting.Sync
+		default:
+		}
+	}
+}
+
+// merge coalesces b into a queued a: a sync wins over a tick; of two syncs
+// the queued one keeps its id and actor, and a later one that names a
+// revision or a prune setting brings those along with its own actor, since
+// the latest explicit intent is what runs.
+func merge(a, b Request) Request {
+	out := a
+	switch {
+	case b.Sync && !a.Sync:
+		out = b
+	case b.Sync && a.Sync && (b.Revision != "" || b.Prune != nil):
+		out.Revision, out.Prune, out.Actor = b.Revision, b.Prune, b.Actor
+	}
+	if out.Actor == "" {
+		out.Actor = b.Actor
+	}
+	return out
+}
+
+// SyncNow asks the application's worker for a sync by actor ("" = the
+// controller). It returns at once; a sync already queued absorbs it.
+func (c *Controller) SyncNow(name, actor string) error {
+	_, _, err := c.enqueue(name, Request{Sync: true, Actor: actor})
+	return err
+}
+
+// enqueue hands req to name's worker, numbering it first when it is a
+// sync, and returns the request that will run and whether req was merged
+// into a sync already queued.
+func (c *Controller) enqueue(name string, req Request) (Request, bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w, ok := c.workers[name]
+	if !ok {
+		return Request{}, false, fmt.Errorf("%w: %s", ErrUnknownApplication, name)
+	}
+	if req.Sync {
+		req.ID = c.syncs.Add(1)
+	}
+	queued, merged := w.enqueue(req)
+	if queued.Sync {
+		c.status.Update(name, func(s *AppStatus) {
+			// The worker may have finished it already: never mark a done
+			// sync pending again.
+			if s.LastRequestedSync.ID < queued.ID {
+				s.PendingSync = queued.ID
+			}
+		})
+	}
+	return queued, merged, nil
+}
+
+// ReconcileOnce runs one reconcile of app in the caller's goroutine,
+// outside any worker: `skep deploy` uses it. req.Sync forces an apply.
+func (c *Controller) ReconcileOnce(ctx context.Context, name string, req Request) (Result, error) {
+	app, ok := c.app(name)
+	if !ok {
+		return Result{}, fmt.Errorf("%w: %s", ErrUnknownApplication, name)
+	}
+	return c.reconcile(ctx, app, req, &appState{})
+}
+
+// startWorker starts the worker of name under ctx. c.mu is held.
+func (c *Controller) startWorker(ctx context.Context, name string) {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &worker{name: name, requests: make(chan Request, 1), stop: cancel, done: make(chan struct{})}
+	c.workers[name] = w
+	w.enqueue(Request{})
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer close(w.done)
+		c.runWorker(ctx, w)
+	}()
+}
+
+// runWorker serves w's requests and its interval until ctx ends or the
+// application leaves the app set. The class of each reconcile's error
+// decides when the next one runs.
+func (c *Controller) runWorker(ctx context.Context, w *worker) {
+	st := &appState{}
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	for {
+		var req Request
+		select {
+		case <-ctx.Done():
+			return
+		case req = <-w.requests:
+			if st.pending != nil {
+				req = merge(*st.pending, req)
+			}
+			st.pending = nil
+		case <-timer.C:
+			if st.pending != nil {
+				req, st.pending = *st.pending, nil
+			}
+		}
+		app, ok := c.app(w.name)
+		if !ok {
+			return
+		}
+		err := c.runRequest(ctx, app, req, st)
+		next := jitter(app.SyncPolicy.Interval)
+		switch outcome.Of(err) {
+		case outcome.OK:
+			st.failures = 0
+		case outcome.Stalled:
+			st.failures = 0
+			c.log.Warn("reconcile stalled", "app", app.Name, "err", err)
+		case outcome.Waiting:
+			if retry := outcome.RetryAfter(err); retry > 0 {
+				next = retry
+			}
+			if req.Sync {
+				st.pending = &req // a requested sync waits its turn, it does not fail
+			}
+		case outcome.Transient:
+			st.failures++
+			next = backoff(st.failures, app.SyncPolicy.Interval)
+			c.log.Error("reconcile failed", "app", app.Name, "err", err, "retry", next)
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(next)
+	}
+}
+
+// stopAll stops every worker and waits until each has returned.
+func (c *Controller) stopAll() {
+	c.mu.Lock()
+	for name, w := range c.workers {
+		w.stop()
+		delete(c.workers, name)
+	}
+	c.mu.Unlock()
+	c.wg.Wait()
+}

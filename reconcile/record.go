@@ -1,0 +1,102 @@
+package reconcile
+
+import (
+	"context"
+	"time"
+
+	"github.com/skep-cd/skep/appset"
+	"github.com/skep-cd/skep/notify"
+	"github.com/skep-cd/skep/outcome"
+)
+
+// Observation is what one reconcile of one application took and found,
+// handed to the Observer when it ends.
+type Observation struct {
+	Application string
+	Outcome     outcome.Class
+	Duration    time.Duration
+	// Requested is true for a requested sync, false for a tick.
+	Requested bool
+	// Sync is true when an apply ran; SyncFailed when it failed.
+	Sync          bool
+	SyncFailed    bool
+	ApplyDuration time.Duration
+	// GitDuration is what resolving and fetching took; GitFailed is set
+	// when either failed.
+	GitDuration time.Duration
+	GitFailed   bool
+}
+
+// Observer is told about each reconcile when it ends. It must return
+// quickly and be safe for concurrent use; the API's metrics implement it.
+type Observer interface {
+	ObserveReconcile(Observation)
+}
+
+// record stores what one reconcile found in the status table.
+func (c *Controller) record(app appset.Application, out Result, err error) {
+	now := c.now()
+	c.status.Update(app.Name, func(s *AppStatus) {
+		s.Automated = app.SyncPolicy.Automated
+		s.LastReconcile = now
+		s.Phase = PhaseIdle
+		if out.Commit != "" {
+			s.Revision = out.Commit
+		}
+		if out.Recorded != nil {
+			s.DeployedRevision = out.Recorded.Commit
+		}
+		if out.Plan.Action.Valid() {
+			s.Plan = []string{out.Plan.Summary()}
+			s.Sync, s.Drift = Synced, ""
+			switch {
+			case out.Plan.Changed():
+				s.Sync, s.Drift = OutOfSync, DriftGit
+			case out.liveDrift:
+				s.Sync, s.Drift = OutOfSync, DriftLive
+			}
+		}
+		if out.Applied {
+			s.Sync, s.Drift, s.DeployedRevision, s.LastSync = Synced, "", out.Commit, now
+		}
+		s.LastError, s.LastErrorClass = "", ""
+		if err != nil {
+			s.LastError, s.LastErrorClass = err.Error(), outcome.Of(err)
+			if !out.Plan.Action.Valid() {
+				s.Sync = Unknown
+			}
+		}
+	})
+}
+
+// emit raises one event about app, stamped with its destination and the
+// actor ctx carries.
+func (c *Controller) emit(ctx context.Context, app appset.Application, t notify.EventType, commit, msg string) {
+	c.notifier.Dispatch(ctx, notify.Event{
+		Application: app.Name,
+		Type:        t,
+		Revision:    commit,
+		Message:     msg,
+		At:          c.now(),
+		Swarm:       app.Destination.Swarm,
+		Actor:       notify.ActorFrom(ctx),
+	})
+}
+
+// observe tells the observer what one reconcile took.
+func (c *Controller) observe(app appset.Application, req Request, out Result, d desired, took time.Duration, err error) {
+	if c.observer == nil {
+		return
+	}
+	c.observer.ObserveReconcile(Observation{
+		Application:   app.Name,
+		Outcome:       outcome.Of(err),
+		Duration:      took,
+		Sync:          out.Applied || out.applyTook > 0,
+		SyncFailed:    out.applyTook > 0 && !out.Applied,
+		ApplyDuration: out.applyTook,
+		GitDuration:   d.gitTook,
+		GitFailed:     d.gitFailed,
+		Requested:     req.Sync,
+	})
+}

@@ -1,0 +1,281 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/skep-cd/skep/apply"
+	"github.com/skep-cd/skep/appset"
+	"github.com/skep-cd/skep/gitsource"
+	"github.com/skep-cd/skep/health"
+	"github.com/skep-cd/skep/notify"
+	"github.com/skep-cd/skep/outcome"
+	"github.com/skep-cd/skep/plan"
+	"github.com/skep-cd/skep/render"
+	"github.com/skep-cd/skep/stack"
+)
+
+// Result is what one reconcile of one application found and did.
+type Result struct {
+	Commit   string
+	Plan     plan.Release
+	Applied  bool
+	Applying apply.Result
+	Recorded *apply.Revision
+
+	applyTook time.Duration // zero when nothing was applied
+	liveDrift bool          // the swarm moved and is not corrected (yet)
+}
+
+// desired is an application rendered at one commit, with what the git
+// part of rendering took (for metrics).
+type desired struct {
+	commit    string
+	release   stack.Release
+	gitTook   time.Duration
+	gitFailed bool
+}
+
+// reconcile runs one full reconcile of app: render → compare → live drift
+// → (when the policy or req says so) gate → apply → wait → prune. It
+// records status and raises events; the returned error is classed.
+func (c *Controller) reconcile(ctx context.Context, app appset.Application, req Request, st *appState) (out Result, err error) {
+	ctx = notify.WithActor(ctx, req.Actor)
+	start := time.Now()
+	var d desired
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("reconcile %s: panic: %v", app.Name, r)
+			c.log.Error("reconcile panicked", "app", app.Name, "err", err, "stack", string(debug.Stack()))
+		}
+		c.record(app, out, err)
+		c.observe(app, req, out, d, time.Since(start), err)
+	}()
+	c.status.Update(app.Name, func(s *AppStatus) { s.Phase = PhaseReconciling })
+
+	d, err = c.render(ctx, app, req.Revision)
+	out.Commit = d.commit
+	if err != nil {
+		// A stalled commit is reported once, not on every tick.
+		stalled := outcome.Of(err) == outcome.Stalled
+		if stalled && (st.stalledCommit != d.commit || req.Sync) {
+			st.stalledCommit = d.commit
+			c.emit(ctx, app, notify.SyncFailed, d.commit, err.Error())
+		}
+		return out, err
+	}
+	st.stalledCommit = ""
+	p, recorded, err := c.compare(ctx, app, d)
+	out.Plan, out.Recorded = p, recorded
+	if err != nil {
+		return out, err
+	}
+	c.remember(app.Name, d.release)
+	if err := c.observeLive(ctx, app, d, p, req, st, &out); err != nil {
+		return out, err
+	}
+	if !req.Sync && !(app.SyncPolicy.Automated && p.Changed()) {
+		if p.Changed() && st.driftCommit != d.commit {
+			st.driftCommit = d.commit
+			c.emit(ctx, app, notify.DriftDetected, d.commit, p.Summary())
+		}
+		if !p.Changed() {
+			c.pruneResources(ctx, app, d, req)
+		}
+		return out, nil
+	}
+	out, err = c.applyRelease(ctx, app, d, p, req, out)
+	if err == nil {
+		c.pruneResources(ctx, app, d, req)
+	} else if c.live != nil && rolledBack(d.release, c.live.Current()) != "" {
+		st.rolledBack = d.commit // reported by the failed sync already
+	}
+	return out, err
+}
+
+// render resolves app's revision (commit "" = the revision it tracks),
+// fetches that commit and renders it into the release's desired specs.
+// Errors are classed.
+func (c *Controller) render(ctx context.Context, app appset.Application, commit string) (desired, error) {
+	start := time.Now()
+	if commit == "" {
+		var err error
+		commit, err = c.git.Resolve(ctx, app.Source.Repo, app.Source.Revision)
+		if err != nil {
+			return desired{gitTook: time.Since(start), gitFailed: true},
+				classifyGit(fmt.Errorf("resolve %s at %q: %w", gitsource.RedactURL(app.Source.Repo), app.Source.Revision, err))
+		}
+	}
+	tree, err := c.git.Checkout(ctx, app.Source.Repo, commit)
+	if err != nil {
+		return desired{commit: commit, gitTook: time.Since(start), gitFailed: true},
+			classifyGit(fmt.Errorf("fetch %s at %s: %w", gitsource.RedactURL(app.Source.Repo), gitsource.ShortCommit(commit), err))
+	}
+	defer tree.Release()
+	gitTook := time.Since(start)
+	doc, err := render.Compose(ctx, render.Input{
+		Root:      tree.Dir(),
+		Path:      app.Source.Path,
+		Files:     app.Source.Files,
+		EnvFiles:  app.Source.EnvFiles,
+		Variables: app.Source.Variables,
+	})
+	if err != nil {
+		return desired{commit: commit, gitTook: gitTook}, &outcome.StalledError{Err: fmt.Errorf("render at %s: %w", gitsource.ShortCommit(commit), err)}
+	}
+	rel, err := stack.Convert(doc.Config, stack.Options{
+		Owner: c.owner(app),
+		Allow: stack.Allow{
+			HostPaths: app.Allow.HostPaths,
+			Networks:  app.Allow.Networks,
+			Configs:   app.Allow.Configs,
+			Secrets:   app.Allow.Secrets,
+			Volumes:   app.Allow.Volumes,
+		},
+		Files: doc.Files,
+	})
+	if err != nil {
+		return desired{commit: commit, gitTook: gitTook}, &outcome.StalledError{Err: fmt.Errorf("convert at %s: %w", gitsource.ShortCommit(commit), err)}
+	}
+	return desired{commit: commit, release: rel, gitTook: gitTook}, nil
+}
+
+// compare plans the desired release against its last recorded revision:
+// the "git moved" half of drift.
+func (c *Controller) compare(ctx context.Context, app appset.Application, d desired) (plan.Release, *apply.Revision, error) {
+	recorded, err := apply.LatestRevision(ctx, c.revisionSource(app.Name), c.owner(app))
+	if err != nil {
+		return plan.Release{}, nil, &outcome.TransientError{Err: fmt.Errorf("read recorded revision of %s: %w", app.Release, err)}
+	}
+	var before *stack.Release
+	if recorded != nil {
+		before = &recorded.Release
+	}
+	return plan.Compare(apply.RedactSecrets(d.release), before, plan.Options{}), recorded, nil
+}
+
+// gate refuses a write while a service of rel is still updating or rolling
+// back: the reconcile waits and says so.
+func (c *Controller) gate(rel stack.Release) error {
+	if c.live == nil {
+		return nil
+	}
+	if why := rollout(rel, c.live.Current()); why != "" {
+		return &outcome.WaitingError{Err: fmt.Errorf("release %s: waiting for a rollout: %s", rel.Name, why), Retry: 5 * time.Second}
+	}
+	return nil
+}
+
+// applyRelease writes d to the swarm after the gate, raising sync-started
+// and then sync-succeeded or sync-failed, and waits for health when the
+// policy asks.
+func (c *Controller) applyRelease(ctx context.Context, app appset.Application, d desired, p plan.Release, req Request, out Result) (Result, error) {
+	if err := c.gate(d.release); err != nil {
+		return out, err
+	}
+	if c.live != nil {
+		if err := c.restamp(ctx, app, c.live.Current()); err != nil {
+			return out, err
+		}
+	}
+	c.emit(ctx, app, notify.SyncStarted, d.commit, p.Summary())
+	c.status.Update(app.Name, func(s *AppStatus) { s.Phase = PhaseApplying })
+	start := time.Now()
+	defer c.markWrite(app.Name)
+	res, err := apply.Apply(ctx, c.engine, d.release, apply.Options{
+		Owner:        c.owner(app),
+		ResolveImage: apply.ResolveImage(app.SyncPolicy.ResolveImage),
+		Commit:       d.commit,
+		Actor:        req.Actor,
+		Logger:       c.log.With("app", app.Name),
+	})
+	out.Applying = res
+	out.applyTook = time.Since(start)
+	if err != nil {
+		err = fmt.Errorf("apply %s at %s: %w", app.Release, gitsource.ShortCommit(d.commit), err)
+		if outcome.Of(err) != outcome.Stalled {
+			err = &outcome.TransientError{Err: err}
+		}
+		c.emit(ctx, app, notify.SyncFailed, d.commit, err.Error())
+		return out, err
+	}
+	if app.SyncPolicy.Wait {
+		if err := c.waitHealthy(ctx, app, d.release); err != nil {
+			err = fmt.Errorf("sync %s at %s: %w", app.Release, gitsource.ShortCommit(d.commit), err)
+			c.emit(ctx, app, notify.SyncFailed, d.commit, err.Error())
+			return out, err
+		}
+	}
+	out.Applied = true
+	c.emit(ctx, app, notify.SyncSucceeded, d.commit, applySummary(app.Release, res))
+	return out, nil
+}
+
+// waitHealthy waits, up to the application's timeout, until every service
+// of rel is healthy. A rollback by Swarm fails at once with the daemon's
+// reason.
+func (c *Controller) waitHealthy(ctx context.Context, app appset.Application, rel stack.Release) error {
+	if c.live == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, app.SyncPolicy.Timeout)
+	defer cancel()
+	changes := c.live.Subscribe(ctx)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		snap := c.live.Current()
+		if why := rolledBack(rel, snap); why != "" {
+			return &outcome.StalledError{Err: fmt.Errorf("release %s: %s", rel.Name, why)}
+		}
+		last := releaseHealth(rel, snap)
+		if last.State == health.Healthy && rollout(rel, snap) == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return &outcome.TransientError{Err: fmt.Errorf("release %s not healthy within %s: %s (%s, %d/%d running)",
+					rel.Name, app.SyncPolicy.Timeout, last.State, last.Message, last.Running, last.Desired)}
+			}
+			return ctx.Err()
+		case <-changes:
+		case <-tick.C:
+		}
+	}
+}
+
+// applySummary is the message of sync-succeeded: what the write did.
+func applySummary(release string, res apply.Result) string {
+	counts := map[apply.Action]int{}
+	for _, ch := range res.Changes {
+		if ch.Kind != apply.KindRevision {
+			counts[ch.Action]++
+		}
+	}
+	msg := fmt.Sprintf("release %s: %d created, %d updated, %d unchanged", release,
+		counts[apply.Created], counts[apply.Updated], counts[apply.Unchanged])
+	if res.Revision > 0 {
+		msg += fmt.Sprintf("; revision %d", res.Revision)
+	}
+	return msg
+}
+
+// classifyGit classes a git failure: a revision, repository or credential
+// git refuses is stalled until someone changes the app set or the remote;
+// anything else (the network, a 5xx) is transient.
+func classifyGit(err error) error {
+	var remote *gitsource.RemoteError
+	switch {
+	case errors.Is(err, gitsource.ErrRevisionNotFound), errors.Is(err, gitsource.ErrAuth),
+		errors.Is(err, gitsource.ErrRepositoryNotFound):
+		return &outcome.StalledError{Err: err}
+	case errors.As(err, &remote) && !remote.Transient():
+		return &outcome.StalledError{Err: err}
+	default:
+		return &outcome.TransientError{Err: err}
+	}
+}

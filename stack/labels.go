@@ -1,0 +1,39 @@
+package stack
+
+// Labels Skep stamps on every object it creates. The ownership labels
+// together name the owner (which controller, which application, which
+// release); the others are bookkeeping that apply writes and plan and prune
+// read. Every package reads these constants: there is no second copy.
+const (
+	// LabelNamespace is docker stack's own namespace label; Skep sets it
+	// too so `docker stack ps` and friends see Skep's releases.
+	LabelNamespace   = "com.docker.stack.namespace"
+	LabelController  = "io.skep.controller"
+	LabelApplication = "io.skep.application"
+	LabelRelease     = "io.skep.release"
+
+	// LabelSpecHash holds the hash of the desired service spec Skep last
+	// wrote, so an unchanged spec is never written again.
+	LabelSpecHash = "io.skep.spec-hash"
+	// LabelKind marks Skep's own bookkeeping objects (KindRevision,
+	// KindHold): prune never treats them as a release's resources.
+	LabelKind = "io.skep.kind"
+	// LabelRevision and LabelCommit are set on revision configs.
+	LabelRevision = "io.skep.revision"
+	LabelCommit   = "io.skep.commit"
+	// LabelStackImage is docker stack deploy's record of the image as
+	// written; apply sets it the same way so both tools read each other's
+	// services.
+	LabelStackImage = "com.docker.stack.image"
+	// LabelPrefix starts every label Skep owns.
+	LabelPrefix = "io.skep."
+)
+
+// Values of LabelKind.
+const (
+	// KindRevision marks a config holding one recorded revision of a release.
+	KindRevision = "revision"
+	// KindHold marks the config that keeps an application's hold (a
+	// rollback) in the swarm, so it survives a controller restart.
+	KindHold = "hold"
+)

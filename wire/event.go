@@ -1,0 +1,33 @@
+package wire
+
+import "time"
+
+// Event is the JSON shape of an event on every outbound channel: the API's
+// event stream and list, webhooks, and the store's consumers. Its field
+// order and tags are the contract, pinned byte for byte by notify's
+// TestWireShape.
+//
+// Swarm is always present because empty is itself the answer ("the swarm
+// the controller runs in"); Revision, Message and Actor are omitted when
+// empty because there the event has no answer to give. At is RFC 3339 in
+// UTC. Type is one of the event types notify names.
+type Event struct {
+	Application string    `json:"application"`
+	Swarm       string    `json:"swarm"`
+	Type        string    `json:"type"`
+	Revision    string    `json:"revision,omitempty"`
+	Message     string    `json:"message,omitempty"`
+	Actor       string    `json:"actor,omitempty"`
+	At          time.Time `json:"at"`
+}
+
+// EventItem is one kept event in the JSON list: its id and wire shape.
+type EventItem struct {
+	ID int64 `json:"id"`
+	Event
+}
+
+// EventList is the JSON body of GET /api/v1/events.
+type EventList struct {
+	Events []EventItem `json:"events"`
+}
