@@ -10,8 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/skep-cd/skep/wire"
 	"github.com/skep-cd/skep/reconcile"
+	"github.com/skep-cd/skep/wire"
 )
 
 // AppState is one application's state for the per-application gauges.

@@ -22,9 +22,9 @@ import (
 	"time"
 
 	"github.com/skep-cd/skep/api"
-	"github.com/skep-cd/skep/wire"
-	"github.com/skep-cd/skep/reconcile"
 	"github.com/skep-cd/skep/outcome"
+	"github.com/skep-cd/skep/reconcile"
+	"github.com/skep-cd/skep/wire"
 )
 
 func TestMetricsExposeTheKeySeries(t *testing.T) {

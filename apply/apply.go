@@ -39,8 +39,8 @@ import (
 	"github.com/docker/docker/api/types/registry"
 	"github.com/docker/docker/api/types/swarm"
 
-	"github.com/skep-cd/skep/stack"
 	"github.com/skep-cd/skep/outcome"
+	"github.com/skep-cd/skep/stack"
 )
 
 // DefaultKeepRevisions is how many revisions per release Apply keeps when

@@ -23,8 +23,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 
 	"github.com/skep-cd/skep/harness"
-	"github.com/skep-cd/skep/stack"
 	"github.com/skep-cd/skep/outcome"
+	"github.com/skep-cd/skep/stack"
 )
 
 // fixture is one test's namespace on the real swarm.

@@ -6,8 +6,8 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 
-	"github.com/skep-cd/skep/stack"
 	"github.com/skep-cd/skep/outcome"
+	"github.com/skep-cd/skep/stack"
 )
 
 // ForeignError says the release's namespace (or a name Apply would write)

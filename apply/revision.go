@@ -18,8 +18,8 @@ import (
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/swarm"
 
-	"github.com/skep-cd/skep/stack"
 	"github.com/skep-cd/skep/outcome"
+	"github.com/skep-cd/skep/stack"
 )
 
 // Swarm's limits on configs: names up to 64 characters, data up to 500 KiB.

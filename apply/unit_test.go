@@ -19,8 +19,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/skep-cd/skep/golden"
-	"github.com/skep-cd/skep/stack"
 	"github.com/skep-cd/skep/outcome"
+	"github.com/skep-cd/skep/stack"
 )
 
 // The Engine client must satisfy what apply asks for.

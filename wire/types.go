@@ -161,8 +161,8 @@ type Task struct {
 // Diff is the body of GET /api/v1/applications/{name}/diff: the plan of
 // each release at Revision against its last recorded revision.
 type Diff struct {
-	Application string         `json:"application"`
-	Revision    string         `json:"revision"`
+	Application string        `json:"application"`
+	Revision    string        `json:"revision"`
 	Releases    []ReleasePlan `json:"releases"`
 }
 
