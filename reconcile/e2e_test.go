@@ -263,6 +263,9 @@ func TestManualAppReportsOutOfSyncAndWaitsForSync(t *testing.T) {
 	}
 	if got := e.events.of(notify.DriftDetected); len(got) != 1 || got[0].Revision != first {
 		t.Errorf("drift-detected events = %+v, want one for %s", got, first)
+	} else if msg := got[0].Message; !strings.Contains(msg, "1 service to create") || strings.Contains(msg, "created") {
+		// Nothing was written: the event says what a sync would change.
+		t.Errorf("drift-detected message = %q, want what would change (\"1 service to create\"), not what was done", msg)
 	}
 
 	if err := ctrl.SyncNow("web", "alice"); err != nil {

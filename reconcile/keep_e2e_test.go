@@ -65,6 +65,39 @@ func replicas(s *swarm.Service) uint64 {
 	return *s.Spec.Mode.Replicated.Replicas
 }
 
+// An install must not look like live drift: the snapshot the next tick
+// reads may predate the write, and would show every new service missing.
+func TestInstallRaisesNoLiveDrift(t *testing.T) {
+	e := newEnv(t)
+	port := harness.FreePort(t)
+	e.repo.Commit(t, "main", map[string]string{"compose.yaml": twoServices(port, true), "settings.txt": "one\n", ".env": "IMAGE=" + e.v1 + "\n"})
+	ctrl := e.controller(t, appset.FileSource{Path: writeFile(t, t.TempDir(), "apps.yaml", appSet(e.liveApp("web", true)))})
+	run(t, ctrl)
+	svc := e.waitImage(t, e.v1, 2*time.Minute)
+	harness.WaitRunning(t, e.cli, svc.ID, 1, 2*time.Minute)
+	st := waitStatus(t, ctrl, "web", time.Minute, func(s reconcile.AppStatus) bool { return s.Health == health.Healthy })
+	// Let the snapshot catch up and a few more ticks run (live drift wakes
+	// the application on every snapshot change, and the interval is 10s).
+	waitStatus(t, ctrl, "web", time.Minute, func(s reconcile.AppStatus) bool {
+		return s.LastReconcile.After(st.LastReconcile.Add(12 * time.Second))
+	})
+	if got := e.events.of(notify.LiveDriftDetected); len(got) != 0 {
+		t.Errorf("live-drift-detected after an install: %+v", got)
+	}
+	if got := e.events.of(notify.DriftConverged); len(got) != 0 {
+		t.Errorf("drift-converged after an install: %+v", got)
+	}
+	for _, name := range []string{"web", "worker"} {
+		s, err := e.service(t.Context(), name)
+		if err != nil || s == nil {
+			t.Fatalf("service %s: %v", name, err)
+		}
+		if s.PreviousSpec != nil {
+			t.Errorf("service %s was written again after its install (version %d)", name, s.Version.Index)
+		}
+	}
+}
+
 func TestLiveDriftIsCorrectedOnAnAutomatedApp(t *testing.T) {
 	e := newEnv(t)
 	port := harness.FreePort(t)
