@@ -13,7 +13,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/skep-cd/skep/appset"
+	"github.com/skep-cd/skep/secret"
 	"github.com/skep-cd/skep/wire"
 )
 
@@ -202,25 +202,37 @@ func bearer(r *http.Request) (wire.Token, bool) {
 // EnvAdminToken (the file wins when both are set), or ok false when
 // neither is set.
 func AdminTokenFromEnv(getenv func(string) string) (spec TokenSpec, ok bool, err error) {
-	var value string
-	switch file, env := getenv(EnvAdminTokenFile), getenv(EnvAdminToken); {
-	case file != "":
-		data, err := readSmallFile(file)
-		if err != nil {
-			return TokenSpec{}, false, fmt.Errorf("%s: %w", EnvAdminTokenFile, err)
+	src, from := secret.Source{File: getenv(EnvAdminTokenFile)}, EnvAdminTokenFile
+	if src.File == "" {
+		src, from = secret.Source{Env: EnvAdminToken}, EnvAdminToken
+		if getenv(EnvAdminToken) == "" {
+			return TokenSpec{}, false, nil
 		}
-		if value = strings.TrimSpace(string(data)); value == "" {
-			return TokenSpec{}, false, fmt.Errorf("%s: file %s is empty", EnvAdminTokenFile, file)
-		}
-	case env != "":
-		value = strings.TrimSpace(env)
-	default:
-		return TokenSpec{}, false, nil
+	}
+	value, err := src.Read(getenv)
+	if err != nil {
+		return TokenSpec{}, false, fmt.Errorf("%s: %w", from, err)
 	}
 	return TokenSpec{Name: AdminName, Role: RoleAdmin, Digest: wire.NewToken(value).Digest()}, true, nil
 }
 
-var tokenFields = []string{"name", "role", "apps", "tokenFile", "tokenEnv", "sha256"}
+// tokensExample is the shape of a tokens file, shown in problems about a
+// file of another shape.
+const tokensExample = "tokens:\n  - name: ci\n    role: deployer\n    tokenFile: /run/secrets/ci"
+
+// tokensFile is the file form of a tokens file.
+type tokensFile struct {
+	Tokens []tokenEntry `yaml:"tokens"`
+}
+
+type tokenEntry struct {
+	Name      string   `yaml:"name"`
+	Role      string   `yaml:"role"`
+	Apps      []string `yaml:"apps"`
+	TokenFile string   `yaml:"tokenFile"`
+	TokenEnv  string   `yaml:"tokenEnv"`
+	SHA256    string   `yaml:"sha256"`
+}
 
 // LoadTokensFile reads a tokens file (see ParseTokens).
 func LoadTokensFile(name string, getenv func(string) string) ([]TokenSpec, error) {
@@ -231,7 +243,8 @@ func LoadTokensFile(name string, getenv func(string) string) ([]TokenSpec, error
 	return ParseTokens(name, data, getenv)
 }
 
-// ParseTokens decodes a tokens file strictly:
+// ParseTokens decodes a tokens file strictly: a mapping whose tokens key
+// holds the list of tokens.
 //
 //	tokens:
 //	  - name: ci            # unique; labels events
@@ -240,47 +253,50 @@ func LoadTokensFile(name string, getenv func(string) string) ([]TokenSpec, error
 //	    tokenFile: ci.token # or tokenEnv: VAR, or sha256: <hex of the token's SHA-256>
 //
 // A relative tokenFile is read from name's directory. Every problem is
-// returned at once as appset.Problems with file, line and field path.
+// returned at once as configfile.Problems with file, line and field path.
+// See TestParseTokensShowsTheAcceptedShape.
 func ParseTokens(name string, data []byte, getenv func(string) string) ([]TokenSpec, error) {
-	var problems appset.Problems
-	entries := parseEntries(name, data, "tokens", tokenFields, &problems)
+	var file tokensFile
+	d := decodeList(name, data, &file, "tokens", tokensExample)
 	var specs []TokenSpec
-	seen := map[string]*entry{}
-	for _, e := range entries {
-		s := TokenSpec{Name: e.str("name"), Role: Role(e.str("role")), Apps: e.strs("apps")}
+	seen := map[string]bool{}
+	for i, e := range file.Tokens {
+		field := fmt.Sprintf("tokens[%d]", i)
+		s := TokenSpec{Name: e.Name, Role: Role(e.Role), Apps: e.Apps}
 		if s.Name == "" {
-			e.problem(e.at("name"), "name", "missing")
-		} else if seen[s.Name] != nil {
-			e.problem(e.at("name"), "name", "%q is given twice", s.Name)
+			d.Add(field+".name", "missing")
+		} else if seen[s.Name] {
+			d.Add(field+".name", "%q is given twice", s.Name)
 		}
-		seen[s.Name] = e
+		seen[s.Name] = true
 		if !s.Role.Valid() {
-			e.problem(e.at("role"), "role", "want viewer, deployer or admin, got %q", s.Role)
+			d.Add(field+".role", "want viewer, deployer or admin, got %q", s.Role)
 		}
-		for i, g := range s.Apps {
-			if _, err := path.Match(g, ""); err != nil {
-				e.problem(e.at("apps"), fmt.Sprintf("apps[%d]", i), "bad glob %q: %v", g, err)
+		for j, g := range s.Apps {
+			if g == "" {
+				d.Add(fmt.Sprintf("%s.apps[%d]", field, j), "want a non-empty string")
+			} else if _, err := path.Match(g, ""); err != nil {
+				d.Add(fmt.Sprintf("%s.apps[%d]", field, j), "bad glob %q: %v", g, err)
 			}
 		}
-		value, fromSecret := e.secret("tokenFile", "tokenEnv", getenv)
-		hexDigest := e.str("sha256")
+		value, fromSecret := readSecret(d, field, "tokenFile", e.TokenFile, "tokenEnv", e.TokenEnv, getenv)
 		switch {
-		case fromSecret && hexDigest != "":
-			e.problem(e.at("sha256"), "sha256", "give tokenFile, tokenEnv or sha256, only one")
+		case fromSecret && e.SHA256 != "":
+			d.Add(field+".sha256", "give tokenFile, tokenEnv or sha256, only one")
 		case fromSecret:
 			s.Digest = wire.NewToken(value).Digest()
-		case hexDigest != "":
-			b, err := hex.DecodeString(strings.ToLower(hexDigest))
+		case e.SHA256 != "":
+			b, err := hex.DecodeString(strings.ToLower(e.SHA256))
 			if err != nil || len(b) != sha256.Size {
-				e.problem(e.at("sha256"), "sha256", "want 64 hex digits (the SHA-256 of the token)")
+				d.Add(field+".sha256", "want 64 hex digits (the SHA-256 of the token)")
 			}
 			copy(s.Digest[:], b)
 		default:
-			e.problem(e.node, "", "no token: give tokenFile, tokenEnv or sha256")
+			d.Add(field, "no token: give tokenFile, tokenEnv or sha256")
 		}
 		specs = append(specs, s)
 	}
-	if err := problemsErr(problems); err != nil {
+	if err := d.Err(); err != nil {
 		return nil, err
 	}
 	return specs, nil

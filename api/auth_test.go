@@ -15,7 +15,7 @@ import (
 
 	"github.com/skep-cd/skep/api"
 	"github.com/skep-cd/skep/api/authtest"
-	"github.com/skep-cd/skep/appset"
+	"github.com/skep-cd/skep/configfile"
 	"github.com/skep-cd/skep/wire"
 )
 
@@ -127,17 +127,45 @@ func TestParseTokensFile(t *testing.T) {
 		{"missing file", "tokens:\n  - {name: a, role: admin, tokenFile: nope.token}\n", "tokens[0].tokenFile:"},
 		{"bad glob", "tokens:\n  - {name: a, role: admin, tokenEnv: OPS_TOKEN, apps: ['[']}\n", "tokens[0].apps[0]: bad glob"},
 		{"not a list", "tokens: {name: a}\n", "tokens: want a list"},
-		{"empty file", "", "file is empty"},
+		{"empty file", "", "tokens.yaml: empty; want a mapping with a tokens list"},
 		{"yaml syntax", "tokens: [\n", "tokens.yaml"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := api.ParseTokens(name, []byte(tc.yaml), getenv)
-			var problems appset.Problems
+			var problems configfile.Problems
 			if !errors.As(err, &problems) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("ParseTokens error = %v, want problems containing %q", err, tc.want)
 			}
 			if err != nil && strings.Contains(err.Error(), "ops-token") {
 				t.Errorf("an error printed a token: %v", err)
+			}
+		})
+	}
+}
+
+// TestParseTokensShowsTheAcceptedShape pins the documented shape of a tokens
+// file: a file of another shape, such as a bare list of tokens, is refused
+// with a problem that shows an example of the mapping with its tokens list.
+func TestParseTokensShowsTheAcceptedShape(t *testing.T) {
+	const example = "for example:\ntokens:\n  - name: ci\n    role: deployer\n    tokenFile: /run/secrets/ci"
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"a top-level list", "- name: ci\n  role: deployer\n  tokenFile: ci.token\n", "tokens.yaml:1:1: want a mapping with a tokens list, got a list; " + example},
+		{"a mapping without tokens", "name: ci\nrole: deployer\n", "tokens.yaml:1:1: tokens: missing; want a mapping with a tokens list; " + example},
+		{"a scalar", "ci\n", "tokens.yaml:1:1: want a mapping with a tokens list, got a string; " + example},
+		{"an empty file", "", "tokens.yaml: empty; want a mapping with a tokens list; " + example},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := api.ParseTokens("tokens.yaml", []byte(tc.yaml), func(string) string { return "" })
+			var problems configfile.Problems
+			if !errors.As(err, &problems) {
+				t.Fatalf("ParseTokens error = %v, want configfile.Problems", err)
+			}
+			found := false
+			for _, p := range problems {
+				found = found || p.String() == tc.want
+			}
+			if !found {
+				t.Errorf("ParseTokens problems:\n%v\nwant one reading:\n%s", err, tc.want)
 			}
 		})
 	}

@@ -21,7 +21,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/skep-cd/skep/appset"
 	"github.com/skep-cd/skep/wire"
 )
 
@@ -505,7 +504,20 @@ func (d *deliveries) remove(id string) {
 	}
 }
 
-var webhookFields = []string{"provider", "secretFile", "secretEnv"}
+// webhooksExample is the shape of a webhooks file, shown in problems about
+// a file of another shape.
+const webhooksExample = "webhooks:\n  - provider: github\n    secretFile: /run/secrets/github-webhook"
+
+// webhooksFile is the file form of a webhooks file.
+type webhooksFile struct {
+	Webhooks []webhookEntry `yaml:"webhooks"`
+}
+
+type webhookEntry struct {
+	Provider   string `yaml:"provider"`
+	SecretFile string `yaml:"secretFile"`
+	SecretEnv  string `yaml:"secretEnv"`
+}
 
 // LoadWebhooksFile reads a webhooks file (see ParseWebhooks).
 func LoadWebhooksFile(name string, getenv func(string) string) ([]WebhookSpec, error) {
@@ -523,29 +535,31 @@ func LoadWebhooksFile(name string, getenv func(string) string) ([]WebhookSpec, e
 //	    secretFile: github.key  # or secretEnv: VAR
 //
 // A relative secretFile is read from name's directory. Every problem is
-// returned at once as appset.Problems.
+// returned at once as configfile.Problems.
 func ParseWebhooks(name string, data []byte, getenv func(string) string) ([]WebhookSpec, error) {
-	var problems appset.Problems
+	var file webhooksFile
+	d := decodeList(name, data, &file, "webhooks", webhooksExample)
 	var specs []WebhookSpec
 	seen := map[string]bool{}
-	for _, e := range parseEntries(name, data, "webhooks", webhookFields, &problems) {
-		p := e.str("provider")
+	for i, e := range file.Webhooks {
+		field := fmt.Sprintf("webhooks[%d]", i)
+		p := e.Provider
 		switch {
 		case p == "":
-			e.problem(e.at("provider"), "provider", "missing")
+			d.Add(field+".provider", "missing")
 		case !slices.Contains(Providers(), p):
-			e.problem(e.at("provider"), "provider", "want one of %s, got %q", strings.Join(Providers(), ", "), p)
+			d.Add(field+".provider", "want one of %s, got %q", strings.Join(Providers(), ", "), p)
 		case seen[p]:
-			e.problem(e.at("provider"), "provider", "%q is configured twice", p)
+			d.Add(field+".provider", "%q is configured twice", p)
 		}
 		seen[p] = true
-		secret, ok := e.secret("secretFile", "secretEnv", getenv)
+		value, ok := readSecret(d, field, "secretFile", e.SecretFile, "secretEnv", e.SecretEnv, getenv)
 		if !ok {
-			e.problem(e.node, "", "no secret: give secretFile or secretEnv")
+			d.Add(field, "no secret: give secretFile or secretEnv")
 		}
-		specs = append(specs, WebhookSpec{Provider: p, Secret: wire.NewToken(secret)})
+		specs = append(specs, WebhookSpec{Provider: p, Secret: wire.NewToken(value)})
 	}
-	if err := problemsErr(problems); err != nil {
+	if err := d.Err(); err != nil {
 		return nil, err
 	}
 	return specs, nil

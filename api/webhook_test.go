@@ -16,7 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/skep-cd/skep/api"
-	"github.com/skep-cd/skep/appset"
+	"github.com/skep-cd/skep/configfile"
 	"github.com/skep-cd/skep/wire"
 )
 
@@ -341,7 +341,7 @@ func TestParseWebhooksFile(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := api.ParseWebhooks(name, []byte(tc.yaml), getenv)
-			var problems appset.Problems
+			var problems configfile.Problems
 			if !errors.As(err, &problems) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("ParseWebhooks error = %v, want problems containing %q", err, tc.want)
 			}

@@ -2,10 +2,11 @@
 // read from applications.yaml (apiVersion skep/v1).
 //
 // Loading is strict. An unknown key, a value of the wrong type, a bad
-// duration, a path leaving the repository or a duplicate name is a Problem
-// carrying file, line, column and field path, and every problem in the input
-// is returned at once as Problems. Defaults are applied in one place
-// (setDefaults) after decoding and before validation.
+// duration, a path leaving the repository or a duplicate name is a
+// configfile.Problem carrying file, line, column and field path, and every
+// problem in the input is returned at once as configfile.Problems. Defaults
+// are applied in one place (setDefaults) after decoding and before
+// validation.
 //
 // A loaded Set is immutable and its methods return copies, so it may be shared
 // between goroutines. A Source produces sets (a file, a directory; a git

@@ -2,12 +2,13 @@ package appset
 
 import (
 	"errors"
+	"github.com/skep-cd/skep/configfile"
 	"os"
 	"path/filepath"
 	"testing"
 )
 
-// FuzzParse checks that Parse never panics and returns either Problems, each
+// FuzzParse checks that Parse never panics and returns either configfile.Problems, each
 // naming the file, or a set that survives a marshal and parse unchanged.
 func FuzzParse(f *testing.F) {
 	seeds, err := filepath.Glob("testdata/*/*.y*ml")
@@ -32,9 +33,9 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		set, err := Parse("fuzz.yaml", data)
 		if err != nil {
-			var problems Problems
+			var problems configfile.Problems
 			if !errors.As(err, &problems) || len(problems) == 0 {
-				t.Fatalf("Parse error %v (%T) is not a non-empty Problems", err, err)
+				t.Fatalf("Parse error %v (%T) is not a non-empty configfile.Problems", err, err)
 			}
 			for _, p := range problems {
 				if p.File != "fuzz.yaml" || p.Message == "" {

@@ -1,24 +1,15 @@
 package appset
 
 import (
-	"bytes"
-	"cmp"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"io"
+	"github.com/skep-cd/skep/configfile"
 	"io/fs"
 	"os"
 	"path"
-	"reflect"
-	"regexp"
-	"slices"
-	"strconv"
 	"strings"
-
-	"go.yaml.in/yaml/v3"
 )
 
 // MaxFileSize bounds one app-set file; a larger one is refused unread.
@@ -31,7 +22,7 @@ type File struct {
 	Data []byte
 }
 
-// Parse parses one app-set file. An invalid file yields Problems listing
+// Parse parses one app-set file. An invalid file yields configfile.Problems listing
 // every problem found; name only labels them.
 func Parse(name string, data []byte) (*Set, error) {
 	return ParseFiles([]File{{Name: name, Data: data}})
@@ -39,28 +30,20 @@ func Parse(name string, data []byte) (*Set, error) {
 
 // ParseFiles parses files as one app set: their applications are merged in
 // the order given, and names and releases must be unique across all of them.
-// An invalid set yields Problems, each naming its own file. Parsing does no
-// I/O; a git-backed source reads the files and calls this.
+// An invalid set yields configfile.Problems, each naming its own file.
+// Parsing does no I/O; a git-backed source reads the files and calls this.
 func ParseFiles(files []File) (*Set, error) {
 	parsed := make([]*parsedFile, len(files))
 	for i, f := range files {
 		parsed[i] = parseFile(f)
 	}
 	checkUnique(parsed)
-	var problems Problems
+	var problems configfile.Problems
 	for _, p := range parsed {
-		problems = append(problems, p.d.problems...)
+		problems = append(problems, p.d.Problems()...)
 	}
 	if len(problems) > 0 {
-		order := map[string]int{}
-		for i, f := range files {
-			if _, ok := order[f.Name]; !ok {
-				order[f.Name] = i
-			}
-		}
-		slices.SortStableFunc(problems, func(a, b Problem) int {
-			return cmp.Or(cmp.Compare(order[a.File], order[b.File]), cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column))
-		})
+		problems.Sort()
 		return nil, problems
 	}
 	set := &Set{byName: map[string]int{}}
@@ -74,64 +57,30 @@ func ParseFiles(files []File) (*Set, error) {
 }
 
 // parsedFile is one file decoded, defaulted and validated on its own, with
-// the decoder that holds its positions and problems.
+// the document that holds its positions and problems.
 type parsedFile struct {
-	d   *decoder
-	doc fileDoc
+	name string
+	d    *configfile.Document
+	doc  fileDoc
 }
 
-var yamlErrorLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
-
 func parseFile(f File) *parsedFile {
-	p := &parsedFile{d: newDecoder(f.Name)}
+	p := &parsedFile{name: f.Name}
 	if len(f.Data) > MaxFileSize {
-		p.d.add(position{}, "", "larger than %d bytes", MaxFileSize)
+		p.d = configfile.Decode(f.Name, nil, &p.doc, configfile.Options{})
+		p.d.Add("", "larger than %d bytes", MaxFileSize)
 		return p
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(f.Data))
-	var root yaml.Node
-	if err := dec.Decode(&root); err != nil {
-		if errors.Is(err, io.EOF) {
-			p.d.add(position{}, "", "empty; want apiVersion: %s and a list of applications", APIVersion)
-		} else {
-			p.d.addSyntax(err)
-		}
+	p.d = configfile.Decode(f.Name, f.Data, &p.doc, configfile.Options{Want: "a mapping with apiVersion and applications"})
+	if p.d.Empty() {
+		p.d.Add("", "empty; want apiVersion: %s and a list of applications", APIVersion)
 		return p
 	}
-	var extra yaml.Node
-	switch err := dec.Decode(&extra); {
-	case errors.Is(err, io.EOF):
-	case err != nil:
-		p.d.addSyntax(err)
-	default:
-		p.d.add(pos(&extra), "", "a second YAML document; an app-set file holds one, and a directory may hold many files")
-	}
-
-	doc := &root
-	if doc.Kind == yaml.DocumentNode && len(doc.Content) == 1 {
-		doc = doc.Content[0]
-	}
-	if r := resolve(doc); r == nil || r.Kind != yaml.MappingNode {
-		p.d.add(pos(doc), "", "want a mapping with apiVersion and applications, got %s", describe(r))
-		return p
-	}
-	p.d.decode(doc, "", reflect.ValueOf(&p.doc).Elem())
 	for i := range p.doc.Applications {
 		setDefaults(&p.doc.Applications[i])
 	}
-	p.d.validateDoc(&p.doc)
+	validateDoc(p.d, &p.doc)
 	return p
-}
-
-// addSyntax reports a YAML syntax error at the line yaml.v3 gives, if any.
-func (d *decoder) addSyntax(err error) {
-	msg := err.Error()
-	if m := yamlErrorLine.FindStringSubmatch(msg); m != nil {
-		line, _ := strconv.Atoi(m[1])
-		d.add(position{line: line}, "", "invalid YAML: %s", m[2])
-		return
-	}
-	d.add(position{}, "", "invalid YAML: %s", strings.TrimPrefix(msg, "yaml: "))
 }
 
 // LoadFile reads and parses one app-set file.

@@ -3,6 +3,7 @@ package appset
 import (
 	"errors"
 	"fmt"
+	"github.com/skep-cd/skep/configfile"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -16,17 +17,17 @@ import (
 )
 
 // located formats p without its file, as the tables below write problems.
-func located(p Problem) string {
+func located(p configfile.Problem) string {
 	return fmt.Sprintf("%d:%d %s: %s", p.Line, p.Column, p.Field, p.Message)
 }
 
 // problemsOf returns the problems in err, failing the test when err is not
-// (or does not wrap) Problems.
+// (or does not wrap) configfile.Problems.
 func problemsOf(t *testing.T, err error) []string {
 	t.Helper()
-	var problems Problems
+	var problems configfile.Problems
 	if !errors.As(err, &problems) {
-		t.Fatalf("error %v (%T) is not Problems", err, err)
+		t.Fatalf("error %v (%T) is not configfile.Problems", err, err)
 	}
 	out := make([]string, len(problems))
 	for i, p := range problems {
@@ -197,7 +198,7 @@ func TestParseFixtures(t *testing.T) {
 		{
 			name:     "a second YAML document is refused",
 			file:     "invalid/two-documents.yaml",
-			problems: []string{`3:1 : a second YAML document; an app-set file holds one, and a directory may hold many files`},
+			problems: []string{`3:1 : a second YAML document; a file holds one`},
 		},
 		{
 			name: "missing apiVersion and applications point at the document",
@@ -222,7 +223,7 @@ func TestParseFixtures(t *testing.T) {
 				if diff := cmp.Diff(tt.problems, problemsOf(t, err)); diff != "" {
 					t.Errorf("LoadFile(%s) problems (-want +got):\n%s", tt.file, diff)
 				}
-				var problems Problems
+				var problems configfile.Problems
 				errors.As(err, &problems)
 				for _, p := range problems {
 					if p.File != name {
@@ -392,7 +393,7 @@ func TestProblemsFormatAsFileLineColumnFieldMessage(t *testing.T) {
 		t.Errorf("Parse error = %v, want %s", err, want)
 	}
 	wrapped := fmt.Errorf("load app set: %w", err)
-	var problems Problems
+	var problems configfile.Problems
 	if !errors.As(wrapped, &problems) || len(problems) != 1 || problems[0].Line != 5 {
 		t.Errorf("errors.As(wrapped) = %v, want the one problem at line 5", problems)
 	}
@@ -404,9 +405,9 @@ func TestParseFilesChecksUniquenessAcrossFiles(t *testing.T) {
 		{Name: "b.yaml", Data: []byte("apiVersion: skep/v1\napplications:\n  - {name: api, source: {repo: /r}, syncPolicy: {interval: 1s}}\n  - {name: web, release: api, source: {repo: /r}}\n")},
 	}
 	_, err := ParseFiles(files)
-	var problems Problems
+	var problems configfile.Problems
 	if !errors.As(err, &problems) {
-		t.Fatalf("ParseFiles = %v, want Problems", err)
+		t.Fatalf("ParseFiles = %v, want configfile.Problems", err)
 	}
 	var got []string
 	for _, p := range problems {
@@ -455,7 +456,7 @@ func TestParseStopsAliasExpansionAtTheBudget(t *testing.T) {
 		fmt.Fprintf(&b, "  - {name: a%d, source: *a6}\n", i)
 	}
 	_, err := Parse("bomb.yaml", []byte(b.String()))
-	var problems Problems
+	var problems configfile.Problems
 	if !errors.As(err, &problems) || !strings.Contains(problems.Error(), "document too large or too deeply aliased") {
 		t.Fatalf("Parse = %v, want the budget problem", err)
 	}

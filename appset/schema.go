@@ -2,6 +2,7 @@ package appset
 
 import (
 	"fmt"
+	"github.com/skep-cd/skep/configfile"
 	"maps"
 	"path"
 	"slices"
@@ -75,14 +76,14 @@ type duration struct {
 // UnmarshalYAML accepts what time.ParseDuration accepts, if not negative.
 func (d *duration) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("want a duration like 3m or 90s, got %s", describe(n))
+		return fmt.Errorf("want a duration like 3m or 90s, got %s", configfile.Describe(n))
 	}
 	v, err := time.ParseDuration(n.Value)
 	if err != nil {
-		return fmt.Errorf("want a duration like 3m or 90s, got %s", quote(n.Value))
+		return fmt.Errorf("want a duration like 3m or 90s, got %s", configfile.Quote(n.Value))
 	}
 	if v < 0 {
-		return fmt.Errorf("want a positive duration, got %s", quote(n.Value))
+		return fmt.Errorf("want a positive duration, got %s", configfile.Quote(n.Value))
 	}
 	*d = duration{value: v, set: true}
 	return nil
@@ -95,7 +96,7 @@ func (d duration) MarshalYAML() (any, error) { return d.value.String(), nil }
 func (r *ResolveImage) UnmarshalYAML(n *yaml.Node) error {
 	v := ResolveImage(n.Value)
 	if n.Kind != yaml.ScalarNode || (v != ResolveAlways && v != ResolveChanged && v != ResolveNever) {
-		return fmt.Errorf("want always, changed or never, got %s", describe(n))
+		return fmt.Errorf("want always, changed or never, got %s", configfile.Describe(n))
 	}
 	*r = v
 	return nil
@@ -105,7 +106,7 @@ func (r *ResolveImage) UnmarshalYAML(n *yaml.Node) error {
 func (d *DriftDetection) UnmarshalYAML(n *yaml.Node) error {
 	v := DriftDetection(n.Value)
 	if n.Kind != yaml.ScalarNode || (v != DriftManifest && v != DriftLive) {
-		return fmt.Errorf("want manifest or live, got %s", describe(n))
+		return fmt.Errorf("want manifest or live, got %s", configfile.Describe(n))
 	}
 	*d = v
 	return nil

@@ -3,6 +3,7 @@ package appset
 import (
 	"context"
 	"errors"
+	"github.com/skep-cd/skep/configfile"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -50,9 +51,9 @@ func TestFileSourceReportsProblemsWithTheFilePathAndRevision(t *testing.T) {
 	name := filepath.Join(t.TempDir(), "applications.yaml")
 	writeFile(t, name, "apiVersion: skep/v1\napplications:\n  - {name: web}\n")
 	set, rev, err := FileSource{Path: name}.Load(t.Context())
-	var problems Problems
+	var problems configfile.Problems
 	if !errors.As(err, &problems) || set != nil {
-		t.Fatalf("Load = %v, %v; want Problems and no set", set, err)
+		t.Fatalf("Load = %v, %v; want configfile.Problems and no set", set, err)
 	}
 	if problems[0].File != name || rev == "" {
 		t.Errorf("problem file %q, revision %q; want %q and a revision", problems[0].File, rev, name)
@@ -61,9 +62,9 @@ func TestFileSourceReportsProblemsWithTheFilePathAndRevision(t *testing.T) {
 
 func TestFileSourceMissingFileIsNotProblems(t *testing.T) {
 	_, _, err := FileSource{Path: filepath.Join(t.TempDir(), "nope.yaml")}.Load(t.Context())
-	var problems Problems
+	var problems configfile.Problems
 	if !errors.Is(err, fs.ErrNotExist) || errors.As(err, &problems) {
-		t.Errorf("Load(missing) = %v, want a not-exist error that is not Problems", err)
+		t.Errorf("Load(missing) = %v, want a not-exist error that is not configfile.Problems", err)
 	}
 }
 
@@ -80,11 +81,11 @@ func TestDirSourceMergesFilesAndNamesEachInProblems(t *testing.T) {
 	}
 
 	_, _, err = DirSource{Dir: "testdata/dir-duplicate"}.Load(t.Context())
-	var problems Problems
+	var problems configfile.Problems
 	if !errors.As(err, &problems) {
-		t.Fatalf("Load(dir-duplicate) = %v, want Problems", err)
+		t.Fatalf("Load(dir-duplicate) = %v, want configfile.Problems", err)
 	}
-	want := Problems{{
+	want := configfile.Problems{{
 		File: filepath.Join("testdata/dir-duplicate", "b.yaml"), Line: 5, Column: 11, Field: "applications[1].name",
 		Message: `name "web" is already used by applications[0] at testdata/dir-duplicate/a.yaml:3:11`,
 	}}

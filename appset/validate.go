@@ -2,6 +2,7 @@ package appset
 
 import (
 	"fmt"
+	"github.com/skep-cd/skep/configfile"
 	"net/url"
 	"path"
 	"regexp"
@@ -23,66 +24,66 @@ var (
 
 // validateDoc checks one decoded, defaulted file on its own. Rules that span
 // applications (unique names and releases) are in checkUnique.
-func (d *decoder) validateDoc(doc *fileDoc) {
+func validateDoc(d *configfile.Document, doc *fileDoc) {
 	switch {
-	case !d.present("apiVersion"):
-		d.addField("apiVersion", "missing; want %s", APIVersion)
+	case !d.Present("apiVersion"):
+		d.Add("apiVersion", "missing; want %s", APIVersion)
 	case doc.APIVersion != APIVersion:
-		d.addField("apiVersion", "want %s, got %s", APIVersion, quote(doc.APIVersion))
+		d.Add("apiVersion", "want %s, got %s", APIVersion, configfile.Quote(doc.APIVersion))
 	}
-	if !d.present("applications") {
-		d.addField("applications", "missing; write `applications: []` for an empty set")
+	if !d.Present("applications") {
+		d.Add("applications", "missing; write `applications: []` for an empty set")
 	}
 	for i := range doc.Applications {
-		d.validateApp(&doc.Applications[i], fmt.Sprintf("applications[%d]", i))
+		validateApp(d, &doc.Applications[i], fmt.Sprintf("applications[%d]", i))
 	}
 }
 
-func (d *decoder) validateApp(a *fileApp, field string) {
+func validateApp(d *configfile.Document, a *fileApp, field string) {
 	switch {
 	case a.Name == "":
-		d.addField(field+".name", "missing; every application needs a name")
+		d.Add(field+".name", "missing; every application needs a name")
 	case !dnsLabel.MatchString(a.Name):
-		d.addField(field+".name", "want a DNS label (lower-case letters, digits and '-', starting and ending with a letter or digit, at most 63 characters), got %s", quote(a.Name))
+		d.Add(field+".name", "want a DNS label (lower-case letters, digits and '-', starting and ending with a letter or digit, at most 63 characters), got %s", configfile.Quote(a.Name))
 	}
 	if !a.releaseDefaulted && !stackName.MatchString(a.Release) {
-		d.addField(field+".release", "want a stack name (lower-case letters, digits, '_' and '-', starting with a letter or digit, at most 63 characters), got %s", quote(a.Release))
+		d.Add(field+".release", "want a stack name (lower-case letters, digits, '_' and '-', starting with a letter or digit, at most 63 characters), got %s", configfile.Quote(a.Release))
 	}
 
 	src := field + ".source"
 	if a.Source.Repo == "" {
-		d.addField(src+".repo", "missing; want the URL or local path of a git repository")
+		d.Add(src+".repo", "missing; want the URL or local path of a git repository")
 	} else if msg := checkRepo(a.Source.Repo); msg != "" {
-		d.addField(src+".repo", "%s", msg)
+		d.Add(src+".repo", "%s", msg)
 	}
 	if msg := checkRevision(a.Source.Revision); msg != "" {
-		d.addField(src+".revision", "%s", msg)
+		d.Add(src+".revision", "%s", msg)
 	}
 	if msg := checkRelative(a.Source.Path, "the repository", false); msg != "" {
-		d.addField(src+".path", "%s", msg)
+		d.Add(src+".path", "%s", msg)
 	}
-	d.checkFiles(src+".files", a.Source.Files)
-	d.checkFiles(src+".envFiles", a.Source.EnvFiles)
+	checkFiles(d, src+".files", a.Source.Files)
+	checkFiles(d, src+".envFiles", a.Source.EnvFiles)
 	for name := range a.Source.Variables {
 		if !variableName.MatchString(name) {
-			d.addField(src+".variables."+name, "want a variable name (letters, digits and '_', not starting with a digit), got %s", quote(name))
+			d.Add(src+".variables."+name, "want a variable name (letters, digits and '_', not starting with a digit), got %s", configfile.Quote(name))
 		}
 	}
 
 	if a.Destination.Swarm != "" {
-		d.addField(field+".destination.swarm", `named swarms are not supported yet; use "" for the swarm the controller runs in`)
+		d.Add(field+".destination.swarm", `named swarms are not supported yet; use "" for the swarm the controller runs in`)
 	}
 	if iv := a.SyncPolicy.Interval.value; iv < MinInterval {
-		d.addField(field+".syncPolicy.interval", "%s is below the floor of %s", iv, MinInterval)
+		d.Add(field+".syncPolicy.interval", "%s is below the floor of %s", iv, MinInterval)
 	}
 	if to := a.SyncPolicy.Timeout.value; to < time.Second {
-		d.addField(field+".syncPolicy.timeout", "%s is too short; give at least 1s", to)
+		d.Add(field+".syncPolicy.timeout", "%s is too short; give at least 1s", to)
 	}
 
 	allow := field + ".allow"
 	for i, p := range a.Allow.HostPaths {
 		if msg := checkHostPath(p); msg != "" {
-			d.addField(fmt.Sprintf("%s.hostPaths[%d]", allow, i), "%s", msg)
+			d.Add(fmt.Sprintf("%s.hostPaths[%d]", allow, i), "%s", msg)
 		}
 	}
 	for _, list := range []struct {
@@ -95,24 +96,24 @@ func (d *decoder) validateApp(a *fileApp, field string) {
 		key := list.key
 		for i, name := range list.names {
 			if !objectName.MatchString(name) {
-				d.addField(fmt.Sprintf("%s.%s[%d]", allow, key, i), "want a Docker object name (letters, digits, '_', '.' and '-', starting with a letter or digit), got %s", quote(name))
+				d.Add(fmt.Sprintf("%s.%s[%d]", allow, key, i), "want a Docker object name (letters, digits, '_', '.' and '-', starting with a letter or digit), got %s", configfile.Quote(name))
 			}
 		}
 	}
 }
 
 // checkFiles checks a list of files relative to the application's path.
-func (d *decoder) checkFiles(field string, files []string) {
+func checkFiles(d *configfile.Document, field string, files []string) {
 	first := map[string]int{}
 	for i, f := range files {
 		item := fmt.Sprintf("%s[%d]", field, i)
 		if msg := checkRelative(f, "the application's path", true); msg != "" {
-			d.addField(item, "%s", msg)
+			d.Add(item, "%s", msg)
 			continue
 		}
 		clean := path.Clean(f)
 		if j, dup := first[clean]; dup {
-			d.addField(item, "%s is listed twice; first as %s[%d]", quote(f), field, j)
+			d.Add(item, "%s is listed twice; first as %s[%d]", configfile.Quote(f), field, j)
 			continue
 		}
 		first[clean] = i
@@ -128,24 +129,24 @@ func checkRelative(p, within string, file bool) string {
 	case strings.ContainsRune(p, 0):
 		return "contains a NUL byte"
 	case strings.HasPrefix(p, "/"):
-		return fmt.Sprintf("want a path relative to %s, got the absolute path %s", within, quote(p))
+		return fmt.Sprintf("want a path relative to %s, got the absolute path %s", within, configfile.Quote(p))
 	}
 	clean := path.Clean(p)
 	if clean == ".." || strings.HasPrefix(clean, "../") {
-		return fmt.Sprintf("want a path inside %s, got %s, which leaves it", within, quote(p))
+		return fmt.Sprintf("want a path inside %s, got %s, which leaves it", within, configfile.Quote(p))
 	}
 	if file && clean == "." {
-		return fmt.Sprintf("want a file, got the directory %s", quote(p))
+		return fmt.Sprintf("want a file, got the directory %s", configfile.Quote(p))
 	}
 	return ""
 }
 
 func checkHostPath(p string) string {
 	if !strings.HasPrefix(p, "/") {
-		return fmt.Sprintf("want an absolute path like /srv/data, got %s", quote(p))
+		return fmt.Sprintf("want an absolute path like /srv/data, got %s", configfile.Quote(p))
 	}
 	if clean := path.Clean(p); clean != p {
-		return fmt.Sprintf("want a clean path, got %s; write %s", quote(p), quote(clean))
+		return fmt.Sprintf("want a clean path, got %s; write %s", configfile.Quote(p), configfile.Quote(clean))
 	}
 	return ""
 }
@@ -161,7 +162,7 @@ func checkRepo(repo string) string {
 		switch scheme {
 		case "https", "http", "ssh", "file":
 		default:
-			return fmt.Sprintf("want an https://, http://, ssh:// or file:// URL, an scp-like user@host:path or a local path, got the scheme %s", quote(scheme))
+			return fmt.Sprintf("want an https://, http://, ssh:// or file:// URL, an scp-like user@host:path or a local path, got the scheme %s", configfile.Quote(scheme))
 		}
 		u, err := url.Parse(repo)
 		if err != nil {
@@ -199,12 +200,12 @@ func checkRevision(rev string) string {
 	const bad = "~^:?*[\\"
 	switch {
 	case strings.HasPrefix(rev, "-"):
-		return fmt.Sprintf("want a branch, tag or commit, got %s, which starts with '-'", quote(rev))
+		return fmt.Sprintf("want a branch, tag or commit, got %s, which starts with '-'", configfile.Quote(rev))
 	case strings.ContainsFunc(rev, func(r rune) bool { return unicode.IsControl(r) || unicode.IsSpace(r) || strings.ContainsRune(bad, r) }):
-		return fmt.Sprintf("want a branch, tag or commit, got %s; spaces and any of %s are not allowed", quote(rev), bad)
+		return fmt.Sprintf("want a branch, tag or commit, got %s; spaces and any of %s are not allowed", configfile.Quote(rev), bad)
 	case strings.Contains(rev, "..") || strings.Contains(rev, "@{") || strings.Contains(rev, "//") ||
 		strings.HasPrefix(rev, "/") || strings.HasSuffix(rev, "/") || strings.HasSuffix(rev, ".") || strings.HasSuffix(rev, ".lock"):
-		return fmt.Sprintf("want a branch, tag or commit, got %s, which git does not accept as a ref name", quote(rev))
+		return fmt.Sprintf("want a branch, tag or commit, got %s, which git does not accept as a ref name", configfile.Quote(rev))
 	}
 	return ""
 }
@@ -220,7 +221,7 @@ func checkUnique(files []*parsedFile) {
 			ref := appRef{f, i}
 			if a.Name != "" {
 				if first, dup := names[a.Name]; dup {
-					f.d.addField(ref.field()+".name", "name %s is already used by %s", quote(a.Name), first.where(f, ".name"))
+					f.d.Add(ref.field()+".name", "name %s is already used by %s", configfile.Quote(a.Name), first.where(f, ".name"))
 				} else {
 					names[a.Name] = ref
 				}
@@ -243,11 +244,11 @@ func checkUnique(files []*parsedFile) {
 			if other.releaseDefaulted {
 				suffix = ".name"
 			}
-			msg := fmt.Sprintf("release %s is already used by %s", quote(a.Release), first.where(f, suffix))
+			msg := fmt.Sprintf("release %s is already used by %s", configfile.Quote(a.Release), first.where(f, suffix))
 			if a.releaseDefaulted {
-				f.d.addField(ref.field()+".name", "%s; the release defaults to the name, so set release to another stack name", msg)
+				f.d.Add(ref.field()+".name", "%s; the release defaults to the name, so set release to another stack name", msg)
 			} else {
-				f.d.addField(ref.field()+".release", "%s", msg)
+				f.d.Add(ref.field()+".release", "%s", msg)
 			}
 		}
 	}
@@ -264,9 +265,9 @@ func (r appRef) app() fileApp  { return r.file.doc.Applications[r.index] }
 
 // where says where r's field with suffix is, for a message in file from.
 func (r appRef) where(from *parsedFile, suffix string) string {
-	p := r.file.d.position(r.field() + suffix)
+	line, column := r.file.d.Position(r.field() + suffix)
 	if r.file == from {
-		return fmt.Sprintf("%s at line %d", r.field(), p.line)
+		return fmt.Sprintf("%s at line %d", r.field(), line)
 	}
-	return fmt.Sprintf("%s at %s:%d:%d", r.field(), r.file.d.file, p.line, p.column)
+	return fmt.Sprintf("%s at %s:%d:%d", r.field(), r.file.name, line, column)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/skep-cd/skep/configfile"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -50,7 +51,7 @@ func valid(t *testing.T, rev string, names ...string) loadResult {
 }
 
 func invalid(rev string) loadResult {
-	return loadResult{revision: rev, err: Problems{{File: "applications.yaml", Line: 3, Message: "bad at " + rev}}}
+	return loadResult{revision: rev, err: configfile.Problems{{File: "applications.yaml", Line: 3, Message: "bad at " + rev}}}
 }
 
 // view is the comparable part of a Snapshot.

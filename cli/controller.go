@@ -182,7 +182,8 @@ type apiFlags struct {
 func (f *apiFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.listen, "listen", ":8080", "address of the API, /healthz, /readyz and /metrics (admins)")
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", "also serve /metrics without authentication on this address (keep it private)")
-	fs.StringVar(&f.tokensFile, "tokens-file", "", "YAML file of API tokens (name, role, apps, tokenFile|tokenEnv|sha256); "+
+	fs.StringVar(&f.tokensFile, "tokens-file", "", "YAML file whose tokens key lists API tokens (name, role, apps, tokenFile|tokenEnv|sha256), "+
+		"like tokens: [{name: ci, role: deployer, tokenFile: /run/secrets/ci}]; "+
 		api.EnvAdminTokenFile+" or "+api.EnvAdminToken+" add a token named admin")
 	fs.StringVar(&f.webhooksFile, "webhooks-file", "", "YAML file of inbound webhook providers and their secrets (secretFile|secretEnv)")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "serve HTTPS with this certificate file (re-read when it changes)")

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/skep-cd/skep/appset"
+	"github.com/skep-cd/skep/configfile"
 )
 
 func newValidateCommand() *cobra.Command {
@@ -57,9 +58,9 @@ Exit status: 0 when every set is valid, 1 when any is invalid or unreadable,
 
 // validateReport is the outcome of `skep validate`, and its -o json shape.
 type validateReport struct {
-	Valid    bool              `json:"valid"`
-	Problems []appset.Problem  `json:"problems"`
-	Sets     []validatedAppSet `json:"sets"`
+	Valid    bool                 `json:"valid"`
+	Problems []configfile.Problem `json:"problems"`
+	Sets     []validatedAppSet    `json:"sets"`
 }
 
 type validatedAppSet struct {
@@ -67,13 +68,13 @@ type validatedAppSet struct {
 	Valid        bool   `json:"valid"`
 	Applications int    `json:"applications"`
 	// problems are this set's share of validateReport.Problems.
-	problems []appset.Problem
+	problems []configfile.Problem
 }
 
 // validatePaths loads each path as its own app set. A path that cannot be
 // read is reported as a problem of that path.
 func validatePaths(ctx context.Context, paths []string) validateReport {
-	report := validateReport{Valid: true, Problems: []appset.Problem{}}
+	report := validateReport{Valid: true, Problems: []configfile.Problem{}}
 	for _, path := range paths {
 		var source appset.Source = appset.FileSource{Path: path}
 		if info, err := os.Stat(path); err == nil && info.IsDir() {
@@ -81,13 +82,13 @@ func validatePaths(ctx context.Context, paths []string) validateReport {
 		}
 		set, _, err := source.Load(ctx)
 		result := validatedAppSet{Path: path, Valid: err == nil, Applications: set.Len()}
-		var problems appset.Problems
+		var problems configfile.Problems
 		switch {
 		case err == nil:
 		case errors.As(err, &problems):
 			result.problems = problems
 		default:
-			result.problems = []appset.Problem{{File: path, Message: err.Error()}}
+			result.problems = []configfile.Problem{{File: path, Message: err.Error()}}
 		}
 		report.Problems = append(report.Problems, result.problems...)
 		report.Valid = report.Valid && result.Valid

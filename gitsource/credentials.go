@@ -10,6 +10,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
+
+	"github.com/skep-cd/skep/secret"
 )
 
 // CredentialKind says how a Credential authenticates.
@@ -57,12 +59,13 @@ func (c Credential) Kind() CredentialKind {
 
 // secretSource describes where the secret comes from, never what it is.
 func (c Credential) secretSource() string {
-	for _, s := range []struct{ kind, v string }{
-		{"file", c.PasswordFile}, {"env", c.PasswordEnv},
-		{"file", c.TokenFile}, {"env", c.TokenEnv}, {"file", c.SSHKeyFile},
+	for _, s := range []secret.Source{
+		secretSource(c.PasswordFile, c.PasswordEnv),
+		secretSource(c.TokenFile, c.TokenEnv),
+		{File: c.SSHKeyFile},
 	} {
-		if s.v != "" {
-			return s.kind + ":" + s.v
+		if !s.IsZero() {
+			return s.String()
 		}
 	}
 	return ""
@@ -209,23 +212,21 @@ func (c Credential) auth(l location) (transport.AuthMethod, error) {
 	return keys, nil
 }
 
-// readSecret returns the secret in file (trailing newline trimmed) or in
-// the environment variable env.
+// readSecret returns the secret in file or in the environment variable
+// env, with what it is for in any error.
 func readSecret(what, file, env string) (string, error) {
-	if env != "" {
-		v, ok := os.LookupEnv(env)
-		if !ok || v == "" {
-			return "", fmt.Errorf("%s: environment variable %s is not set", what, env)
-		}
-		return v, nil
-	}
-	b, err := os.ReadFile(file)
+	v, err := secretSource(file, env).Read(os.Getenv)
 	if err != nil {
-		return "", fmt.Errorf("%s file: %w", what, err)
+		return "", fmt.Errorf("%s: %w", what, err)
 	}
-	s := strings.TrimRight(string(b), "\r\n")
-	if s == "" {
-		return "", fmt.Errorf("%s file %s is empty", what, file)
+	return v, nil
+}
+
+// secretSource is where a secret named by a file and an environment
+// variable field pair lives; the file wins, as validation allows only one.
+func secretSource(file, env string) secret.Source {
+	if file != "" {
+		return secret.Source{File: file}
 	}
-	return s, nil
+	return secret.Source{Env: env}
 }

@@ -1,18 +1,14 @@
 package gitsource
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
-	"strconv"
-	"strings"
 
-	"go.yaml.in/yaml/v3"
+	"github.com/skep-cd/skep/configfile"
 )
 
 // credentialsFile is the schema of a credentials document.
@@ -76,66 +72,42 @@ func LoadCredentials(path string) (*Credentials, error) {
 //
 // Secrets are never written inline: only by absolute file path or by
 // environment variable name. An empty document holds no credentials.
-// Every problem is reported at once, as "name:line:column: field: message".
+// Every problem is reported at once as configfile.Problems, each line
+// "name:line:column: field: message".
 func ParseCredentials(name string, data []byte) (*Credentials, error) {
-	// The node tree gives positions; the typed decode below checks shape.
-	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, yamlError(name, nil, err)
-	}
-	var errs []error
 	var doc credentialsFile
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
-		// A TypeError leaves the rest decoded: check that too, so every
-		// problem is reported at once.
-		var te *yaml.TypeError
-		if !errors.As(err, &te) {
-			return nil, yamlError(name, &root, err)
-		}
-		errs = append(errs, yamlError(name, &root, err))
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		if err != nil {
-			return nil, yamlError(name, nil, err)
-		}
-		return nil, fmt.Errorf("%s:%d: want one YAML document, found more", name, extra.Line)
-	}
-
-	entries := entryNodes(&root)
+	// Values stay out of the decoder's messages: a secret may have been
+	// pasted where its file belongs.
+	d := configfile.Decode(name, data, &doc, configfile.Options{Want: "a mapping with a credentials list", HideValues: true})
 	c := &Credentials{}
 	seen := map[string]string{}
 	for i, e := range doc.Credentials {
-		var node *yaml.Node
-		if i < len(entries) {
-			node = entries[i]
-		}
+		field := fmt.Sprintf("credentials[%d]", i)
+		line, column := d.Position(field)
 		cr := Credential{
 			URLPrefix: e.URLPrefix, Username: e.Username,
 			PasswordFile: e.PasswordFile, PasswordEnv: e.PasswordEnv,
 			TokenFile: e.TokenFile, TokenEnv: e.TokenEnv,
 			SSHKeyFile: e.SSHKeyFile, PassphraseFile: e.PassphraseFile, PassphraseEnv: e.PassphraseEnv,
 			KnownHostsFile: e.KnownHostsFile,
-			source:         name + ":" + position(node, ""),
+			source:         fmt.Sprintf("%s:%d:%d", name, line, column),
 		}
 		problems := validateCredential(&cr)
 		for _, p := range problems {
-			errs = append(errs, fmt.Errorf("%s:%s: credentials[%d].%s: %s", name, position(node, p.field), i, p.field, p.msg))
+			d.Add(field+"."+p.field, "%s", p.msg)
 		}
 		if len(problems) > 0 {
 			continue
 		}
 		if prev, dup := seen[cr.prefix]; dup {
-			errs = append(errs, fmt.Errorf("%s:%s: credentials[%d].urlPrefix: same prefix as the entry at %s", name, position(node, "urlPrefix"), i, prev))
+			d.Add(field+".urlPrefix", "same prefix as the entry at %s", prev)
 			continue
 		}
 		seen[cr.prefix] = cr.source
 		c.list = append(c.list, cr)
 	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+	if err := d.Err(); err != nil {
+		return nil, err
 	}
 	sort.SliceStable(c.list, func(i, j int) bool { return len(c.list[i].prefix) > len(c.list[j].prefix) })
 	return c, nil
@@ -229,134 +201,4 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
-}
-
-// entryNodes returns the items of the top-level credentials list.
-func entryNodes(root *yaml.Node) []*yaml.Node {
-	if root.Kind != yaml.DocumentNode || len(root.Content) == 0 || root.Content[0].Kind != yaml.MappingNode {
-		return nil
-	}
-	m := root.Content[0]
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == "credentials" && m.Content[i+1].Kind == yaml.SequenceNode {
-			return m.Content[i+1].Content
-		}
-	}
-	return nil
-}
-
-// position returns "line:column" of key field in mapping node, or of node
-// itself when the field is absent.
-func position(node *yaml.Node, field string) string {
-	if node == nil {
-		return "1:1"
-	}
-	if node.Kind == yaml.MappingNode {
-		for i := 0; i+1 < len(node.Content); i += 2 {
-			if k := node.Content[i]; k.Value == field {
-				return fmt.Sprintf("%d:%d", k.Line, k.Column)
-			}
-		}
-	}
-	return fmt.Sprintf("%d:%d", node.Line, node.Column)
-}
-
-var (
-	yamlLine     = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
-	yamlUnknown  = regexp.MustCompile(`^field (\S+) not found in type \S+$`)
-	yamlMismatch = regexp.MustCompile(`^cannot unmarshal (!!\w+) .* into (\S+)$`)
-)
-
-var yamlTags = map[string]string{
-	"!!str": "a string", "!!int": "a number", "!!float": "a number", "!!bool": "a boolean",
-	"!!seq": "a list", "!!map": "a mapping", "!!null": "nothing", "!!binary": "binary data",
-	"!!timestamp": "a timestamp",
-}
-
-var goTypes = map[string]string{
-	"[]gitsource.credentialEntry": "a list of credentials",
-	"gitsource.credentialEntry":   "a mapping of credential fields",
-	"gitsource.credentialsFile":   "a mapping with the key credentials",
-	"string":                      "a string",
-}
-
-// yamlError turns a yaml error into "name:line:column: field: message"
-// lines. yaml quotes offending values; a value may be a secret pasted in
-// the wrong place, so none reaches the message.
-func yamlError(name string, root *yaml.Node, err error) error {
-	var msgs []string
-	var te *yaml.TypeError
-	if errors.As(err, &te) {
-		msgs = te.Errors
-	} else {
-		msgs = []string{err.Error()}
-	}
-	errs := make([]error, 0, len(msgs))
-	for _, m := range msgs {
-		g := yamlLine.FindStringSubmatch(m)
-		if g == nil {
-			errs = append(errs, fmt.Errorf("%s: %s", name, strings.TrimPrefix(m, "yaml: ")))
-			continue
-		}
-		line, _ := strconv.Atoi(g[1])
-		msg := g[2]
-		if u := yamlUnknown.FindStringSubmatch(msg); u != nil {
-			msg = "unknown field"
-		} else if u := yamlMismatch.FindStringSubmatch(msg); u != nil {
-			want, got := goTypes[u[2]], yamlTags[u[1]]
-			if want == "" {
-				want = "another type"
-			}
-			if got == "" {
-				got = "a value of another type"
-			}
-			msg = fmt.Sprintf("want %s, got %s", want, got)
-		}
-		where, col := fieldAt(root, line)
-		if where == "" {
-			errs = append(errs, fmt.Errorf("%s:%d: %s", name, line, msg))
-			continue
-		}
-		errs = append(errs, fmt.Errorf("%s:%d:%d: %s: %s", name, line, col, where, msg))
-	}
-	return errors.Join(errs...)
-}
-
-// fieldAt returns the field path and column of the first key or list item
-// on line, in document order.
-func fieldAt(root *yaml.Node, line int) (string, int) {
-	if root == nil || len(root.Content) == 0 {
-		return "", 0
-	}
-	var walk func(n *yaml.Node, path string) (string, int)
-	walk = func(n *yaml.Node, path string) (string, int) {
-		switch n.Kind {
-		case yaml.MappingNode:
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				k, v := n.Content[i], n.Content[i+1]
-				p := k.Value
-				if path != "" {
-					p = path + "." + k.Value
-				}
-				if k.Line == line {
-					return p, k.Column
-				}
-				if w, c := walk(v, p); w != "" {
-					return w, c
-				}
-			}
-		case yaml.SequenceNode:
-			for i, item := range n.Content {
-				p := fmt.Sprintf("%s[%d]", path, i)
-				if item.Line == line && item.Kind != yaml.MappingNode {
-					return p, item.Column
-				}
-				if w, c := walk(item, p); w != "" {
-					return w, c
-				}
-			}
-		}
-		return "", 0
-	}
-	return walk(root.Content[0], "")
 }

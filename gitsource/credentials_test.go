@@ -39,25 +39,25 @@ func TestParseCredentialsReportsEveryProblemWithItsPosition(t *testing.T) {
     tokenFile: relative/token
 `,
 			want: []string{
-				"c.yaml:3:5: credentials[0].usernme: unknown field",
 				"c.yaml:2:5: credentials[0].username: required with a password",
-				"c.yaml:6:5: credentials[1].tokenFile: want an absolute path",
+				"c.yaml:3:5: credentials[0].usernme: unknown key; want one of urlPrefix, username, passwordFile, passwordEnv, tokenFile, tokenEnv, sshKeyFile, passphraseFile, passphraseEnv, knownHostsFile",
+				"c.yaml:6:16: credentials[1].tokenFile: want an absolute path",
 			},
 		},
 		{
 			name: "credentials is not a list",
 			doc:  "credentials: hunter2\n",
-			want: []string{"c.yaml:1:1: credentials: want a list of credentials, got a string"},
+			want: []string{"c.yaml:1:14: credentials: want a list, got a string"},
 		},
 		{
 			name: "unknown top-level key",
 			doc:  "credentials: []\nsecrets: {}\n",
-			want: []string{"c.yaml:2:1: secrets: unknown field"},
+			want: []string{"c.yaml:2:1: secrets: unknown key; want one of credentials"},
 		},
 		{
 			name: "no secret at all",
 			doc:  "credentials:\n  - urlPrefix: https://h/x\n",
-			want: []string{"c.yaml:2:5: credentials[0].urlPrefix: want one of passwordFile/passwordEnv, tokenFile/tokenEnv or sshKeyFile"},
+			want: []string{"c.yaml:2:16: credentials[0].urlPrefix: want one of passwordFile/passwordEnv, tokenFile/tokenEnv or sshKeyFile"},
 		},
 		{
 			name: "two kinds of secret and both sources of one",
@@ -69,9 +69,9 @@ func TestParseCredentialsReportsEveryProblemWithItsPosition(t *testing.T) {
     tokenEnv: T
 `,
 			want: []string{
-				"c.yaml:2:5: credentials[0].urlPrefix: want one kind of secret: a password, a token or an ssh key",
-				"c.yaml:5:5: credentials[0].passwordEnv: set either passwordFile or passwordEnv",
-				"c.yaml:3:5: credentials[0].username: a bearer token takes no user name; for a token sent as a password use passwordFile",
+				"c.yaml:2:16: credentials[0].urlPrefix: want one kind of secret: a password, a token or an ssh key",
+				"c.yaml:3:15: credentials[0].username: a bearer token takes no user name; for a token sent as a password use passwordFile",
+				"c.yaml:5:18: credentials[0].passwordEnv: set either passwordFile or passwordEnv",
 			},
 		},
 		{
@@ -82,18 +82,18 @@ func TestParseCredentialsReportsEveryProblemWithItsPosition(t *testing.T) {
 `,
 			want: []string{
 				"c.yaml:2:5: credentials[0].knownHostsFile: required with sshKeyFile: host keys are always checked",
-				"c.yaml:3:5: credentials[0].sshKeyFile: needs an ssh urlPrefix",
+				"c.yaml:3:17: credentials[0].sshKeyFile: needs an ssh urlPrefix",
 			},
 		},
 		{
 			name: "password for an ssh prefix",
 			doc:  "credentials:\n  - urlPrefix: ssh://git@h/\n    username: u\n    passwordEnv: P\n",
-			want: []string{"c.yaml:2:5: credentials[0].urlPrefix: a password or token needs an http or https URL"},
+			want: []string{"c.yaml:2:16: credentials[0].urlPrefix: a password or token needs an http or https URL"},
 		},
 		{
 			name: "bad environment variable name",
 			doc:  "credentials:\n  - urlPrefix: https://h/\n    tokenEnv: 1-TOKEN\n",
-			want: []string{"c.yaml:3:5: credentials[0].tokenEnv: want an environment variable name ([A-Za-z_][A-Za-z0-9_]*)"},
+			want: []string{"c.yaml:3:15: credentials[0].tokenEnv: want an environment variable name ([A-Za-z_][A-Za-z0-9_]*)"},
 		},
 		{
 			name: "duplicate prefix after normalisation",
@@ -103,22 +103,22 @@ func TestParseCredentialsReportsEveryProblemWithItsPosition(t *testing.T) {
   - urlPrefix: HTTPS://H:443/team
     tokenEnv: B
 `,
-			want: []string{"c.yaml:4:5: credentials[1].urlPrefix: same prefix as the entry at c.yaml:2:5"},
+			want: []string{"c.yaml:4:16: credentials[1].urlPrefix: same prefix as the entry at c.yaml:2:5"},
 		},
 		{
 			name: "password in the prefix URL",
 			doc:  "credentials:\n  - urlPrefix: https://u:hunter2@h/\n    tokenEnv: A\n",
-			want: []string{`c.yaml:2:5: credentials[0].urlPrefix: repository URL "https://h/": a password in the URL is not allowed: put it in the credentials file`},
+			want: []string{`c.yaml:2:16: credentials[0].urlPrefix: repository URL "https://h/": a password in the URL is not allowed: put it in the credentials file`},
 		},
 		{
 			name: "two documents",
 			doc:  "credentials: []\n---\ncredentials: []\n",
-			want: []string{"c.yaml:2: want one YAML document, found more"},
+			want: []string{"c.yaml:2:1: a second YAML document; a file holds one"},
 		},
 		{
 			name: "syntax error",
 			doc:  "credentials: [\n",
-			want: []string{"c.yaml:1: did not find expected node content"},
+			want: []string{"c.yaml:1: invalid YAML: did not find expected node content"},
 		},
 	}
 	for _, tc := range cases {
@@ -269,9 +269,9 @@ func TestLoadCredentialsChecksThatEverySecretCanBeRead(t *testing.T) {
 `, missing, empty, key, known))
 	_, err := LoadCredentials(path)
 	want := []string{
-		path + ":2:5: password file: open " + missing + ": no such file or directory",
-		path + ":5:5: token: environment variable SKEP_TEST_UNSET_VARIABLE is not set",
-		path + ":7:5: token file " + empty + " is empty",
+		path + ":2:5: password: read secret file: open " + missing + ": no such file or directory",
+		path + ":5:5: token: environment variable SKEP_TEST_UNSET_VARIABLE is not set or empty",
+		path + ":7:5: token: secret file " + empty + " is empty",
 		path + ":9:5: ssh key file " + key + ": ssh: no key found",
 	}
 	if diff := cmp.Diff(want, errorLines(err)); diff != "" {

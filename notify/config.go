@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/skep-cd/skep/configfile"
+	"github.com/skep-cd/skep/secret"
 )
 
 // ConfigAPIVersion is the apiVersion a notifications file declares.
@@ -81,83 +84,24 @@ type ShoutrrrConfig struct {
 	Title, Template string
 }
 
-// SecretRef names where a secret is read from: exactly one of File and Env.
+// SecretRef is a secret.Source as a notifications file names it: exactly
+// one of File and Env. A File written relative is made relative to the
+// configuration file's directory.
 type SecretRef struct {
-	// File is a path, made relative to the configuration file's directory
-	// when it was written relative. Its content, trailing white space
-	// trimmed, is the secret.
-	File string
-	// Env is an environment variable's name.
-	Env string
+	secret.Source
 	// Origin locates the reference in its file, for errors: "file:line:col:
 	// field".
 	Origin string
 }
 
 // Read returns the secret. It fails on a missing or empty file or variable;
-// the error names the reference, never the secret.
+// the error starts with Origin and names the reference, never the secret.
 func (r SecretRef) Read() (string, error) {
-	var v string
-	switch {
-	case r.File != "":
-		b, err := os.ReadFile(r.File)
-		if err != nil {
-			return "", fmt.Errorf("%s: read secret file: %w", r.Origin, err)
-		}
-		v = strings.TrimRight(string(b), " \t\r\n")
-	case r.Env != "":
-		var ok bool
-		if v, ok = os.LookupEnv(r.Env); !ok {
-			return "", fmt.Errorf("%s: environment variable %s is not set", r.Origin, r.Env)
-		}
-		v = strings.TrimSpace(v)
-	default:
-		return "", fmt.Errorf("%s: no file or env named", r.Origin)
-	}
-	if v == "" {
-		return "", fmt.Errorf("%s: secret is empty", r.Origin)
+	v, err := r.Source.Read(os.Getenv)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", r.Origin, err)
 	}
 	return v, nil
-}
-
-// ConfigError is one problem in a notifications file.
-type ConfigError struct {
-	File string
-	// Line and Column are 1-based; 0 when unknown.
-	Line, Column int
-	// Field is the value's path, like notifiers[1].match.swarms[0].
-	Field   string
-	Message string
-}
-
-// Error formats e as file:line:col: field: message.
-func (e ConfigError) Error() string {
-	var b strings.Builder
-	b.WriteString(e.File)
-	if e.Line > 0 {
-		fmt.Fprintf(&b, ":%d", e.Line)
-		if e.Column > 0 {
-			fmt.Fprintf(&b, ":%d", e.Column)
-		}
-	}
-	if e.Field != "" {
-		b.WriteString(": " + e.Field)
-	}
-	b.WriteString(": " + e.Message)
-	return b.String()
-}
-
-// ConfigErrors is every problem found in a notifications file, in file
-// order. LoadConfig and ParseConfig return it; find it with errors.As.
-type ConfigErrors []ConfigError
-
-// Error lists the problems, one per line.
-func (es ConfigErrors) Error() string {
-	lines := make([]string, len(es))
-	for i, e := range es {
-		lines[i] = e.Error()
-	}
-	return strings.Join(lines, "\n")
 }
 
 // LoadConfig reads and validates the notifications file at path.
@@ -169,333 +113,208 @@ func LoadConfig(path string) (Config, error) {
 	return ParseConfig(path, data)
 }
 
-// ParseConfig validates a notifications file read from name. It reports
-// every problem at once, as ConfigErrors, and reads no secret.
-func ParseConfig(name string, data []byte) (Config, error) {
-	p := &configParser{file: name, budget: configNodeBudget}
-	cfg := Config{File: name}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		line, msg := yamlError(err)
-		return Config{}, ConfigErrors{{File: name, Line: line, Message: msg}}
-	}
-	if doc.Kind == 0 || len(doc.Content) == 0 {
-		return Config{}, ConfigErrors{{File: name, Message: "empty file; want apiVersion, kind and notifiers"}}
-	}
-	p.document(doc.Content[0], &cfg)
-	if len(p.errs) > 0 {
-		slices.SortStableFunc(p.errs, func(a, b ConfigError) int {
-			if a.Line != b.Line {
-				return a.Line - b.Line
-			}
-			return a.Column - b.Column
-		})
-		return Config{}, p.errs
-	}
-	return cfg, nil
+// configDoc is the file form of a notifications file, as configfile
+// decodes it; ParseConfig validates it and turns it into a Config.
+type configDoc struct {
+	APIVersion string        `yaml:"apiVersion"`
+	Kind       string        `yaml:"kind"`
+	Notifiers  []notifierDoc `yaml:"notifiers"`
 }
 
-var yamlLine = regexp.MustCompile(`^yaml: line (\d+): `)
-
-// yamlError splits yaml.v3's "yaml: line N: message" into N and message.
-func yamlError(err error) (int, string) {
-	msg := err.Error()
-	if m := yamlLine.FindStringSubmatch(msg); m != nil {
-		n, _ := strconv.Atoi(m[1])
-		return n, msg[len(m[0]):]
-	}
-	return 0, msg
+type notifierDoc struct {
+	Name     string       `yaml:"name"`
+	Webhook  *webhookDoc  `yaml:"webhook"`
+	Shoutrrr *shoutrrrDoc `yaml:"shoutrrr"`
+	Match    matchDoc     `yaml:"match"`
+	Suppress duration     `yaml:"suppress"`
+	Queue    *int         `yaml:"queue"`
+	Timeout  duration     `yaml:"timeout"`
+	Backoff  duration     `yaml:"backoff"`
+	Retries  *int         `yaml:"retries"`
 }
 
-// configNodeBudget bounds the nodes a file may make the parser visit,
-// aliases expanded, so a small file of nested aliases costs little.
-const configNodeBudget = 100_000
-
-type configParser struct {
-	file   string
-	errs   ConfigErrors
-	budget int
+type webhookDoc struct {
+	URL    *secretDoc `yaml:"url"`
+	Secret *secretDoc `yaml:"secret"`
 }
 
-func (p *configParser) add(n *yaml.Node, field, format string, args ...any) {
-	e := ConfigError{File: p.file, Field: field, Message: fmt.Sprintf(format, args...)}
-	if n != nil {
-		e.Line, e.Column = n.Line, n.Column
-	}
-	p.errs = append(p.errs, e)
+type shoutrrrDoc struct {
+	URL      *secretDoc `yaml:"url"`
+	Title    string     `yaml:"title"`
+	Template string     `yaml:"template"`
 }
 
-func (p *configParser) origin(n *yaml.Node, field string) string {
-	return fmt.Sprintf("%s:%d:%d: %s", p.file, n.Line, n.Column, field)
+type matchDoc struct {
+	Types        []string `yaml:"types"`
+	Swarms       []string `yaml:"swarms"`
+	Applications []string `yaml:"applications"`
 }
 
-// resolve follows aliases and spends the budget; nil means stop.
-func (p *configParser) resolve(n *yaml.Node, field string) *yaml.Node {
-	for depth := 0; n != nil && n.Kind == yaml.AliasNode; depth++ {
-		if depth > 100 {
-			p.add(n, field, "alias chain too deep")
-			return nil
-		}
-		n = n.Alias
+// duration is a non-negative time.Duration written as "30s" or "10m".
+type duration time.Duration
+
+// UnmarshalYAML accepts what time.ParseDuration accepts, if not negative.
+func (d *duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if n.Kind != yaml.ScalarNode || err != nil || v < 0 {
+		return fmt.Errorf("want a non-negative duration like 30s or 10m, got %s", configfile.Describe(n))
 	}
-	p.budget--
-	if p.budget == -1 {
-		p.add(n, field, "document too large or too deeply aliased: more than %d nodes", configNodeBudget)
-	}
-	if p.budget < 0 || n == nil {
-		return nil
-	}
-	return n
+	*d = duration(v)
+	return nil
 }
 
-// fields walks a mapping, reporting unknown and repeated keys, and calls
-// each known key's handler with its value.
-func (p *configParser) fields(n *yaml.Node, field string, handlers map[string]func(v *yaml.Node, field string)) {
-	if n = p.resolve(n, field); n == nil {
-		return
+// secretDoc is a secret reference, {file: PATH} or {env: NAME}.
+type secretDoc secret.Source
+
+// envName is what an environment variable's name may be.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// UnmarshalYAML accepts a mapping with exactly one of file and env. A
+// scalar is refused without being echoed: it is most likely the secret.
+func (s *secretDoc) UnmarshalYAML(n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		return errors.New("inline secrets are refused; write {file: PATH} or {env: NAME}")
+	case yaml.MappingNode:
+	default:
+		return fmt.Errorf("want {file: PATH} or {env: NAME}, got %s", configfile.Describe(n))
 	}
-	if n.Kind != yaml.MappingNode {
-		p.add(n, field, "want a mapping, got %s", describeNode(n))
-		return
-	}
+	var out secretDoc
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
-		key := k.Value
-		sub := joinField(field, key)
-		if k.Kind != yaml.ScalarNode {
-			p.add(k, field, "want a string key, got %s", describeNode(k))
-			continue
+		if v.Kind == yaml.AliasNode && v.Alias != nil {
+			v = v.Alias
 		}
-		if key == "<<" {
-			p.add(k, field, "merge keys are not supported")
-			continue
+		if k.Value != "file" && k.Value != "env" {
+			return fmt.Errorf("unknown key %s; want file or env", configfile.Quote(k.Value))
 		}
-		h, ok := handlers[key]
-		if !ok && field == "" && strings.HasPrefix(key, "x-") {
-			continue // an extension field at the top: a home for anchors
+		if seen[k.Value] {
+			return fmt.Errorf("key %s written twice", k.Value)
 		}
-		if !ok {
-			p.add(k, sub, "unknown key; want one of %s", strings.Join(sortedKeys(handlers), ", "))
-			continue
+		seen[k.Value] = true
+		if v.Kind != yaml.ScalarNode || v.ShortTag() == "!!null" {
+			return fmt.Errorf("%s: want a string, got %s", k.Value, configfile.Describe(v))
 		}
-		if seen[key] {
-			p.add(k, sub, "repeated key")
-			continue
+		if k.Value == "file" {
+			out.File = v.Value
+		} else {
+			out.Env = v.Value
 		}
-		seen[key] = true
-		h(v, sub)
 	}
+	switch {
+	case seen["file"] == seen["env"]:
+		return errors.New("want exactly one of file or env")
+	case seen["file"] && out.File == "":
+		return errors.New("file: want a path, got an empty string")
+	case seen["env"] && !envName.MatchString(out.Env):
+		return fmt.Errorf("env: want an environment variable name, got %s", configfile.Quote(out.Env))
+	}
+	*s = out
+	return nil
 }
 
-func (p *configParser) str(n *yaml.Node, field string, out *string) bool {
-	if n = p.resolve(n, field); n == nil {
-		return false
+// ParseConfig validates a notifications file read from name. It reports
+// every problem at once, as configfile.Problems, and reads no secret.
+func ParseConfig(name string, data []byte) (Config, error) {
+	var doc configDoc
+	d := configfile.Decode(name, data, &doc, configfile.Options{Want: "a mapping with apiVersion, kind and notifiers"})
+	if d.Empty() {
+		d.Add("", "empty; want apiVersion, kind and notifiers")
+		return Config{}, d.Err()
 	}
-	if n.Kind != yaml.ScalarNode || n.ShortTag() == "!!null" {
-		p.add(n, field, "want a string, got %s", describeNode(n))
-		return false
+	switch {
+	case !d.Present("apiVersion"):
+		d.Add("apiVersion", "missing; want %s", ConfigAPIVersion)
+	case doc.APIVersion != ConfigAPIVersion:
+		d.Add("apiVersion", "want %s, got %q", ConfigAPIVersion, doc.APIVersion)
 	}
-	*out = n.Value
-	return true
-}
-
-func (p *configParser) strs(n *yaml.Node, field string, check func(v *yaml.Node, field, s string) bool) []string {
-	if n = p.resolve(n, field); n == nil {
-		return nil
+	switch {
+	case !d.Present("kind"):
+		d.Add("kind", "missing; want %s", ConfigKind)
+	case doc.Kind != ConfigKind:
+		d.Add("kind", "want %s, got %q", ConfigKind, doc.Kind)
 	}
-	if n.Kind != yaml.SequenceNode {
-		p.add(n, field, "want a list, got %s", describeNode(n))
-		return nil
-	}
-	var out []string
-	for i, item := range n.Content {
-		sub := fmt.Sprintf("%s[%d]", field, i)
-		var s string
-		if p.str(item, sub, &s) && check(item, sub, s) {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-func (p *configParser) duration(n *yaml.Node, field string, out *time.Duration) {
-	var s string
-	if !p.str(n, field, &s) {
-		return
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 {
-		p.add(n, field, "want a non-negative duration like 30s or 10m, got %q", s)
-		return
-	}
-	*out = d
-}
-
-func (p *configParser) integer(n *yaml.Node, field string, lo, hi int, out *int) bool {
-	if n = p.resolve(n, field); n == nil {
-		return false
-	}
-	v, err := strconv.Atoi(n.Value)
-	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || err != nil || v < lo || v > hi {
-		p.add(n, field, "want a whole number from %d to %d, got %s", lo, hi, describeNode(n))
-		return false
-	}
-	*out = v
-	return true
-}
-
-func (p *configParser) document(n *yaml.Node, cfg *Config) {
-	var apiVersion, kind string
-	var sawVersion, sawKind bool
-	var notifiers *yaml.Node
-	p.fields(n, "", map[string]func(*yaml.Node, string){
-		"apiVersion": func(v *yaml.Node, f string) {
-			sawVersion = true
-			if p.str(v, f, &apiVersion) && apiVersion != ConfigAPIVersion {
-				p.add(v, f, "want %s, got %q", ConfigAPIVersion, apiVersion)
-			}
-		},
-		"kind": func(v *yaml.Node, f string) {
-			sawKind = true
-			if p.str(v, f, &kind) && kind != ConfigKind {
-				p.add(v, f, "want %s, got %q", ConfigKind, kind)
-			}
-		},
-		"notifiers": func(v *yaml.Node, f string) { notifiers = v },
-	})
-	if n.Kind == yaml.MappingNode || n.Kind == yaml.AliasNode {
-		if !sawVersion {
-			p.add(n, "apiVersion", "missing; want %s", ConfigAPIVersion)
-		}
-		if !sawKind {
-			p.add(n, "kind", "missing; want %s", ConfigKind)
-		}
-	}
-	if notifiers == nil {
-		return
-	}
-	list := p.resolve(notifiers, "notifiers")
-	if list == nil {
-		return
-	}
-	if list.Kind != yaml.SequenceNode {
-		p.add(list, "notifiers", "want a list, got %s", describeNode(list))
-		return
-	}
+	cfg := Config{File: name}
 	names := map[string]string{}
-	for i, item := range list.Content {
+	for i, n := range doc.Notifiers {
 		field := fmt.Sprintf("notifiers[%d]", i)
-		nc, ok := p.notifier(item, field)
-		if first, dup := names[nc.Name]; dup && nc.Name != "" {
-			p.add(item, field+".name", "name %q already used by %s", nc.Name, first)
-			continue
+		if first, dup := names[n.Name]; dup && n.Name != "" {
+			d.Add(field+".name", "name %q already used by %s", n.Name, first)
 		}
-		names[nc.Name] = field
-		if ok {
-			cfg.Notifiers = append(cfg.Notifiers, nc)
-		}
+		names[n.Name] = field
+		cfg.Notifiers = append(cfg.Notifiers, notifier(d, field, n))
 	}
+	if err := d.Err(); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
 }
 
 // notifierName is what a notifier's name may be: it labels metrics.
 var notifierName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
-func (p *configParser) notifier(n *yaml.Node, field string) (NotifierConfig, bool) {
-	before := len(p.errs)
-	var nc NotifierConfig
-	var sawName bool
-	p.fields(n, field, map[string]func(*yaml.Node, string){
-		"name": func(v *yaml.Node, f string) {
-			sawName = true
-			if p.str(v, f, &nc.Name) && !notifierName.MatchString(nc.Name) {
-				p.add(v, f, "want a DNS label (lower-case letters, digits and '-', at most 63), got %q", nc.Name)
-			}
-		},
-		"webhook": func(v *yaml.Node, f string) {
-			nc.Webhook = &WebhookConfig{}
-			p.fields(v, f, map[string]func(*yaml.Node, string){
-				"url": func(v *yaml.Node, f string) { nc.Webhook.URL = p.secret(v, f) },
-				"secret": func(v *yaml.Node, f string) {
-					s := p.secret(v, f)
-					nc.Webhook.Secret = &s
-				},
-			})
-			if nc.Webhook.URL.Origin == "" && isMapping(v) {
-				p.add(v, f+".url", "missing; name a file or an env var holding the URL")
-			}
-		},
-		"shoutrrr": func(v *yaml.Node, f string) {
-			nc.Shoutrrr = &ShoutrrrConfig{}
-			p.fields(v, f, map[string]func(*yaml.Node, string){
-				"url":      func(v *yaml.Node, f string) { nc.Shoutrrr.URL = p.secret(v, f) },
-				"title":    func(v *yaml.Node, f string) { p.template(v, f, &nc.Shoutrrr.Title) },
-				"template": func(v *yaml.Node, f string) { p.template(v, f, &nc.Shoutrrr.Template) },
-			})
-			if nc.Shoutrrr.URL.Origin == "" && isMapping(v) {
-				p.add(v, f+".url", "missing; name a file or an env var holding the shoutrrr URL")
-			}
-		},
-		"match":    func(v *yaml.Node, f string) { nc.Match = p.match(v, f) },
-		"suppress": func(v *yaml.Node, f string) { p.duration(v, f, &nc.Suppress) },
-		"queue":    func(v *yaml.Node, f string) { p.integer(v, f, 1, 100_000, &nc.Queue) },
-		"timeout":  func(v *yaml.Node, f string) { p.duration(v, f, &nc.Timeout) },
-		"backoff":  func(v *yaml.Node, f string) { p.duration(v, f, &nc.Backoff) },
-		"retries": func(v *yaml.Node, f string) {
-			var r int
-			if p.integer(v, f, 0, 20, &r) {
-				nc.Retries = &r
-			}
-		},
-	})
-	if r := p.resolve(n, field); r != nil && r.Kind == yaml.MappingNode {
-		if !sawName {
-			p.add(r, field+".name", "missing")
+// notifier validates the decoded notifier at field and converts it,
+// recording problems in d.
+func notifier(d *configfile.Document, field string, n notifierDoc) NotifierConfig {
+	nc := NotifierConfig{
+		Name: n.Name, Suppress: time.Duration(n.Suppress), Timeout: time.Duration(n.Timeout),
+		Backoff: time.Duration(n.Backoff), Retries: n.Retries,
+	}
+	switch {
+	case !d.Present(field + ".name"):
+		d.Add(field+".name", "missing")
+	case !notifierName.MatchString(n.Name):
+		d.Add(field+".name", "want a DNS label (lower-case letters, digits and '-', at most 63), got %q", n.Name)
+	}
+	switch {
+	case n.Webhook == nil && n.Shoutrrr == nil:
+		d.Add(field, "want one of webhook or shoutrrr")
+	case n.Webhook != nil && n.Shoutrrr != nil:
+		d.Add(field, "want one of webhook or shoutrrr, not both")
+	}
+	if w := n.Webhook; w != nil {
+		nc.Webhook = &WebhookConfig{URL: secretRef(d, field+".webhook.url", w.URL)}
+		if w.URL == nil {
+			d.Add(field+".webhook.url", "missing; name a file or an env var holding the URL")
 		}
-		switch {
-		case nc.Webhook == nil && nc.Shoutrrr == nil:
-			p.add(r, field, "want one of webhook or shoutrrr")
-		case nc.Webhook != nil && nc.Shoutrrr != nil:
-			p.add(r, field, "want one of webhook or shoutrrr, not both")
+		if w.Secret != nil {
+			s := secretRef(d, field+".webhook.secret", w.Secret)
+			nc.Webhook.Secret = &s
 		}
 	}
-	return nc, len(p.errs) == before
+	if c := n.Shoutrrr; c != nil {
+		nc.Shoutrrr = &ShoutrrrConfig{URL: secretRef(d, field+".shoutrrr.url", c.URL), Title: c.Title, Template: c.Template}
+		if c.URL == nil {
+			d.Add(field+".shoutrrr.url", "missing; name a file or an env var holding the shoutrrr URL")
+		}
+		checkTemplate(d, field+".shoutrrr.title", c.Title)
+		checkTemplate(d, field+".shoutrrr.template", c.Template)
+	}
+	if n.Queue != nil {
+		if *n.Queue < 1 || *n.Queue > 100_000 {
+			d.Add(field+".queue", "want a whole number from 1 to 100000, got %q", strconv.Itoa(*n.Queue))
+		}
+		nc.Queue = *n.Queue
+	}
+	if n.Retries != nil && (*n.Retries < 0 || *n.Retries > 20) {
+		d.Add(field+".retries", "want a whole number from 0 to 20, got %q", strconv.Itoa(*n.Retries))
+	}
+	nc.Match = match(d, field+".match", n.Match)
+	return nc
 }
 
-// envName is what an environment variable's name may be.
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
-func (p *configParser) secret(n *yaml.Node, field string) SecretRef {
-	ref := SecretRef{Origin: p.origin(n, field)}
-	r := p.resolve(n, field)
-	if r == nil {
+// secretRef turns a decoded reference at field into a SecretRef; nil (the
+// key was absent or null) gives a SecretRef naming nothing.
+func secretRef(d *configfile.Document, field string, s *secretDoc) SecretRef {
+	line, column := d.Position(field)
+	ref := SecretRef{Origin: fmt.Sprintf("%s:%d:%d: %s", d.File(), line, column, field)}
+	if s == nil {
 		return ref
 	}
-	if r.Kind == yaml.ScalarNode {
-		p.add(r, field, "inline secrets are refused; write {file: PATH} or {env: NAME}")
-		return ref
-	}
-	var sawFile, sawEnv bool
-	p.fields(r, field, map[string]func(*yaml.Node, string){
-		"file": func(v *yaml.Node, f string) {
-			sawFile = true
-			if p.str(v, f, &ref.File) {
-				if ref.File == "" {
-					p.add(v, f, "want a path, got an empty string")
-				} else if !filepath.IsAbs(ref.File) {
-					ref.File = filepath.Join(filepath.Dir(p.file), ref.File)
-				}
-			}
-		},
-		"env": func(v *yaml.Node, f string) {
-			sawEnv = true
-			if p.str(v, f, &ref.Env) && !envName.MatchString(ref.Env) {
-				p.add(v, f, "want an environment variable name, got %q", ref.Env)
-			}
-		},
-	})
-	if r.Kind == yaml.MappingNode && sawFile == sawEnv {
-		p.add(r, field, "want exactly one of file or env")
+	ref.Source = secret.Source(*s)
+	if ref.File != "" && !filepath.IsAbs(ref.File) {
+		ref.File = filepath.Join(filepath.Dir(d.File()), ref.File)
 	}
 	return ref
 }
@@ -505,16 +324,16 @@ func (p *configParser) secret(n *yaml.Node, field string) SecretRef {
 var sampleEvent = Event{Application: "web", Type: SyncFailed, Revision: "0123456789abcdef", Message: "m",
 	At: time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC), Swarm: "s", Actor: "a"}
 
-func (p *configParser) template(n *yaml.Node, field string, out *string) {
-	if !p.str(n, field, out) {
+func checkTemplate(d *configfile.Document, field, text string) {
+	if !d.Present(field) {
 		return
 	}
-	t, err := ParseTemplate(field, *out)
+	t, err := ParseTemplate(field, text)
 	if err == nil {
 		err = t.Execute(discard{}, sampleEvent)
 	}
 	if err != nil {
-		p.add(n, field, "%s", err)
+		d.Add(field, "%s", err)
 	}
 }
 
@@ -522,31 +341,26 @@ type discard struct{}
 
 func (discard) Write(b []byte) (int, error) { return len(b), nil }
 
-func (p *configParser) match(n *yaml.Node, field string) Match {
-	var m Match
-	glob := func(v *yaml.Node, f, s string) bool {
-		if _, err := path.Match(s, ""); err != nil {
-			p.add(v, f, "bad glob %q: %s", s, err)
-			return false
+func match(d *configfile.Document, field string, m matchDoc) Match {
+	var out Match
+	for i, s := range m.Types {
+		if !slices.Contains(Types(), EventType(s)) {
+			d.Add(fmt.Sprintf("%s.types[%d]", field, i), "unknown event type %q; want one of %s", s, typeList())
+			continue
 		}
-		return true
+		out.Types = append(out.Types, EventType(s))
 	}
-	p.fields(n, field, map[string]func(*yaml.Node, string){
-		"types": func(v *yaml.Node, f string) {
-			for _, s := range p.strs(v, f, func(v *yaml.Node, f, s string) bool {
-				if !slices.Contains(Types(), EventType(s)) {
-					p.add(v, f, "unknown event type %q; want one of %s", s, typeList())
-					return false
-				}
-				return true
-			}) {
-				m.Types = append(m.Types, EventType(s))
+	globs := func(key string, list []string) []string {
+		for i, g := range list {
+			if _, err := path.Match(g, ""); err != nil {
+				d.Add(fmt.Sprintf("%s.%s[%d]", field, key, i), "bad glob %q: %s", g, err)
 			}
-		},
-		"swarms":       func(v *yaml.Node, f string) { m.Swarms = p.strs(v, f, glob) },
-		"applications": func(v *yaml.Node, f string) { m.Applications = p.strs(v, f, glob) },
-	})
-	return m
+		}
+		return list
+	}
+	out.Swarms = globs("swarms", m.Swarms)
+	out.Applications = globs("applications", m.Applications)
+	return out
 }
 
 func typeList() string {
@@ -555,48 +369,6 @@ func typeList() string {
 		s = append(s, string(t))
 	}
 	return strings.Join(s, ", ")
-}
-
-func isMapping(n *yaml.Node) bool {
-	for depth := 0; n != nil && n.Kind == yaml.AliasNode && depth < 100; depth++ {
-		n = n.Alias
-	}
-	return n != nil && n.Kind == yaml.MappingNode
-}
-
-func joinField(parent, key string) string {
-	if parent == "" {
-		return key
-	}
-	return parent + "." + key
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
-
-func describeNode(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.ScalarNode:
-		if n.ShortTag() == "!!null" {
-			return "nothing"
-		}
-		v := n.Value
-		if len(v) > 40 {
-			v = v[:40] + "…"
-		}
-		return strconv.Quote(v)
-	}
-	return "an unexpected node"
 }
 
 // Build makes the notifiers cfg describes, reading their secrets. It reports

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/skep-cd/skep/configfile"
 	"github.com/skep-cd/skep/golden"
+	"github.com/skep-cd/skep/secret"
 )
 
 func TestLoadConfigReadsEveryField(t *testing.T) {
@@ -24,8 +26,8 @@ func TestLoadConfigReadsEveryField(t *testing.T) {
 		{
 			Name: "production-alerts",
 			Webhook: &WebhookConfig{
-				URL:    SecretRef{Env: "SKEP_TEST_PROD_URL", Origin: file + ":6:12: notifiers[0].webhook.url"},
-				Secret: &SecretRef{File: "testdata/notifications/secrets/hmac", Origin: file + ":7:15: notifiers[0].webhook.secret"},
+				URL:    SecretRef{Source: secret.Source{Env: "SKEP_TEST_PROD_URL"}, Origin: file + ":6:12: notifiers[0].webhook.url"},
+				Secret: &SecretRef{Source: secret.Source{File: "testdata/notifications/secrets/hmac"}, Origin: file + ":7:15: notifiers[0].webhook.secret"},
 			},
 			Match:    Match{Swarms: []string{"prod*"}, Types: []EventType{SyncFailed, PruneFailed, ResourcesPruned}},
 			Suppress: 10 * time.Minute, Timeout: 5 * time.Second, Retries: &two, Backoff: 500 * time.Millisecond, Queue: 64,
@@ -33,7 +35,7 @@ func TestLoadConfigReadsEveryField(t *testing.T) {
 		{
 			Name: "staging-chat",
 			Shoutrrr: &ShoutrrrConfig{
-				URL:   SecretRef{File: "/run/secrets/slack-url", Origin: file + ":18:12: notifiers[1].shoutrrr.url"},
+				URL:   SecretRef{Source: secret.Source{File: "/run/secrets/slack-url"}, Origin: file + ":18:12: notifiers[1].shoutrrr.url"},
 				Title: "{{.Application}}", Template: "{{.Type}} {{short .Revision}}",
 			},
 			Match:   Match{Swarms: []string{"staging"}, Applications: []string{"web-*", "api"}},
@@ -72,9 +74,9 @@ func TestParseConfigReportsEveryProblemWithItsPosition(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = ParseConfig("invalid.yaml", data)
-	var errs ConfigErrors
+	var errs configfile.Problems
 	if !errors.As(err, &errs) {
-		t.Fatalf("ParseConfig = %v, want ConfigErrors", err)
+		t.Fatalf("ParseConfig = %v, want configfile.Problems", err)
 	}
 	golden.Check(t, "testdata/notifications/invalid.errors", []byte(errs.Error()+"\n"))
 }
@@ -83,11 +85,11 @@ func TestParseConfigRefusesBadDocuments(t *testing.T) {
 	for _, tc := range []struct {
 		name, yaml, want string
 	}{
-		{name: "an empty file", yaml: "", want: "f.yaml: empty file; want apiVersion, kind and notifiers"},
-		{name: "broken yaml names its line", yaml: "apiVersion: skep/v1\nnotifiers: [\n", want: "f.yaml:2: did not find expected node content"},
-		{name: "a list at the top", yaml: "- a\n", want: "f.yaml:1:1: want a mapping, got a list"},
-		{name: "a repeated key", yaml: "apiVersion: skep/v1\nkind: Notifications\nkind: Notifications\n", want: "f.yaml:3:1: kind: repeated key"},
-		{name: "merge keys", yaml: "apiVersion: skep/v1\nkind: Notifications\nnotifiers:\n  - <<: {name: a}\n", want: "merge keys are not supported"},
+		{name: "an empty file", yaml: "", want: "f.yaml: empty; want apiVersion, kind and notifiers"},
+		{name: "broken yaml names its line", yaml: "apiVersion: skep/v1\nnotifiers: [\n", want: "f.yaml:2: invalid YAML: did not find expected node content"},
+		{name: "a list at the top", yaml: "- a\n", want: "f.yaml:1:1: want a mapping with apiVersion, kind and notifiers, got a list"},
+		{name: "a repeated key", yaml: "apiVersion: skep/v1\nkind: Notifications\nkind: Notifications\n", want: "f.yaml:3:1: kind: key written twice; first at line 2"},
+		{name: "a merged notifier is checked like a written one", yaml: "apiVersion: skep/v1\nkind: Notifications\nnotifiers:\n  - <<: {name: a}\n", want: "f.yaml:4:5: notifiers[0]: want one of webhook or shoutrrr"},
 		{name: "a secret from both", yaml: "apiVersion: skep/v1\nkind: Notifications\nnotifiers:\n  - name: a\n    webhook: {url: {env: A, file: b}}\n",
 			want: "f.yaml:5:20: notifiers[0].webhook.url: want exactly one of file or env"},
 		{name: "retries out of range", yaml: "apiVersion: skep/v1\nkind: Notifications\nnotifiers:\n  - name: a\n    webhook: {url: {env: A}}\n    retries: 99\n",
@@ -174,7 +176,7 @@ func TestBuildReadsSecretsFromFilesAndEnvironment(t *testing.T) {
 			wantErrs: []string{
 				"n.yaml:5:20: notifiers[0].webhook.url: environment variable SKEP_TEST_UNSET_VARIABLE is not set",
 				"n.yaml:7:20: notifiers[1].webhook.url: read secret file",
-				"n.yaml:9:20: notifiers[2].webhook.url: secret is empty",
+				"n.yaml:9:20: notifiers[2].webhook.url: secret file " + filepath.Join(dir, "empty") + " is empty",
 				"n.yaml:11:20: notifiers[3].webhook.url: webhook d: url is not an absolute http or https URL",
 			},
 		},

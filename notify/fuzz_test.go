@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/skep-cd/skep/configfile"
 )
 
 // FuzzParseConfig holds ParseConfig to its contract on any input: it never
@@ -35,9 +37,9 @@ func FuzzParseConfig(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := ParseConfig("fuzz.yaml", data)
 		if err != nil {
-			var errs ConfigErrors
+			var errs configfile.Problems
 			if !errors.As(err, &errs) || len(errs) == 0 {
-				t.Fatalf("error %v is not a non-empty ConfigErrors", err)
+				t.Fatalf("error %v is not a non-empty configfile.Problems", err)
 			}
 			for _, e := range errs {
 				if e.File != "fuzz.yaml" || e.Message == "" {

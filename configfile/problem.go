@@ -1,13 +1,14 @@
-package appset
+package configfile
 
 import (
-	"fmt"
+	"cmp"
+	"slices"
 	"strconv"
 	"strings"
 )
 
-// Problem is one thing wrong with an app-set file, located as precisely as
-// the input allows.
+// Problem is one thing wrong with a configuration file, located as
+// precisely as the input allows.
 type Problem struct {
 	// File is the name the input was given under.
 	File string `json:"file"`
@@ -39,22 +40,34 @@ func (p Problem) String() string {
 	return b.String()
 }
 
-// Problems is every problem found in an app set, ordered by file, line and
-// column. It is the error Parse, ParseFiles and the sources return for an
-// invalid set; find it with errors.As.
+// Problems is every problem found in one or more configuration files. It is
+// the error every loader of a Skep configuration file returns for invalid
+// input; find it with errors.As.
 type Problems []Problem
 
-// Error returns one problem per line.
+// Error returns one problem per line, each formatted by Problem.String, so
+// every line stands on its own in a log or a terminal.
 func (ps Problems) Error() string {
-	switch len(ps) {
-	case 0:
+	if len(ps) == 0 {
 		return "no problems"
-	case 1:
-		return ps[0].String()
 	}
 	lines := make([]string, len(ps))
 	for i, p := range ps {
 		lines[i] = p.String()
 	}
-	return fmt.Sprintf("%d problems:\n%s", len(ps), strings.Join(lines, "\n"))
+	return strings.Join(lines, "\n")
+}
+
+// Sort orders ps by line and then column, keeping the order of problems at
+// the same place; files are kept in the order they first appear.
+func (ps Problems) Sort() {
+	order := map[string]int{}
+	for _, p := range ps {
+		if _, ok := order[p.File]; !ok {
+			order[p.File] = len(order)
+		}
+	}
+	slices.SortStableFunc(ps, func(a, b Problem) int {
+		return cmp.Or(cmp.Compare(order[a.File], order[b.File]), cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column))
+	})
 }
