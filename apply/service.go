@@ -10,8 +10,8 @@ import (
 	"reflect"
 
 	"github.com/docker/docker/api/types/swarm"
-
 	"github.com/google/go-cmp/cmp"
+
 	"github.com/skep-cd/skep/stack"
 )
 

@@ -2,10 +2,11 @@ package appset
 
 import (
 	"errors"
-	"github.com/skep-cd/skep/configfile"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/skep-cd/skep/configfile"
 )
 
 // FuzzParse checks that Parse never panics and returns either configfile.Problems, each

@@ -5,11 +5,12 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"github.com/skep-cd/skep/configfile"
 	"io/fs"
 	"os"
 	"path"
 	"strings"
+
+	"github.com/skep-cd/skep/configfile"
 )
 
 // MaxFileSize bounds one app-set file; a larger one is refused unread.

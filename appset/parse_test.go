@@ -3,7 +3,6 @@ package appset
 import (
 	"errors"
 	"fmt"
-	"github.com/skep-cd/skep/configfile"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -14,6 +13,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/skep-cd/skep/configfile"
 )
 
 // located formats p without its file, as the tables below write problems.

@@ -2,13 +2,14 @@ package appset
 
 import (
 	"fmt"
-	"github.com/skep-cd/skep/configfile"
 	"maps"
 	"path"
 	"slices"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/skep-cd/skep/configfile"
 )
 
 // The file form of an app set: what applications.yaml holds, key for key.

@@ -3,13 +3,14 @@ package appset
 import (
 	"context"
 	"errors"
-	"github.com/skep-cd/skep/configfile"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/skep-cd/skep/configfile"
 )
 
 func writeFile(t *testing.T, name, content string) {

@@ -2,13 +2,14 @@ package appset
 
 import (
 	"fmt"
-	"github.com/skep-cd/skep/configfile"
 	"net/url"
 	"path"
 	"regexp"
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/skep-cd/skep/configfile"
 )
 
 var (

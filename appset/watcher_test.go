@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/skep-cd/skep/configfile"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/skep-cd/skep/configfile"
 )
 
 // loadResult is what a scriptedSource returns from one Load.
@@ -228,6 +229,36 @@ func TestWatcherRunReportsEachNewOutcomeOnce(t *testing.T) {
 		}
 		if src.calls != 6 {
 			t.Errorf("Run loaded %d times in 5 intervals, want 6", src.calls)
+		}
+	})
+}
+
+func TestWatcherWakeReloadsBeforeTheInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := &scriptedSource{results: []loadResult{valid(t, "r1", "web"), valid(t, "r2", "web", "api")}}
+		w := NewWatcher(src)
+		var got []view
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			w.Run(ctx, time.Hour, func(s Snapshot) { got = append(got, viewOf(s)) })
+		}()
+		synctest.Wait() // the first load ran; Run now waits an hour
+		w.Wake()
+		synctest.Wait()
+		cancel()
+		<-done
+
+		want := []view{
+			{Names: []string{"web"}, Revision: "r1"},
+			{Names: []string{"web", "api"}, Revision: "r2"},
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("onChange calls (-want +got):\n%s", diff)
+		}
+		if src.calls != 2 {
+			t.Errorf("Run loaded %d times after one wake within the hour, want 2 (the start and the wake)", src.calls)
 		}
 	})
 }

@@ -7,9 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/skep-cd/skep/golden"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/skep-cd/skep/golden"
 )
 
 const cliReferencePath = "../docs/cli.md"

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
 	"github.com/skep-cd/skep/configfile"
 	"github.com/skep-cd/skep/golden"
 	"github.com/skep-cd/skep/secret"

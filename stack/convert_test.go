@@ -12,6 +12,7 @@ import (
 	"github.com/docker/cli/cli/compose/loader"
 	composetypes "github.com/docker/cli/cli/compose/types"
 	"github.com/docker/cli/pkg/kvfile"
+
 	"github.com/skep-cd/skep/golden"
 )
 

@@ -212,8 +212,8 @@ type SyncOptions struct {
 	// DryRun plans and answers with the diff, synchronously; nothing is
 	// queued or written.
 	DryRun bool `json:"dryRun,omitempty"`
-	// Prune turns pruning on or off for this sync only; nil keeps the
-	// application's policy. Recorded now; acted on once pruning lands.
+	// Prune turns resource pruning on or off for this sync only; nil keeps
+	// the application's syncPolicy.pruneResources.
 	Prune *bool `json:"prune,omitempty"`
 	// Revision deploys this commit (or branch or tag, resolved now) instead
 	// of the branch head, and holds the application there (see Hold).
@@ -261,8 +261,8 @@ type ControllerStatus struct {
 	AppSet       AppSetStatus `json:"appSet"`
 	Applications int          `json:"applications"`
 	// Orphaned names applications whose releases are deployed but that the
-	// app set no longer declares; Pruned those removed. Empty until pruning
-	// lands.
+	// app set no longer declares (kept: the controller runs without
+	// --prune); Pruned those whose releases were removed.
 	Orphaned []string       `json:"orphaned"`
 	Pruned   []string       `json:"pruned"`
 	Details  *StatusDetails `json:"details,omitempty"`
