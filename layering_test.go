@@ -27,7 +27,7 @@ const module = "github.com/skep-cd/skep/"
 // secret, version). The loop never imports the face.
 var allowed = map[string][]string{
 	"cmd/skep":          {"cli"},
-	"cli":               {"api", "appset", "client", "configfile", "demo", "gitsource", "notify", "plan", "reconcile", "render", "stack", "store", "swarm", "version", "wire"},
+	"cli":               {"api", "appset", "artifact", "client", "configfile", "demo", "gitsource", "notify", "plan", "reconcile", "render", "stack", "store", "swarm", "version", "wire"},
 	"client":            {"wire"},
 	"api":               {"appset", "configfile", "notify", "plan", "reconcile", "secret", "stack", "store", "version", "wire"},
 	"api/authtest":      {"api"},

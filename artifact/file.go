@@ -253,7 +253,7 @@ type file struct {
 // Load reads only through fsys: a caller reading an untrusted tree passes
 // an FS confined to it, like os.Root.FS.
 func Load(fsys fs.FS, dir string, opts LoadOptions) (*Set, error) {
-	if err := opts.check(); err != nil {
+	if err := opts.Check(); err != nil {
 		return nil, fmt.Errorf("load artifacts in %s: %w", dir, err)
 	}
 	if !isDir(fsys, dir) {

@@ -409,9 +409,10 @@ func andList(words []string) string {
 	return strings.Join(words[:len(words)-1], ", ") + " and " + words[len(words)-1]
 }
 
-// check validates the prefixes themselves, so that a bad option is one
-// error rather than a problem on every entry.
-func (o LoadOptions) check() error {
+// Check reports whether the prefixes themselves are usable, so that a bad
+// option is one error (Load returns it too) rather than a problem on every
+// entry.
+func (o LoadOptions) Check() error {
 	if o.Registry != "" {
 		if o.Registry != strings.ToLower(o.Registry) {
 			return fmt.Errorf("registry prefix %s: want lower case, as image references are", configfile.Quote(o.Registry))

@@ -7,20 +7,30 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"github.com/skep-cd/skep/appset"
+	"github.com/skep-cd/skep/artifact"
 	"github.com/skep-cd/skep/configfile"
 )
 
 func newValidateCommand() *cobra.Command {
 	var output string
+	var artifactOptions artifact.LoadOptions
 	cmd := &cobra.Command{
 		Use:   "validate PATH...",
-		Short: "Check app-set files or directories offline",
+		Short: "Check app-set files, app-set directories or artifact directories offline",
 		Long: `Validate checks each app set offline: a file, or a directory whose *.yaml and
 *.yml files form one set. Each PATH is checked on its own.
+
+A directory with service/ or infrastructure/ folders, or whose YAML files
+each hold a list, is an environment's artifact directory instead (see
+"Artifact files" in docs/configuration.md), and is checked as one. In the
+release-repository shape, --registry and --git-base make the images and
+sources of the docker and github names; without them the names themselves
+are checked, so a release repository's CI needs no flags.
 
 Every problem is printed to stdout, one per line, as
 file:line:column: field: message. With -o json, stdout holds one object:
@@ -38,7 +48,11 @@ Exit status: 0 when every set is valid, 1 when any is invalid or unreadable,
 			if output != "text" && output != "json" {
 				return usageError("--output: want text or json, got %q", output)
 			}
-			report := validatePaths(cmd.Context(), args)
+			if err := artifactOptions.Check(); err != nil {
+				return usageError("validate: %v", err)
+			}
+			artifactOptions.NamesOnly = true
+			report := validatePaths(cmd.Context(), args, artifactOptions)
 			if err := report.write(cmd.OutOrStdout(), output); err != nil {
 				return err
 			}
@@ -48,11 +62,17 @@ Exit status: 0 when every set is valid, 1 when any is invalid or unreadable,
 			if output == "json" {
 				return &ExitError{Code: ExitFailure}
 			}
-			return &ExitError{Code: ExitFailure, Err: fmt.Errorf("validate: %s in %d of %d app sets",
-				plural(len(report.Problems), "problem"), report.invalidSets(), len(report.Sets))}
+			sets := "app sets"
+			if report.artifacts() {
+				sets = "sets"
+			}
+			return &ExitError{Code: ExitFailure, Err: fmt.Errorf("validate: %s in %d of %d %s",
+				plural(len(report.Problems), "problem"), report.invalidSets(), len(report.Sets), sets)}
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	cmd.Flags().StringVar(&artifactOptions.Registry, "registry", "", "registry prefix of docker names in release-repository artifact directories, e.g. registry.example.org/team")
+	cmd.Flags().StringVar(&artifactOptions.GitBase, "git-base", "", "git base URL of github names in release-repository artifact directories, e.g. https://github.com/team")
 	return cmd
 }
 
@@ -67,15 +87,25 @@ type validatedAppSet struct {
 	Path         string `json:"path"`
 	Valid        bool   `json:"valid"`
 	Applications int    `json:"applications"`
+	// Shape is set for an artifact directory, with its count of
+	// Artifacts; Applications is then 0.
+	Shape     artifact.Shape `json:"shape,omitempty"`
+	Artifacts int            `json:"artifacts,omitempty"`
 	// problems are this set's share of validateReport.Problems.
 	problems []configfile.Problem
 }
 
 // validatePaths loads each path as its own app set. A path that cannot be
 // read is reported as a problem of that path.
-func validatePaths(ctx context.Context, paths []string) validateReport {
+func validatePaths(ctx context.Context, paths []string, opts artifact.LoadOptions) validateReport {
 	report := validateReport{Valid: true, Problems: []configfile.Problem{}}
 	for _, path := range paths {
+		if result, ok := validateArtifacts(path, opts); ok {
+			report.Problems = append(report.Problems, result.problems...)
+			report.Valid = report.Valid && result.Valid
+			report.Sets = append(report.Sets, result)
+			continue
+		}
 		var source appset.Source = appset.FileSource{Path: path}
 		if info, err := os.Stat(path); err == nil && info.IsDir() {
 			source = appset.DirSource{Dir: path}
@@ -105,7 +135,11 @@ func (r validateReport) write(w io.Writer, output string) error {
 	}
 	for _, set := range r.Sets {
 		if set.Valid {
-			if _, err := fmt.Fprintf(w, "%s: %s, valid\n", set.Path, plural(set.Applications, "application")); err != nil {
+			what := plural(set.Applications, "application")
+			if set.Shape != "" {
+				what = fmt.Sprintf("%s artifact directory, %s", set.Shape, plural(set.Artifacts, "artifact"))
+			}
+			if _, err := fmt.Fprintf(w, "%s: %s, valid\n", set.Path, what); err != nil {
 				return err
 			}
 		}
@@ -126,6 +160,50 @@ func (r validateReport) invalidSets() int {
 		}
 	}
 	return n
+}
+
+func (r validateReport) artifacts() bool {
+	for _, s := range r.Sets {
+		if s.Shape != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// validateArtifacts loads path as an environment's artifact directory, if
+// it is one. Problems name their files under path, as the user typed it.
+func validateArtifacts(path string, opts artifact.LoadOptions) (validatedAppSet, bool) {
+	info, err := os.Stat(path)
+	if err != nil || !info.IsDir() {
+		return validatedAppSet{}, false
+	}
+	// A root keeps symbolic links in the checked tree from reaching outside it.
+	root, err := os.OpenRoot(path)
+	if err != nil {
+		return validatedAppSet{}, false
+	}
+	defer root.Close()
+	fsys := root.FS()
+	shape, ok := artifact.Detect(fsys, ".")
+	if !ok {
+		return validatedAppSet{}, false
+	}
+	result := validatedAppSet{Path: path, Shape: shape}
+	set, err := artifact.Load(fsys, ".", opts)
+	var problems configfile.Problems
+	switch {
+	case err == nil:
+		result.Valid, result.Artifacts = true, set.Len()
+	case errors.As(err, &problems):
+		for _, p := range problems {
+			p.File = filepath.Join(path, p.File)
+			result.problems = append(result.problems, p)
+		}
+	default:
+		result.problems = []configfile.Problem{{File: path, Message: err.Error()}}
+	}
+	return result, true
 }
 
 func plural(n int, noun string) string {

@@ -12,7 +12,10 @@ import (
 	"github.com/skep-cd/skep/golden"
 )
 
-const validateInput = "testdata/validate/input/"
+const (
+	validateInput = "testdata/validate/input/"
+	artifactInput = "../artifact/testdata/"
+)
 
 func TestValidateGolden(t *testing.T) {
 	tests := []struct {
@@ -30,6 +33,12 @@ func TestValidateGolden(t *testing.T) {
 		{name: "no-arguments-is-usage", args: nil, wantCode: ExitUsage},
 		{name: "bad-output-is-usage", args: []string{"-o", "xml", validateInput + "valid.yaml"}, wantCode: ExitUsage},
 		{name: "unknown-flag-is-usage", args: []string{"--strict", validateInput + "valid.yaml"}, wantCode: ExitUsage},
+		{name: "artifact-release-repository-without-flags-checks-the-names", args: []string{artifactInput + "release-repo/testing", artifactInput + "release-repo/production"}, wantCode: ExitOK},
+		{name: "artifact-release-repository-with-prefixes", args: []string{"--registry", "registry.example.org/team", "--git-base", "https://github.com/team", artifactInput + "release-repo/staging"}, wantCode: ExitOK},
+		{name: "artifact-native-directory-lists-every-problem", args: []string{artifactInput + "invalid/native-rules"}, wantCode: ExitFailure},
+		{name: "artifact-release-repository-lists-every-problem", args: []string{artifactInput + "invalid/release-rules", validateInput + "valid.yaml"}, wantCode: ExitFailure},
+		{name: "artifact-json", args: []string{"-o", "json", artifactInput + "native/production", artifactInput + "invalid/release-no-infrastructure"}, wantCode: ExitFailure},
+		{name: "artifact-bad-registry-is-usage", args: []string{"--registry", "Registry.Example.org", artifactInput + "release-repo/testing"}, wantCode: ExitUsage},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
