@@ -111,6 +111,10 @@ type Options struct {
 	// recorded revision after out-of-band drift: the desired state did not
 	// change, so no revision is written (unless the release has none).
 	Correction bool
+	// Force re-applies every service even when its spec is unchanged,
+	// restarting its tasks (`skep deploy --force`). The controller's own
+	// loop never sets it.
+	Force bool
 	// KeepRevisions bounds the revisions kept per release; 0 means
 	// DefaultKeepRevisions.
 	KeepRevisions int

@@ -142,7 +142,7 @@ func (a *applier) resolveReferences(service string, spec *swarm.ServiceSpec) err
 func (a *applier) updateService(ctx context.Context, cur swarm.Service, spec swarm.ServiceSpec) (Change, error) {
 	name := spec.Name
 	for attempt := 1; ; attempt++ {
-		if unchanged(cur.Spec, spec) {
+		if unchanged(cur.Spec, spec) && !a.opts.Force {
 			return Change{Kind: KindService, Name: name, ID: cur.ID, Action: Unchanged}, nil
 		}
 		// Same hash yet not unchanged: Skep wrote this spec and somebody
@@ -153,6 +153,11 @@ func (a *applier) updateService(ctx context.Context, cur swarm.Service, spec swa
 		// As docker stack deploy does: keep the live ForceUpdate counter, so
 		// a `docker service update --force` is not undone into a restart.
 		spec.TaskTemplate.ForceUpdate = cur.Spec.TaskTemplate.ForceUpdate
+		if a.opts.Force {
+			// A forced apply restarts every task even of an unchanged spec:
+			// the counter is how Swarm tells "redeploy" from "no change".
+			spec.TaskTemplate.ForceUpdate++
+		}
 		resp, err := a.eng.ServiceUpdate(ctx, cur.ID, cur.Version, spec, swarm.ServiceUpdateOptions{})
 		if err == nil {
 			a.warnings(ctx, name, resp.Warnings)
