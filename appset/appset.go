@@ -120,6 +120,34 @@ type Application struct {
 	// DriftManifest.
 	DriftDetection DriftDetection
 	Allow          Allow
+	// Artifacts points at the application's release artifacts; nil means
+	// it has none and renders its compose files as they are.
+	Artifacts *Artifacts
+}
+
+// Artifacts locates an application's artifact directory in git and says
+// how its entries resolve. See package artifact for the files.
+type Artifacts struct {
+	// Repo holds the artifact files; "" means the app set's own repository
+	// when the app set comes from git, else the application's source.
+	Repo string
+	// Revision is the branch, tag or commit of Repo to read.
+	Revision string
+	// Path is the directory holding one subdirectory per environment.
+	Path string
+	// Environment is the subdirectory of Path to read, e.g. testing.
+	Environment string
+	// Registry and GitBase complete the short names of the
+	// release-repository shape: the image is Registry/<docker>, the
+	// source GitBase/<github>.
+	Registry string
+	GitBase  string
+	// TagTemplate turns a branch head commit into the image tag CI pushed
+	// it under ({commit}, {short}, {branch}); "" means "{commit}".
+	TagTemplate string
+	// CheckImages is the registry gate: a desired version is used only
+	// once its image exists. Off, every desired version is used at once.
+	CheckImages bool
 }
 
 // DriftDetection says how an application notices that the swarm no longer

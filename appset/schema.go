@@ -29,6 +29,7 @@ type fileApp struct {
 	// DriftDetection is manifest or live.
 	DriftDetection DriftDetection `yaml:"driftDetection"`
 	Allow          fileAllow      `yaml:"allow,omitempty"`
+	Artifacts      *fileArtifacts `yaml:"artifacts,omitempty"`
 
 	// releaseDefaulted records that setDefaults copied Name into Release,
 	// so that a clash names the application, not a key nobody wrote.
@@ -42,6 +43,17 @@ type fileSource struct {
 	Files     []string          `yaml:"files,omitempty"`
 	EnvFiles  []string          `yaml:"envFiles,omitempty"`
 	Variables map[string]string `yaml:"variables,omitempty"`
+}
+
+type fileArtifacts struct {
+	Repo        string `yaml:"repo,omitempty"`
+	Revision    string `yaml:"revision"`
+	Path        string `yaml:"path"`
+	Environment string `yaml:"environment"`
+	Registry    string `yaml:"registry,omitempty"`
+	GitBase     string `yaml:"gitBase,omitempty"`
+	TagTemplate string `yaml:"tagTemplate,omitempty"`
+	CheckImages *bool  `yaml:"checkImages"`
 }
 
 type fileDestination struct {
@@ -138,6 +150,18 @@ func setDefaults(a *fileApp) {
 	if a.DriftDetection == "" {
 		a.DriftDetection = DriftManifest
 	}
+	if art := a.Artifacts; art != nil {
+		if art.Revision == "" {
+			art.Revision = DefaultRevision
+		}
+		if art.Path == "" {
+			art.Path = DefaultPath
+		}
+		if art.CheckImages == nil {
+			on := true
+			art.CheckImages = &on
+		}
+	}
 }
 
 // toApplication converts a defaulted, valid file-form application,
@@ -173,7 +197,17 @@ func toApplication(a fileApp) Application {
 			Secrets:   nilIfEmpty(slices.Clone(a.Allow.Secrets)),
 			Volumes:   nilIfEmpty(slices.Clone(a.Allow.Volumes)),
 		},
+		Artifacts: toArtifacts(a.Artifacts),
 	}
+}
+
+// toArtifacts converts a defaulted artifacts block; nil stays nil.
+func toArtifacts(a *fileArtifacts) *Artifacts {
+	if a == nil {
+		return nil
+	}
+	return &Artifacts{Repo: a.Repo, Revision: a.Revision, Path: path.Clean(a.Path), Environment: a.Environment,
+		Registry: a.Registry, GitBase: a.GitBase, TagTemplate: a.TagTemplate, CheckImages: a.CheckImages == nil || *a.CheckImages}
 }
 
 // fromApplication is the inverse of toApplication, for MarshalYAML.
@@ -220,7 +254,18 @@ func fromApplication(a Application) fileApp {
 			Secrets:   a.Allow.Secrets,
 			Volumes:   a.Allow.Volumes,
 		},
+		Artifacts: fromArtifacts(a.Artifacts),
 	}
+}
+
+// fromArtifacts is the inverse of toArtifacts.
+func fromArtifacts(a *Artifacts) *fileArtifacts {
+	if a == nil {
+		return nil
+	}
+	check := a.CheckImages
+	return &fileArtifacts{Repo: a.Repo, Revision: a.Revision, Path: a.Path, Environment: a.Environment,
+		Registry: a.Registry, GitBase: a.GitBase, TagTemplate: a.TagTemplate, CheckImages: &check}
 }
 
 // MarshalYAML writes s as one app-set file with every default spelled out;

@@ -52,10 +52,13 @@ func validateApp(d *configfile.Document, a *fileApp, field string) {
 	}
 
 	src := field + ".source"
-	if a.Source.Repo == "" {
+	if a.Source.Repo == "" && a.Artifacts == nil {
 		d.Add(src+".repo", "missing; want the URL or local path of a git repository")
-	} else if msg := checkRepo(a.Source.Repo); msg != "" {
+	} else if msg := checkRepo(a.Source.Repo); a.Source.Repo != "" && msg != "" {
 		d.Add(src+".repo", "%s", msg)
+	}
+	if a.Artifacts != nil {
+		validateArtifacts(d, a.Artifacts, field+".artifacts")
 	}
 	if msg := checkRevision(a.Source.Revision); msg != "" {
 		d.Add(src+".revision", "%s", msg)
@@ -271,4 +274,39 @@ func (r appRef) where(from *parsedFile, suffix string) string {
 		return fmt.Sprintf("%s at line %d", r.field(), line)
 	}
 	return fmt.Sprintf("%s at %s:%d:%d", r.field(), r.file.name, line, column)
+}
+
+// tagPlaceholder finds the placeholders of an artifacts tagTemplate.
+var tagPlaceholder = regexp.MustCompile(`\{[^}]*\}`)
+
+// validateArtifacts checks an application's artifacts block.
+func validateArtifacts(d *configfile.Document, a *fileArtifacts, field string) {
+	if a.Repo != "" {
+		if msg := checkRepo(a.Repo); msg != "" {
+			d.Add(field+".repo", "%s", msg)
+		}
+	}
+	if msg := checkRevision(a.Revision); msg != "" {
+		d.Add(field+".revision", "%s", msg)
+	}
+	if msg := checkRelative(a.Path, "the repository", false); msg != "" {
+		d.Add(field+".path", "%s", msg)
+	}
+	switch {
+	case a.Environment == "":
+		d.Add(field+".environment", "missing; want the directory of one environment under path, e.g. testing")
+	case !stackName.MatchString(a.Environment):
+		d.Add(field+".environment", "want a directory name (lower-case letters, digits, '_' and '-'), got %s", configfile.Quote(a.Environment))
+	}
+	if a.TagTemplate != "" {
+		used := tagPlaceholder.FindAllString(a.TagTemplate, -1)
+		for _, p := range used {
+			if p != "{commit}" && p != "{short}" && p != "{branch}" {
+				d.Add(field+".tagTemplate", "unknown placeholder %s; want {commit}, {short} or {branch}", p)
+			}
+		}
+		if !strings.Contains(a.TagTemplate, "{commit}") && !strings.Contains(a.TagTemplate, "{short}") {
+			d.Add(field+".tagTemplate", "want {commit} or {short} in it, so each commit has its own tag, got %s", configfile.Quote(a.TagTemplate))
+		}
+	}
 }

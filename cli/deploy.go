@@ -26,15 +26,20 @@ type deployResult struct {
 func newDeployCommand() *cobra.Command {
 	var flags controllerFlags
 	var app, output string
-	var dryRun bool
+	var dryRun, force bool
 	cmd := &cobra.Command{
 		Use:   "deploy",
 		Short: "Run one reconcile of the app set (or one application) and exit",
 		Long: "deploy loads the app set, renders each application at its revision, plans it\n" +
 			"against the release's recorded revision and applies it, then exits; non-zero\n" +
-			"when any application failed. --dry-run prints the plan and diff and writes nothing.",
+			"when any application failed. --dry-run prints the plan and diff and writes nothing.\n" +
+			"--force re-applies every service even when nothing changed, restarting its tasks;\n" +
+			"only this one-shot command can force: the controller and the API never do.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if force && dryRun {
+				return usageError("--force and --dry-run exclude each other")
+			}
 			if output != "" && output != "text" && output != "json" {
 				return usageError("--output: want text or json, got %q", output)
 			}
@@ -68,7 +73,7 @@ func newDeployCommand() *cobra.Command {
 				if dryRun {
 					out, err = ctrl.Plan(cmd.Context(), name, "")
 				} else {
-					out, err = ctrl.ReconcileOnce(cmd.Context(), name, reconcile.Request{Sync: true})
+					out, err = ctrl.ReconcileOnce(cmd.Context(), name, reconcile.Request{Sync: true, Force: force})
 				}
 				r := deployResult{Application: name, Commit: out.Commit, Applied: out.Applied, Revision: out.Applying.Revision}
 				if out.Plan.Action.Valid() {
@@ -98,6 +103,7 @@ func newDeployCommand() *cobra.Command {
 	flags.register(cmd.Flags())
 	cmd.Flags().StringVar(&app, "app", "", "deploy only this application")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and diff; write nothing")
+	cmd.Flags().BoolVar(&force, "force", false, "re-apply every service even with no drift, restarting its tasks")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: text or json")
 	return cmd
 }
