@@ -4,10 +4,10 @@
 //
 // Commands fall in three groups. Offline commands (validate, render,
 // version) read files and print; they need no daemon and no controller.
-// Process commands (controller, deploy, demo) wire the reconcile steps
-// together here, so that main stays one call and tests build the same
-// controller that main does. API commands (app, status, events) talk to a
-// running controller.
+// Process commands (controller, deploy) wire the reconcile steps together
+// here, so that main stays one call and tests build the same controller
+// that main does; demo runs such a controller as a child process. API
+// commands (app, status, events) talk to a running controller.
 //
 // cli must never:
 //   - reach a running controller except through package client;

@@ -480,9 +480,13 @@ func (c *Client) Version(ctx context.Context) (wire.VersionInfo, error) {
 // EventQuery filters events; the zero value selects all.
 // Limit 0 means the server's default. Values copies the slices.
 type EventQuery struct {
+	// Applications keeps events of these applications only; nil means all.
 	Applications []string
-	Types        []string
-	Limit        int
+	// Types keeps events of these types only (wire event types such as
+	// "sync-succeeded"); nil means all.
+	Types []string
+	// Limit caps a listing (not a stream); 0 means the server's default.
+	Limit int
 }
 
 // Values returns q as URL query parameters.
@@ -508,10 +512,12 @@ func (c *Client) Events(ctx context.Context, q EventQuery) (wire.EventList, erro
 
 // StreamEvent is one frame of the event stream: its id, type and the raw
 // JSON data line (the event's wire shape, unmodified).
-// Data is owned by the callee once delivered; it is not reused.
 type StreamEvent struct {
-	ID   string
+	// ID resumes a stream after this event (Last-Event-ID); it may be "".
+	ID string
+	// Type is the SSE event name, the event's wire type.
 	Type string
+	// Data is the event's JSON; fn may keep it, as it is never reused.
 	Data []byte
 }
 

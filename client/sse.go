@@ -35,7 +35,7 @@ func readSSE(r io.Reader, fn func(StreamEvent) error) error {
 			ev, data = StreamEvent{ID: ev.ID}, nil
 			continue
 		}
-		// Comment lines are the server's keep-alives.
+		// Comment lines are the server's heartbeats (see notify.Heartbeat).
 		if strings.HasPrefix(line, ":") {
 			continue
 		}
