@@ -10,6 +10,7 @@ import (
 	dswarm "github.com/docker/docker/api/types/swarm"
 
 	"github.com/skep-cd/skep/appset"
+	"github.com/skep-cd/skep/artifact"
 	"github.com/skep-cd/skep/plan"
 	"github.com/skep-cd/skep/reconcile"
 	"github.com/skep-cd/skep/stack"
@@ -97,6 +98,9 @@ func (a *Controller) summary(app appset.Application) wire.Application {
 		Plan:             st.Plan,
 		LastError:        st.LastError,
 		LastErrorClass:   string(st.LastErrorClass),
+	}
+	for _, o := range st.Artifacts {
+		v.Artifacts = append(v.Artifacts, ArtifactView(o))
 	}
 	if h := st.Held; h.Revision != "" {
 		v.Held = &wire.Hold{Revision: h.Revision, Actor: h.Actor, Since: h.Since}
@@ -346,4 +350,21 @@ func (a *Controller) Status(context.Context) (wire.ControllerStatus, error) {
 // Ready implements Reconciler.
 func (a *Controller) Ready(ctx context.Context) error {
 	return apiError(a.ctrl.Ready(ctx))
+}
+
+// ArtifactView is the wire shape of one resolved artifact.
+func ArtifactView(o artifact.Object) wire.Artifact {
+	drift := wire.ArtifactInSync
+	switch {
+	case o.Drift(true):
+		drift = wire.ArtifactReady
+	case o.Drift(false):
+		drift = wire.ArtifactWaiting
+	}
+	return wire.Artifact{
+		Name: o.Entry.Name, Kind: string(o.Entry.Kind), Strategy: string(o.Entry.Deploy.Strategy()),
+		Suspended: o.Suspended(), Preview: o.Entry.Deploy.Preview, Image: o.Entry.Image,
+		Desired: o.Desired, Current: o.Current, Version: o.Version(), Condition: string(o.Condition),
+		Reason: o.Reason, Digest: o.Digest, Drift: drift,
+	}
 }

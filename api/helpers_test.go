@@ -203,7 +203,7 @@ func newTestServer(t *testing.T, opts api.Options) *testServer {
 	}
 	if opts.Metrics == nil {
 		opts.Metrics = api.NewMetrics(api.MetricsOptions{
-			Applications: func() []api.AppState { return []api.AppState{{Name: "web", Sync: "synced"}} },
+			Applications: func() []api.AppState { return []api.AppState{{Name: "web", Sync: "synced", Artifacts: map[string]string{"web": wire.ArtifactWaiting}}} },
 			Version:      "test", Commit: "abc",
 		})
 	}

@@ -19,8 +19,11 @@ type AppState struct {
 	Name   string
 	Sync   string
 	Health string
-	// DriftFindings counts live drift findings (0 until live drift lands).
+	// DriftFindings counts live drift findings.
 	DriftFindings int
+	// Artifacts maps each release artifact's name to its drift state:
+	// wire.ArtifactInSync, ArtifactWaiting or ArtifactReady.
+	Artifacts map[string]string
 }
 
 // Counter reads a monotonic count kept elsewhere (the git cache, a
@@ -146,7 +149,13 @@ var (
 		"1 for the health state the application is in, 0 for the others.", []string{"application", "state"}, nil)
 	driftDesc = prometheus.NewDesc("skep_application_drift_findings",
 		"Live drift findings of the application.", []string{"application"}, nil)
+	artifactStateDesc = prometheus.NewDesc("skep_artifact_state",
+		"1 for the drift state a release artifact is in (none: desired runs; waiting: desired image not pushed; ready: desired can deploy), 0 for the others.",
+		[]string{"application", "artifact", "state"}, nil)
 )
+
+// artifactStates are the values of skep_artifact_state's state label.
+var artifactStates = []string{wire.ArtifactInSync, wire.ArtifactWaiting, wire.ArtifactReady}
 
 // appCollector exports per-application state sets read at scrape time, so
 // an application that left the app set leaves the metrics too.
@@ -156,6 +165,7 @@ func (f appCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- syncStateDesc
 	ch <- healthStateDesc
 	ch <- driftDesc
+	ch <- artifactStateDesc
 }
 
 func (f appCollector) Collect(ch chan<- prometheus.Metric) {
@@ -171,6 +181,11 @@ func (f appCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(healthStateDesc, prometheus.GaugeValue, boolValue(health == s), a.Name, s)
 		}
 		ch <- prometheus.MustNewConstMetric(driftDesc, prometheus.GaugeValue, float64(a.DriftFindings), a.Name)
+		for name, state := range a.Artifacts {
+			for _, s := range artifactStates {
+				ch <- prometheus.MustNewConstMetric(artifactStateDesc, prometheus.GaugeValue, boolValue(state == s), a.Name, name, s)
+			}
+		}
 	}
 }
 

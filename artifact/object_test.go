@@ -57,6 +57,11 @@ func TestReferencePinsOnlyTheDesiredDigest(t *testing.T) {
 	if got, want := o.Reference(), "r.example.org/web:v1"; got != want {
 		t.Errorf("Reference() while waiting = %q, want %q (the running tag, no digest)", got, want)
 	}
+	o.CurrentDigest = "sha256:def"
+	if got, want := o.Reference(), "r.example.org/web:v1@sha256:def"; got != want {
+		t.Errorf("Reference() while waiting on a pinned running image = %q, want %q", got, want)
+	}
+	o.CurrentDigest = ""
 	o.Current = ""
 	if got := o.Reference(); got != "" {
 		t.Errorf("Reference() with no version = %q, want empty", got)

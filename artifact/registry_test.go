@@ -215,6 +215,11 @@ func TestResolveFillsDesiredCurrentAndCondition(t *testing.T) {
 	if vars["API_IMAGE"] != reg.host+"/team/api:v2" || vars["API_DIGEST"] != "" {
 		t.Errorf("api variables while waiting = %q %q, want the running tag and no digest", vars["API_IMAGE"], vars["API_DIGEST"])
 	}
+	pinned := Resolve(t.Context(), entries[3:4], ResolveOptions{Git: git, Images: NewRegistry(RegistryOptions{}),
+		Current: map[string]string{"api": "v2@sha256:0000000000000000000000000000000000000000000000000000000000000000"}})
+	if got, want := pinned[0].Reference(), reg.host+"/team/api:v2@sha256:0000000000000000000000000000000000000000000000000000000000000000"; got != want {
+		t.Errorf("api reference while waiting on a pinned running image = %q, want %q (exactly what runs)", got, want)
+	}
 	if vars["InfrastructureVersion"] != "2222222222222222222222222222222222222222" {
 		t.Errorf("InfrastructureVersion = %q", vars["InfrastructureVersion"])
 	}

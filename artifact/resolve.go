@@ -29,7 +29,8 @@ type ResolveOptions struct {
 	// every resolved desired version counts as pushed, unpinned.
 	Images Images
 	// Current is the version the swarm runs, by artifact name: a service
-	// artifact's image tag, the infrastructure's deployed commit.
+	// artifact's image tag, with "@digest" when the running image is
+	// pinned, or the infrastructure's deployed commit.
 	Current map[string]string
 	// TagTemplate turns a branch head into an image tag: {commit} is the
 	// full commit, {short} its first 12 digits, {branch} the branch with
@@ -44,7 +45,8 @@ type ResolveOptions struct {
 func Resolve(ctx context.Context, entries []Entry, opts ResolveOptions) []Object {
 	out := make([]Object, 0, len(entries))
 	for _, e := range entries {
-		o := Object{Entry: e, Current: opts.Current[e.Name]}
+		o := Object{Entry: e}
+		o.Current, o.CurrentDigest, _ = strings.Cut(opts.Current[e.Name], "@")
 		if e.Deploy.Suspend {
 			out = append(out, o)
 			continue
@@ -115,10 +117,8 @@ func Variables(objs []Object) map[string]string {
 		vars[Parameter(o.Entry.Name)] = v
 		if o.Entry.Kind == Service {
 			vars[prefix+"_IMAGE"] = o.Reference()
-			vars[prefix+"_DIGEST"] = "" // known only for the desired version
-			if v == o.Desired {
-				vars[prefix+"_DIGEST"] = o.Digest
-			}
+			_, digest, _ := strings.Cut(o.Digested(), "@")
+			vars[prefix+"_DIGEST"] = digest
 		}
 	}
 	return vars

@@ -150,6 +150,9 @@ func printAppDetail(w io.Writer, d wire.ApplicationDetail) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if err := printArtifacts(w, a.Artifacts); err != nil {
+		return err
+	}
 	for _, r := range d.Releases {
 		// Each release gets a tabwriter of its own, so its table aligns its own
 		// columns and the release line between tables is not padded.
@@ -171,6 +174,26 @@ func printAppDetail(w io.Writer, d wire.ApplicationDetail) error {
 		fmt.Fprintf(w, "\nlive state unavailable: %s\n", d.LiveError)
 	}
 	return nil
+}
+
+// printArtifacts prints an application's release artifacts as a table:
+// what git asks for, what runs, what the render uses and why.
+func printArtifacts(w io.Writer, arts []wire.Artifact) error {
+	if len(arts) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w, "\nArtifacts:")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  NAME\tKIND\tSTRATEGY\tDESIRED\tCURRENT\tUSED\tIMAGE\tDRIFT")
+	for _, a := range arts {
+		image := orDash(a.Condition)
+		if a.Reason != "" && a.Condition != "pushed" {
+			image += ": " + oneLine(a.Reason, 80)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Name, a.Kind, a.Strategy,
+			orDash(short(a.Desired)), orDash(short(a.Current)), orDash(short(a.Version)), image, a.Drift)
+	}
+	return tw.Flush()
 }
 
 // newAppDiffCommand builds `skep app diff`: the plan of a sync, computed by

@@ -373,10 +373,17 @@ func runController(ctx context.Context, logger *slog.Logger, flags *controllerFl
 			}
 			var out []api.AppState
 			for _, st := range ctrl.Statuses().List() {
-				out = append(out, api.AppState{Name: st.Name, Sync: string(st.Sync),
+				as := api.AppState{Name: st.Name, Sync: string(st.Sync),
 					// An application not yet assessed has no health; the gauge needs a
 					// value, and "unknown" is the honest one.
-					Health: cmp.Or(string(st.Health), wire.HealthUnknown), DriftFindings: len(st.Findings)})
+					Health: cmp.Or(string(st.Health), wire.HealthUnknown), DriftFindings: len(st.Findings)}
+				for _, o := range st.Artifacts {
+					if as.Artifacts == nil {
+						as.Artifacts = map[string]string{}
+					}
+					as.Artifacts[o.Entry.Name] = api.ArtifactView(o).Drift
+				}
+				out = append(out, as)
 			}
 			return out
 		},

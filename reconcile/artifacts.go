@@ -45,7 +45,7 @@ func (c *Controller) resolveArtifacts(ctx context.Context, app appset.Applicatio
 	if spec.CheckImages {
 		opts.Images = c.images
 	}
-	objs := artifact.Resolve(ctx, set.Entries, opts)
+	objs := artifact.Resolve(ctx, set.Entries(), opts)
 	out := artifacts{objects: objs}
 	for _, o := range objs {
 		if o.Entry.Kind != artifact.Infrastructure {
@@ -102,7 +102,7 @@ func (c *Controller) loadArtifacts(ctx context.Context, app appset.Application) 
 func (c *Controller) currentVersions(ctx context.Context, app appset.Application, set *artifact.Set) map[string]string {
 	out := map[string]string{}
 	live := c.releaseServices(ctx, app)
-	for _, e := range set.Entries {
+	for _, e := range set.Entries() {
 		if e.Kind == artifact.Infrastructure {
 			if rev, err := apply.LatestRevision(ctx, c.revisionSource(app.Name), c.owner(app)); err == nil && rev != nil {
 				out[e.Name] = rev.Commit
@@ -155,7 +155,8 @@ func runningImage(s dswarm.Service) string {
 	return spec.TaskTemplate.ContainerSpec.Image
 }
 
-// tagOf returns the tag of running when it is an image of repository image.
+// tagOf returns the tag of running ("v1", or "v1@sha256:…" when pinned)
+// when it is an image of repository image.
 func tagOf(running, image string) (string, bool) {
 	named, err := reference.ParseNormalizedNamed(running)
 	if err != nil {
@@ -165,10 +166,14 @@ func tagOf(running, image string) (string, bool) {
 	if err != nil || named.Name() != want.Name() {
 		return "", false
 	}
-	if tagged, ok := named.(reference.Tagged); ok {
-		return tagged.Tag(), true
+	tagged, ok := named.(reference.Tagged)
+	if !ok {
+		return "", false
 	}
-	return "", false
+	if digested, ok := named.(reference.Digested); ok {
+		return tagged.Tag() + "@" + digested.Digest().String(), true
+	}
+	return tagged.Tag(), true
 }
 
 // useArtifactImages points every service of rel whose image is a service
