@@ -251,3 +251,22 @@ func mustRead(t testing.TB, name string) string {
 	}
 	return string(data)
 }
+
+func TestDecodeIntoASliceWantsAListAndIndexesFieldPaths(t *testing.T) {
+	for _, tc := range []struct {
+		name, data string
+		want       []string
+	}{
+		{"a list of mappings decodes with paths from the index", "- tags: [a]\n- interval: often\n  nope: 1\n",
+			[]string{`f.yaml:2:13: [1].interval: want a duration like 30s, got "often"`, "f.yaml:3:3: [1].nope: unknown key; want one of interval, tags"}},
+		{"a mapping is refused", "name: web\n", []string{"f.yaml:1:1: want a list, got a mapping"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var v []testItem
+			d := Decode("f.yaml", []byte(tc.data), &v, Options{})
+			if diff := cmp.Diff(tc.want, strs(d.Problems())); diff != "" {
+				t.Errorf("Decode(%q) problems (-want +got):\n%s", tc.data, diff)
+			}
+		})
+	}
+}

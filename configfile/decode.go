@@ -64,7 +64,9 @@ type Document struct {
 }
 
 // Decode decodes data, which should hold one YAML document with a mapping,
-// into v, a pointer to a struct whose fields carry yaml tags. Fields may be
+// into v, a pointer to a struct whose fields carry yaml tags; or, when v
+// points to a slice, one document with a list, whose field paths then start
+// with the index ("[2].deploy"). Fields may be
 // structs, pointers, slices, maps with string keys, strings, bools, integers
 // or types implementing yaml.Unmarshaler. A key starting with "x-" is
 // skipped anywhere, as in compose, to give anchors a home. A field absent or
@@ -76,7 +78,7 @@ type Document struct {
 func Decode(file string, data []byte, v any, opts Options) *Document {
 	d := &Document{file: file, hide: opts.HideValues, at: map[string]position{}, failed: map[string]bool{}, budget: nodeBudget}
 	rv := reflect.ValueOf(v)
-	if rv.Kind() != reflect.Pointer || rv.IsNil() || rv.Elem().Kind() != reflect.Struct {
+	if rv.Kind() != reflect.Pointer || rv.IsNil() || (rv.Elem().Kind() != reflect.Struct && rv.Elem().Kind() != reflect.Slice) {
 		d.failed[""] = true
 		d.add(position{}, "", "cannot decode into %T", v)
 		return d
@@ -108,8 +110,12 @@ func Decode(file string, data []byte, v any, opts Options) *Document {
 		d.empty = true
 		return d
 	}
-	if r == nil || r.Kind != yaml.MappingNode {
-		msg := fmt.Sprintf("want %s, got %s", cmp.Or(opts.Want, "a mapping"), d.describe(r))
+	wantKind, want := yaml.MappingNode, "a mapping"
+	if rv.Elem().Kind() == reflect.Slice {
+		wantKind, want = yaml.SequenceNode, "a list"
+	}
+	if r == nil || r.Kind != wantKind {
+		msg := fmt.Sprintf("want %s, got %s", cmp.Or(opts.Want, want), d.describe(r))
 		if opts.Example != "" {
 			msg += "; for example:\n" + opts.Example
 		}
