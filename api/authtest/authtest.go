@@ -163,6 +163,7 @@ func Run(t *testing.T, h Harness) {
 // so an Authorizer that reads the body is caught.
 type countingReader struct{ reads int }
 
+// Read counts the call and fails it.
 func (c *countingReader) Read([]byte) (int, error) {
 	c.reads++
 	return 0, errors.New("body must not be read")
