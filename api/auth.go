@@ -113,7 +113,9 @@ type Authorizer interface {
 // its value (the value itself is not kept, so no dump of the process's
 // configuration can reveal it).
 type TokenSpec struct {
+	// Name is the subject's name; unique among the tokens.
 	Name string
+	// Role is what the token may do; it must be Valid.
 	Role Role
 	// Apps are path.Match globs of the applications the token may see;
 	// empty means all.

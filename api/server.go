@@ -45,7 +45,9 @@ type SyncHistory interface {
 // Options wire a Server. Reconciler and Authorizer are required; the zero
 // value of every other field means its default or "not available".
 type Options struct {
+	// Reconciler answers every application and controller route.
 	Reconciler Reconciler
+	// Authorizer resolves the subject of every route that needs a role.
 	Authorizer Authorizer
 	// Metrics is served on /metrics (admins only) and counts requests;
 	// nil means a fresh NewMetrics(MetricsOptions{}).

@@ -403,8 +403,10 @@ type bitbucketRef struct {
 // GenericPush is the body of the generic webhook: the repository URL and,
 // optionally, the ref that moved.
 type GenericPush struct {
+	// Repository is matched by RepoKey against applications' repos.
 	Repository string `json:"repository"`
-	Ref        string `json:"ref,omitempty"`
+	// Ref is a full ref or a bare branch name; empty matches any.
+	Ref string `json:"ref,omitempty"`
 }
 
 // ParseWebhook reads what a verified delivery says moved. isPush is false
