@@ -21,8 +21,8 @@ import (
 )
 
 // DefaultMaxBody bounds a request body (JSON or webhook payload); a larger
-// body answers 413. Raise Options.MaxBody for forges that send pushes of
-// many commits, whose payloads list every one.
+// body answers 413, which refuses a forge's delivery too, so raise
+// Options.MaxBody if a forge's push payloads are bigger.
 const DefaultMaxBody = 1 << 20
 
 // EventLog reads kept events; *store.Store implements it. Its methods are
@@ -373,8 +373,8 @@ func (s *Server) failBody(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 // capabilities lists what this server offers, for clients to adapt to: a
-// CLI newer than the controller checks for a capability before using it,
-// instead of parsing version numbers.
+// client newer than the controller can check for a capability before
+// using it, instead of comparing version numbers.
 func (s *Server) capabilities() []string {
 	out := []string{"applications", "sync", "sync.dry-run", "sync.revision", "sync.prune", "rollback", "refresh", "unhold", "events", "metrics"}
 	if s.events != nil {

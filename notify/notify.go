@@ -3,18 +3,18 @@
 //
 // Registering a notifier adds it and never removes another: the API's event
 // stream is itself fed by a notifier (a Recorder, or a bare Broker), so a
-// registration that replaced would silently cut the UI off. Notify must never block a reconcile; a notifier that does
-// I/O queues, delivers from its own goroutine (Runner) and reports its own
-// failures (Counted). This package knows nothing of the reconciler that
-// raises the events.
+// registration that replaced would silently cut the UI off. Notify must
+// never block a reconcile; a notifier that does I/O queues, delivers from
+// its own goroutine (Runner) and reports its own failures (Counted). This
+// package knows nothing of the reconciler that raises the events.
 //
 // The event stream is three pieces: a Recorder numbers each event, has the
 // store keep it and then publishes it to a Broker, whose subscribers Stream
-// writes as server-sent events (WriteSSE, in the wire.Event shape of WireOf),
-// replaying from the store what a reconnecting or lagging client missed. Outbound
-// notifiers (Webhook, Chat) come from a notifications file (LoadConfig,
-// Build). Package notifytest holds the conformance suite every notifier
-// runs; store's Example shows the wiring.
+// writes as server-sent events (WriteSSE, in the wire.Event shape of
+// WireOf), replaying from the store what a reconnecting or lagging client
+// missed. Outbound notifiers (Webhook, Chat) come from a notifications file
+// (LoadConfig, Build). Package notifytest holds the conformance suite every
+// notifier runs; store's Example shows the wiring.
 package notify
 
 import (
@@ -62,8 +62,8 @@ type Event struct {
 	Application string
 	Type        EventType
 	Revision    string // the resolved commit, where one applies
-	// Message is for people: one line saying what happened and, for a
-	// failure, why. It may be empty; notifiers must not parse it.
+	// Message is for people: what happened and, for a failure, why. It
+	// may be empty or span lines; notifiers must not parse it.
 	Message string
 	// At is when it happened; Registry.Dispatch stamps it when zero.
 	At time.Time

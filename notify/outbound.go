@@ -171,7 +171,7 @@ func (o *outbound) Notify(_ context.Context, e Event) {
 		o.forget(now)
 		o.sent[key] = now
 	}
-	// dropping logs the first drop of a run only: a dead receiver would
+	// Only the first of consecutive drops is logged: a dead receiver would
 	// otherwise add a log line per event to the trouble it causes.
 	select {
 	case o.queue <- e:
