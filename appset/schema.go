@@ -13,13 +13,15 @@ import (
 )
 
 // The file form of an app set: what applications.yaml holds, key for key.
-// Only decode.go fills these and only toApplication reads them; the rest of
-// Skep sees Application. Empty strings mean "use the default".
+// Only parseFile fills these (through configfile.Decode, which rejects
+// unknown keys) and only toApplication reads them; the rest of Skep sees
+// Application. Empty strings mean "use the default".
 type fileDoc struct {
 	APIVersion   string    `yaml:"apiVersion"`
 	Applications []fileApp `yaml:"applications"`
 }
 
+// fileApp is one entry of applications, as written.
 type fileApp struct {
 	Name        string          `yaml:"name"`
 	Source      fileSource      `yaml:"source"`
@@ -36,6 +38,7 @@ type fileApp struct {
 	releaseDefaulted bool
 }
 
+// fileSource is an application's source key; see AppSource.
 type fileSource struct {
 	Repo      string            `yaml:"repo"`
 	Revision  string            `yaml:"revision"`
@@ -45,6 +48,8 @@ type fileSource struct {
 	Variables map[string]string `yaml:"variables,omitempty"`
 }
 
+// fileArtifacts is an application's artifacts key; see Artifacts. A nil
+// CheckImages means the default, on.
 type fileArtifacts struct {
 	Repo        string `yaml:"repo,omitempty"`
 	Revision    string `yaml:"revision"`
@@ -56,10 +61,12 @@ type fileArtifacts struct {
 	CheckImages *bool  `yaml:"checkImages"`
 }
 
+// fileDestination is an application's destination key; see Destination.
 type fileDestination struct {
 	Swarm string `yaml:"swarm"`
 }
 
+// fileSyncPolicy is an application's syncPolicy key; see SyncPolicy.
 type fileSyncPolicy struct {
 	Automated      bool         `yaml:"automated"`
 	Interval       duration     `yaml:"interval"`
@@ -71,6 +78,7 @@ type fileSyncPolicy struct {
 	Timeout        duration     `yaml:"timeout"`
 }
 
+// fileAllow is an application's allow key; see Allow.
 type fileAllow struct {
 	HostPaths []string `yaml:"hostPaths,omitempty"`
 	Networks  []string `yaml:"networks,omitempty"`
@@ -87,6 +95,8 @@ type duration struct {
 }
 
 // UnmarshalYAML accepts what time.ParseDuration accepts, if not negative.
+// A bare number but 0 is refused ("3" could be seconds or minutes); the floor
+// of each field is checked later by validateApp.
 func (d *duration) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode {
 		return fmt.Errorf("want a duration like 3m or 90s, got %s", configfile.Describe(n))
@@ -105,7 +115,8 @@ func (d *duration) UnmarshalYAML(n *yaml.Node) error {
 // MarshalYAML writes the duration as time.Duration.String does.
 func (d duration) MarshalYAML() (any, error) { return d.value.String(), nil }
 
-// UnmarshalYAML accepts always, changed or never.
+// UnmarshalYAML accepts always, changed or never; a typo fails the load
+// rather than silently meaning always.
 func (r *ResolveImage) UnmarshalYAML(n *yaml.Node) error {
 	v := ResolveImage(n.Value)
 	if n.Kind != yaml.ScalarNode || (v != ResolveAlways && v != ResolveChanged && v != ResolveNever) {
@@ -115,7 +126,8 @@ func (r *ResolveImage) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-// UnmarshalYAML accepts manifest or live.
+// UnmarshalYAML accepts manifest or live; a typo fails the load rather
+// than silently meaning manifest.
 func (d *DriftDetection) UnmarshalYAML(n *yaml.Node) error {
 	v := DriftDetection(n.Value)
 	if n.Kind != yaml.ScalarNode || (v != DriftManifest && v != DriftLive) {
@@ -165,7 +177,8 @@ func setDefaults(a *fileApp) {
 }
 
 // toApplication converts a defaulted, valid file-form application,
-// cleaning its paths.
+// cleaning its paths. Slices and maps are copied, and empty ones become
+// nil, so equal files give Applications that compare equal.
 func toApplication(a fileApp) Application {
 	return Application{
 		Name: a.Name,
@@ -210,7 +223,9 @@ func toArtifacts(a *fileArtifacts) *Artifacts {
 		Registry: a.Registry, GitBase: a.GitBase, TagTemplate: a.TagTemplate, CheckImages: a.CheckImages == nil || *a.CheckImages}
 }
 
-// fromApplication is the inverse of toApplication, for MarshalYAML.
+// fromApplication is the inverse of toApplication, for MarshalYAML. It
+// spells out defaults for zero fields too, so an Application built in code
+// rather than parsed still marshals to a valid file.
 func fromApplication(a Application) fileApp {
 	resolve := a.SyncPolicy.ResolveImage
 	if resolve == "" {
@@ -280,6 +295,7 @@ func (s *Set) MarshalYAML() (any, error) {
 	return doc, nil
 }
 
+// cleanAll returns path.Clean of every path, nil for none.
 func cleanAll(paths []string) []string {
 	if len(paths) == 0 {
 		return nil
@@ -291,6 +307,7 @@ func cleanAll(paths []string) []string {
 	return out
 }
 
+// nilIfEmpty returns nil for an empty slice or map, v otherwise.
 func nilIfEmpty[T interface{ ~[]string | ~map[string]string }](v T) T {
 	if len(v) == 0 {
 		return nil
