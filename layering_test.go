@@ -29,7 +29,7 @@ var allowed = map[string][]string{
 	"cmd/skep":          {"cli"},
 	"cli":               {"api", "appset", "artifact", "client", "configfile", "demo", "gitsource", "notify", "plan", "reconcile", "render", "stack", "store", "swarm", "version", "wire"},
 	"client":            {"wire"},
-	"api":               {"appset", "configfile", "notify", "plan", "reconcile", "secret", "stack", "store", "version", "wire"},
+	"api":               {"appset", "artifact", "configfile", "notify", "plan", "reconcile", "secret", "stack", "store", "version", "wire"},
 	"api/authtest":      {"api"},
 	"reconcile":         {"apply", "appset", "artifact", "gitsource", "health", "notify", "outcome", "plan", "prune", "render", "stack", "swarm"},
 	"render":            {},

@@ -99,6 +99,8 @@ func TestResponsesMatchTheOpenAPIContract(t *testing.T) {
 		{"POST", "/api/v1/applications/web/sync", deployerToken, wire.SyncOptions{DryRun: true}, nil, 200},
 		{"POST", "/api/v1/applications/web/sync", deployerToken, wire.SyncOptions{Revision: "unknown"}, nil, 400},
 		{"POST", "/api/v1/applications/web/sync", viewerToken, wire.SyncOptions{}, nil, 403},
+		// Force exists only for `skep deploy --force`: the API refuses it.
+		{"POST", "/api/v1/applications/web/sync", deployerToken, []byte(`{"force":true}`), nil, 400},
 		{"POST", "/api/v1/applications/web/rollback", deployerToken, wire.RollbackOptions{Revision: 1}, nil, 202},
 		{"POST", "/api/v1/applications/web/refresh", deployerToken, nil, nil, 202},
 		{"POST", "/api/v1/applications/web/unhold", deployerToken, nil, nil, 202},

@@ -17,8 +17,10 @@ import (
 	"github.com/skep-cd/skep/wire"
 )
 
-// Environment variables naming the single admin token. Tokens never come
-// from flags.
+// Environment variables naming the single admin token: a file holding it
+// (a Docker secret under /run/secrets) or the value itself. Tokens never
+// come from flags, which any user on the host can read in the process list
+// and anyone with Docker access in the service spec.
 const (
 	EnvAdminTokenFile = "SKEP_ADMIN_TOKEN_FILE"
 	EnvAdminToken     = "SKEP_ADMIN_TOKEN"
@@ -38,6 +40,8 @@ const (
 	RoleAdmin    Role = "admin"    // everything, controller details and metrics
 )
 
+// rank orders the roles so that each includes those ranked below it; an
+// unknown role ranks 0, below every need, and so is allowed nothing.
 func (r Role) rank() int {
 	switch r {
 	case RoleViewer:
@@ -55,10 +59,12 @@ func (r Role) Valid() bool { return r.rank() > 0 }
 
 // Subject is an authenticated caller: who it is, its role and the
 // applications it may see. The guard resolves it and hands it to handlers
-// as a parameter; it never travels in a context.
+// as a parameter; it never travels in a context. The zero Subject, which
+// public routes receive, has no role and is allowed and shown nothing.
 type Subject struct {
 	// Name labels events and logs (notify.WithActor); it grants nothing.
 	Name string
+	// Role is what the subject may do; an invalid role may do nothing.
 	Role Role
 	// Apps are path.Match globs of application names; empty means all.
 	Apps []string
@@ -69,7 +75,9 @@ func (s Subject) Allows(need Role) bool {
 	return need.Valid() && s.Role.rank() >= need.rank()
 }
 
-// Sees reports whether s may see application app.
+// Sees reports whether s may see application app. A malformed glob
+// matches nothing rather than everything (NewTokens and ParseTokens reject
+// them, but an Authorizer of another kind might not).
 func (s Subject) Sees(app string) bool {
 	if !s.Role.Valid() {
 		return false
@@ -102,11 +110,17 @@ type Authorizer interface {
 }
 
 // TokenSpec is one accepted token: its subject and the SHA-256 digest of
-// its value (the value itself is not kept).
+// its value (the value itself is not kept, so no dump of the process's
+// configuration can reveal it).
 type TokenSpec struct {
-	Name   string
-	Role   Role
-	Apps   []string
+	// Name is the subject's name; unique among the tokens.
+	Name string
+	// Role is what the token may do; it must be Valid.
+	Role Role
+	// Apps are path.Match globs of the applications the token may see;
+	// empty means all.
+	Apps []string
+	// Digest is wire.Token.Digest of the token's value.
 	Digest [sha256.Size]byte
 }
 
@@ -122,7 +136,8 @@ type Tokens struct {
 }
 
 // NewTokens checks specs (names unique and non-empty, roles valid, globs
-// well-formed, no digest twice) and returns the authorizer.
+// well-formed, no digest twice) and returns the authorizer. Every problem
+// is reported at once, joined. specs is copied: the caller may reuse it.
 func NewTokens(specs ...TokenSpec) (*Tokens, error) {
 	var errs []error
 	names := map[string]bool{}
@@ -143,6 +158,8 @@ func NewTokens(specs ...TokenSpec) (*Tokens, error) {
 				errs = append(errs, fmt.Errorf("token %q: apps glob %q: %w", s.Name, g, err))
 			}
 		}
+		// One value under two names would authenticate as whichever is
+		// found last: the subject, and its role, would be an accident.
 		if other, ok := digests[s.Digest]; ok {
 			errs = append(errs, fmt.Errorf("tokens %q and %q have the same value", other, s.Name))
 		}
@@ -157,7 +174,8 @@ func NewTokens(specs ...TokenSpec) (*Tokens, error) {
 // Len returns the number of tokens.
 func (t *Tokens) Len() int { return len(t.specs) }
 
-// Names returns the subjects' names, for the start-up log.
+// Names returns the subjects' names in the order given to NewTokens, for
+// the start-up log. The slice is the caller's.
 func (t *Tokens) Names() []string {
 	out := make([]string, len(t.specs))
 	for i, s := range t.specs {
@@ -174,6 +192,9 @@ func (t *Tokens) Authenticate(_ context.Context, r *http.Request) (Subject, erro
 	if !ok {
 		return Subject{}, fmt.Errorf("%w: no bearer token", ErrUnauthenticated)
 	}
+	// Compare digests, not values: ConstantTimeCompare returns at once on
+	// a length mismatch, which would time the length of each token. The
+	// loop never breaks early, so the match's position is not timed either.
 	sum := presented.Digest()
 	found := -1
 	for i := range t.specs {
@@ -185,9 +206,13 @@ func (t *Tokens) Authenticate(_ context.Context, r *http.Request) (Subject, erro
 		return Subject{}, fmt.Errorf("%w: unknown token", ErrUnauthenticated)
 	}
 	s := t.specs[found]
+	// Apps is cloned: the subject is the caller's to change (authtest).
 	return Subject{Name: s.Name, Role: s.Role, Apps: slices.Clone(s.Apps)}, nil
 }
 
+// bearer returns the token of an "Authorization: Bearer <token>" header.
+// The scheme is matched case-insensitively, as RFC 7235 says; an empty
+// token is no token.
 func bearer(r *http.Request) (wire.Token, bool) {
 	h := r.Header.Get("Authorization")
 	scheme, value, ok := strings.Cut(h, " ")
@@ -200,7 +225,9 @@ func bearer(r *http.Request) (wire.Token, bool) {
 
 // AdminTokenFromEnv returns the admin token named by EnvAdminTokenFile or
 // EnvAdminToken (the file wins when both are set), or ok false when
-// neither is set.
+// neither is set. The spec is AdminName with RoleAdmin and no scope.
+// getenv is os.Getenv outside tests. An error names the variable, never
+// the value.
 func AdminTokenFromEnv(getenv func(string) string) (spec TokenSpec, ok bool, err error) {
 	src, from := secret.Source{File: getenv(EnvAdminTokenFile)}, EnvAdminTokenFile
 	if src.File == "" {
@@ -225,6 +252,8 @@ type tokensFile struct {
 	Tokens []tokenEntry `yaml:"tokens"`
 }
 
+// tokenEntry is one entry of a tokens file as written; ParseTokens checks
+// it and turns it into a TokenSpec.
 type tokenEntry struct {
 	Name      string   `yaml:"name"`
 	Role      string   `yaml:"role"`
@@ -234,7 +263,8 @@ type tokenEntry struct {
 	SHA256    string   `yaml:"sha256"`
 }
 
-// LoadTokensFile reads a tokens file (see ParseTokens).
+// LoadTokensFile reads a tokens file (see ParseTokens). The file may be at
+// most 1 MiB.
 func LoadTokensFile(name string, getenv func(string) string) ([]TokenSpec, error) {
 	data, err := readSmallFile(name)
 	if err != nil {
@@ -258,6 +288,8 @@ func LoadTokensFile(name string, getenv func(string) string) ([]TokenSpec, error
 func ParseTokens(name string, data []byte, getenv func(string) string) ([]TokenSpec, error) {
 	var file tokensFile
 	d := decodeList(name, data, &file, "tokens", tokensExample)
+	// Every entry is checked even after a problem, so that one run shows
+	// every mistake; specs is only returned when there were none.
 	var specs []TokenSpec
 	seen := map[string]bool{}
 	for i, e := range file.Tokens {
@@ -286,6 +318,9 @@ func ParseTokens(name string, data []byte, getenv func(string) string) ([]TokenS
 		case fromSecret:
 			s.Digest = wire.NewToken(value).Digest()
 		case e.SHA256 != "":
+			// A digest lets an operator keep the token itself off the
+			// controller's host; sha256sum prints lower-case hex, but
+			// upper case is accepted too.
 			b, err := hex.DecodeString(strings.ToLower(e.SHA256))
 			if err != nil || len(b) != sha256.Size {
 				d.Add(field+".sha256", "want 64 hex digits (the SHA-256 of the token)")

@@ -40,6 +40,8 @@ func decodeList(name string, data []byte, v any, listKey, example string) *confi
 func readSecret(d *configfile.Document, field, fileKey, file, envKey, env string, getenv func(string) string) (value string, ok bool) {
 	switch {
 	case file != "" && env != "":
+		// ok is true: a source was named, so the caller must not add a
+		// second "no secret" problem for the same entry.
 		d.Add(field+"."+envKey, "give %s or %s, not both", fileKey, envKey)
 		return "", true
 	case file == "" && env == "":
@@ -47,6 +49,8 @@ func readSecret(d *configfile.Document, field, fileKey, file, envKey, env string
 	}
 	src, key := secret.Source{Env: env}, envKey
 	if file != "" {
+		// Relative to the config file, as paths in a compose file are, not
+		// to the controller's working directory, which nobody chooses.
 		if !filepath.IsAbs(file) {
 			file = filepath.Join(filepath.Dir(d.File()), file)
 		}
@@ -59,12 +63,17 @@ func readSecret(d *configfile.Document, field, fileKey, file, envKey, env string
 	return v, true
 }
 
+// readSmallFile reads name whole, refusing one larger than maxConfigFile:
+// these files are small by nature, and a wrong path (a log, a device) must
+// not exhaust memory.
 func readSmallFile(name string) ([]byte, error) {
 	f, err := os.Open(name)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	// One byte past the limit tells a file of exactly the limit from a
+	// larger one.
 	data, err := io.ReadAll(io.LimitReader(f, maxConfigFile+1))
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", name, err)

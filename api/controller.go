@@ -10,6 +10,7 @@ import (
 	dswarm "github.com/docker/docker/api/types/swarm"
 
 	"github.com/skep-cd/skep/appset"
+	"github.com/skep-cd/skep/artifact"
 	"github.com/skep-cd/skep/plan"
 	"github.com/skep-cd/skep/reconcile"
 	"github.com/skep-cd/skep/stack"
@@ -21,9 +22,11 @@ import (
 // of its own and is safe for concurrent use, as the controller is.
 type Controller struct{ ctrl *reconcile.Controller }
 
-// NewController returns the Reconciler of ctrl.
+// NewController returns the Reconciler of ctrl. ctrl must not be nil; the
+// adapter only reads it and queues work on it, it never starts or stops it.
 func NewController(ctrl *reconcile.Controller) *Controller { return &Controller{ctrl: ctrl} }
 
+// The compiler keeps Controller in step with Reconciler.
 var _ Reconciler = (*Controller)(nil)
 
 // apiError wraps the controller's error sentinels in the API's, which
@@ -43,7 +46,9 @@ func apiError(err error) error {
 }
 
 // ListApplications implements Reconciler with one ServiceList call (with
-// task counts) for every application of the controller.
+// task counts) for every application of the controller. It never fails: a
+// swarm that cannot be read leaves the counts at zero and says why in
+// LiveError, since the status table's part of the list is still true.
 func (a *Controller) ListApplications(ctx context.Context) (wire.ApplicationList, error) {
 	apps := a.ctrl.Applications()
 	list := wire.ApplicationList{Applications: make([]wire.Application, 0, len(apps))}
@@ -51,6 +56,8 @@ func (a *Controller) ListApplications(ctx context.Context) (wire.ApplicationList
 	if err != nil {
 		list.LiveError = err.Error()
 	}
+	// Group by the application label the stack package puts on every
+	// service it deploys; a service without it counts for no application.
 	counts := map[string]wire.ServiceCounts{}
 	for _, s := range services {
 		name := s.Spec.Labels[stack.LabelApplication]
@@ -73,6 +80,8 @@ func (a *Controller) ListApplications(ctx context.Context) (wire.ApplicationList
 // summary is app's list entry from the status table, without live counts.
 func (a *Controller) summary(app appset.Application) wire.Application {
 	st, ok := a.ctrl.Statuses().Get(app.Name)
+	// An application whose worker has not reported yet (it was just added)
+	// is listed as unknown rather than left out.
 	if !ok {
 		st = reconcile.AppStatus{Name: app.Name, Sync: reconcile.Unknown, Automated: app.SyncPolicy.Automated}
 	}
@@ -98,9 +107,14 @@ func (a *Controller) summary(app appset.Application) wire.Application {
 		LastError:        st.LastError,
 		LastErrorClass:   string(st.LastErrorClass),
 	}
+	for _, o := range st.Artifacts {
+		v.Artifacts = append(v.Artifacts, ArtifactView(o))
+	}
 	if h := st.Held; h.Revision != "" {
 		v.Held = &wire.Hold{Revision: h.Revision, Actor: h.Actor, Since: h.Since}
 	}
+	// A zero time means "never"; nil keeps it out of the JSON rather than
+	// showing the year 1.
 	if !st.LastReconcile.IsZero() {
 		t := st.LastReconcile.UTC()
 		v.LastReconcile = &t
@@ -147,6 +161,8 @@ func (a *Controller) Application(ctx context.Context, name string) (wire.Applica
 		byService[t.ServiceID] = append(byService[t.ServiceID], taskView(t))
 	}
 	for _, s := range services {
+		// LiveServices selects by application; a service labelled with
+		// another release is not part of the release shown here.
 		if s.Spec.Labels[stack.LabelRelease] != app.Release {
 			continue
 		}
@@ -155,6 +171,8 @@ func (a *Controller) Application(ctx context.Context, name string) (wire.Applica
 		if v.Tasks == nil {
 			v.Tasks = []wire.Task{}
 		}
+		// By slot, newest first within one: each slot's current task leads
+		// and the ones it replaced follow.
 		slices.SortFunc(v.Tasks, func(a, b wire.Task) int {
 			return cmp.Or(cmp.Compare(a.Slot, b.Slot), b.UpdatedAt.Compare(a.UpdatedAt))
 		})
@@ -172,6 +190,8 @@ func (a *Controller) Application(ctx context.Context, name string) (wire.Applica
 }
 
 // serviceView is the wire shape of one live service, without its tasks.
+// Counts and update state are zero when the Engine did not report them
+// (ServiceStatus needs the status option of ServiceList).
 func serviceView(s dswarm.Service) wire.Service {
 	v := wire.Service{Name: s.Spec.Name, ID: s.ID, Mode: "replicated"}
 	if cs := s.Spec.TaskTemplate.ContainerSpec; cs != nil {
@@ -219,7 +239,8 @@ func driftView(findings []plan.Finding) []wire.DriftFinding {
 }
 
 // Diff implements Reconciler. A revision is resolved in the application's
-// repository first.
+// repository first, so the plan is of one fixed commit even if the branch
+// moves meanwhile, and an unknown revision is refused before rendering.
 func (a *Controller) Diff(ctx context.Context, name, revision string) (wire.Diff, error) {
 	commit, err := a.ctrl.Resolve(ctx, name, revision)
 	if err != nil {
@@ -232,7 +253,8 @@ func (a *Controller) Diff(ctx context.Context, name, revision string) (wire.Diff
 	return wire.Diff{Application: name, Revision: out.Commit, Releases: []wire.ReleasePlan{PlanView(out.Plan)}}, nil
 }
 
-// PlanView is the wire shape of a release's plan.
+// PlanView is the wire shape of a release's plan. Changes is never nil, so
+// an empty plan is [] in JSON; the result shares no memory with p.
 func PlanView(p plan.Release) wire.ReleasePlan {
 	out := wire.ReleasePlan{Name: p.Name, Action: string(p.Action), Reason: p.Reason, Changes: make([]wire.PlanChange, 0, len(p.Changes))}
 	for _, c := range p.Changes {
@@ -284,13 +306,16 @@ func (a *Controller) Sync(ctx context.Context, name string, opts wire.SyncOption
 	return queued(name, q, err)
 }
 
-// Rollback implements Reconciler.
+// Rollback implements Reconciler: the controller checks that the release
+// and revision are recorded before anything is queued.
 func (a *Controller) Rollback(ctx context.Context, name string, opts wire.RollbackOptions) (wire.SyncResponse, error) {
 	q, err := a.ctrl.Rollback(ctx, name, opts.Release, opts.Revision)
 	return queued(name, q, err)
 }
 
-// queued answers a sync or rollback that was queued (or refused).
+// queued answers a sync or rollback that was queued (or refused). Merged
+// means an earlier request already queued covers this one: the ID is the
+// earlier request's, which is what the client should wait for.
 func queued(name string, q reconcile.Queued, err error) (wire.SyncResponse, error) {
 	if err != nil {
 		return wire.SyncResponse{}, apiError(err)
@@ -302,7 +327,8 @@ func queued(name string, q reconcile.Queued, err error) (wire.SyncResponse, erro
 	return resp, nil
 }
 
-// Unhold implements Reconciler.
+// Unhold implements Reconciler; unholding an application that is not held
+// still queues a tick.
 func (a *Controller) Unhold(ctx context.Context, name string) error {
 	return apiError(a.ctrl.Unhold(ctx, name))
 }
@@ -312,13 +338,15 @@ func (a *Controller) Refresh(ctx context.Context, name string) error {
 	return apiError(a.ctrl.Refresh(ctx, name))
 }
 
-// RefreshRepository implements Reconciler.
+// RefreshRepository implements Reconciler. It never fails: a push to a
+// repository that no application uses refreshes nothing.
 func (a *Controller) RefreshRepository(ctx context.Context, push Push) (Refreshed, error) {
 	r := a.ctrl.RefreshRepository(ctx, push.Matches)
 	return Refreshed{Applications: r.Applications, AppSet: r.AppSet}, nil
 }
 
-// Status implements Reconciler.
+// Status implements Reconciler from the controller's in-memory overview;
+// it makes no Docker or git call, so it answers even when both are down.
 func (a *Controller) Status(context.Context) (wire.ControllerStatus, error) {
 	o := a.ctrl.Overview()
 	st := wire.ControllerStatus{
@@ -343,7 +371,25 @@ func (a *Controller) Status(context.Context) (wire.ControllerStatus, error) {
 	return st, nil
 }
 
-// Ready implements Reconciler.
+// Ready implements Reconciler; it pings the swarm, which the controller
+// bounds at five seconds.
 func (a *Controller) Ready(ctx context.Context) error {
 	return apiError(a.ctrl.Ready(ctx))
+}
+
+// ArtifactView is the wire shape of one resolved artifact.
+func ArtifactView(o artifact.Object) wire.Artifact {
+	drift := wire.ArtifactInSync
+	switch {
+	case o.Drift(true):
+		drift = wire.ArtifactReady
+	case o.Drift(false):
+		drift = wire.ArtifactWaiting
+	}
+	return wire.Artifact{
+		Name: o.Entry.Name, Kind: string(o.Entry.Kind), Strategy: string(o.Entry.Deploy.Strategy()),
+		Suspended: o.Suspended(), Preview: o.Entry.Deploy.Preview, Image: o.Entry.Image,
+		Desired: o.Desired, Current: o.Current, Version: o.Version(), Condition: string(o.Condition),
+		Reason: o.Reason, Digest: o.Digest, Drift: drift,
+	}
 }

@@ -22,6 +22,8 @@ import (
 func (s *Server) eventsRoute(w http.ResponseWriter, r *http.Request, subj Subject) {
 	q := r.URL.Query()
 	filter := notify.Filter{Applications: splitParams(q["app"])}
+	// An unknown type is a 400, not a filter that matches nothing: a typo
+	// must not look like a quiet stream.
 	for _, t := range splitParams(q["type"]) {
 		if !slices.Contains(notify.Types(), notify.EventType(t)) {
 			writeError(w, http.StatusBadRequest, wire.CodeBadRequest, fmt.Sprintf("type: unknown event type %q", t))
@@ -61,6 +63,8 @@ func (s *Server) eventsRoute(w http.ResponseWriter, r *http.Request, subj Subjec
 	writeJSON(w, http.StatusOK, list)
 }
 
+// splitParams flattens repeated and comma-separated query values, so
+// ?app=a&app=b and ?app=a,b mean the same, dropping empty ones.
 func splitParams(values []string) []string {
 	var out []string
 	for _, v := range values {
@@ -73,6 +77,9 @@ func splitParams(values []string) []string {
 	return out
 }
 
+// acceptsStream reports whether the Accept header lists text/event-stream.
+// Quality values are ignored: a client that lists the stream at all is an
+// EventSource or wants to behave like one.
 func acceptsStream(r *http.Request) bool {
 	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
 		if mt, _, err := mime.ParseMediaType(strings.TrimSpace(part)); err == nil && mt == "text/event-stream" {
@@ -86,6 +93,8 @@ func acceptsStream(r *http.Request) bool {
 // closes (which is how the controller ends streams at shutdown, since
 // http.Server.Shutdown does not). Last-Event-ID replays from the store.
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, filter notify.Filter) {
+	// An EventSource sends Last-Event-ID on reconnect with the last id it
+	// saw, so a client that dropped misses nothing the store still keeps.
 	var after int64
 	if v := r.Header.Get("Last-Event-ID"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
@@ -101,9 +110,13 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, filter notify.Fi
 	_ = rc.SetWriteDeadline(time.Time{})
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
+	// nginx buffers proxied responses unless told not to, which would hold
+	// events back until the buffer fills.
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	flush := func() { _ = rc.Flush() }
+	// Send the headers now: the client's EventSource reports the stream
+	// open only when they arrive, not at the first event.
 	flush()
 	s.metrics.subscribers(1)
 	defer s.metrics.subscribers(-1)
@@ -123,7 +136,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, filter notify.Fi
 	}
 }
 
-// heartbeats keeps a stream without a broker open until ctx ends.
+// heartbeats keeps a stream without a broker open until ctx ends or a
+// write fails. The comments it writes keep proxies and load balancers from
+// closing an idle connection.
 func (s *Server) heartbeats(ctx context.Context, w http.ResponseWriter, flush func()) {
 	every := s.heartbeat
 	if every <= 0 {

@@ -30,10 +30,14 @@ func (s *Server) table() []route {
 	}
 }
 
+// healthz is liveness: it asks nothing of the controller, so a slow swarm
+// or forge never gets a healthy controller restarted.
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request, _ Subject) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
+// readyz is readiness: 503 until the first app set is loaded and while the
+// swarm does not answer.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request, _ Subject) {
 	if err := s.rec.Ready(r.Context()); err != nil {
 		writeError(w, http.StatusServiceUnavailable, wire.CodeUnavailable, err.Error())
@@ -42,14 +46,20 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request, _ Subject) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
+// serveMetrics serves the Prometheus registry; the route table restricts
+// it to admins, since label values name every application.
 func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request, _ Subject) {
 	s.metrics.Handler().ServeHTTP(w, r)
 }
 
+// version names the build and the capabilities clients adapt to.
 func (s *Server) version(w http.ResponseWriter, _ *http.Request, _ Subject) {
 	writeJSON(w, http.StatusOK, s.versionInfo())
 }
 
+// status describes the controller. The details (node and cluster ids,
+// Engine version, git counters) are for admins: they help an attacker
+// more than a viewer.
 func (s *Server) status(w http.ResponseWriter, r *http.Request, subj Subject) {
 	st, err := s.rec.Status(r.Context())
 	if err != nil {
@@ -62,6 +72,8 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request, subj Subject) {
 	writeJSON(w, http.StatusOK, st)
 }
 
+// list lists the applications the subject sees; the others are left out
+// rather than refused, so a scoped token still gets a useful list.
 func (s *Server) list(w http.ResponseWriter, r *http.Request, subj Subject) {
 	list, err := s.rec.ListApplications(r.Context())
 	if err != nil {
@@ -78,6 +90,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, subj Subject) {
 	writeJSON(w, http.StatusOK, list)
 }
 
+// get returns one application; the guard has checked the subject sees it.
 func (s *Server) get(w http.ResponseWriter, r *http.Request, _ Subject) {
 	d, err := s.rec.Application(r.Context(), r.PathValue("name"))
 	if err != nil {
@@ -87,6 +100,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, _ Subject) {
 	writeJSON(w, http.StatusOK, d)
 }
 
+// diff plans the application at ?revision= (default: what it tracks).
 func (s *Server) diff(w http.ResponseWriter, r *http.Request, _ Subject) {
 	d, err := s.rec.Diff(r.Context(), r.PathValue("name"), r.URL.Query().Get("revision"))
 	if err != nil {
@@ -99,6 +113,9 @@ func (s *Server) diff(w http.ResponseWriter, r *http.Request, _ Subject) {
 // historyLimit is how many store syncs the history route returns by default.
 const historyLimit = 50
 
+// history merges the revisions recorded in the swarm with the store's sync
+// history. The store part is best effort: when it fails the revisions are
+// still answered and SyncsError says why.
 func (s *Server) history(w http.ResponseWriter, r *http.Request, _ Subject) {
 	name := r.PathValue("name")
 	h, err := s.rec.History(r.Context(), name)
@@ -136,6 +153,8 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request, _ Subject) {
 	writeJSON(w, http.StatusOK, h)
 }
 
+// sync queues a sync (202) or, for a dry run, answers the plan (200): a
+// dry run has its whole answer already and nothing is left to wait for.
 func (s *Server) sync(w http.ResponseWriter, r *http.Request, subj Subject) {
 	var opts wire.SyncOptions
 	if err := s.decodeBody(w, r, &opts); err != nil {
@@ -155,6 +174,8 @@ func (s *Server) sync(w http.ResponseWriter, r *http.Request, subj Subject) {
 	writeJSON(w, code, resp)
 }
 
+// rollback queues a sync to a recorded revision and holds the
+// application there until unhold.
 func (s *Server) rollback(w http.ResponseWriter, r *http.Request, subj Subject) {
 	var opts wire.RollbackOptions
 	if err := s.decodeBody(w, r, &opts); err != nil {
@@ -170,6 +191,8 @@ func (s *Server) rollback(w http.ResponseWriter, r *http.Request, subj Subject) 
 	writeJSON(w, http.StatusAccepted, resp)
 }
 
+// refresh makes the controller re-read git for the application; nothing is
+// applied unless the application is automated.
 func (s *Server) refresh(w http.ResponseWriter, r *http.Request, subj Subject) {
 	name := r.PathValue("name")
 	if err := s.rec.Refresh(notify.WithActor(r.Context(), subj.Name), name); err != nil {
@@ -179,6 +202,7 @@ func (s *Server) refresh(w http.ResponseWriter, r *http.Request, subj Subject) {
 	writeJSON(w, http.StatusAccepted, wire.RefreshResponse{Application: name, Status: wire.SyncQueued})
 }
 
+// unhold releases a rollback's hold, so the application follows git again.
 func (s *Server) unhold(w http.ResponseWriter, r *http.Request, subj Subject) {
 	name := r.PathValue("name")
 	if err := s.rec.Unhold(notify.WithActor(r.Context(), subj.Name), name); err != nil {

@@ -203,8 +203,10 @@ func newTestServer(t *testing.T, opts api.Options) *testServer {
 	}
 	if opts.Metrics == nil {
 		opts.Metrics = api.NewMetrics(api.MetricsOptions{
-			Applications: func() []api.AppState { return []api.AppState{{Name: "web", Sync: "synced"}} },
-			Version:      "test", Commit: "abc",
+			Applications: func() []api.AppState {
+				return []api.AppState{{Name: "web", Sync: "synced", Artifacts: map[string]string{"web": wire.ArtifactWaiting}}}
+			},
+			Version: "test", Commit: "abc",
 		})
 	}
 	opts.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))

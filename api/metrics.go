@@ -16,19 +16,27 @@ import (
 
 // AppState is one application's state for the per-application gauges.
 type AppState struct {
-	Name   string
+	Name string
+	// Sync and Health are the wire names of the states ("synced",
+	// "healthy", ...); an empty Health is exported as unknown.
 	Sync   string
 	Health string
-	// DriftFindings counts live drift findings (0 until live drift lands).
+	// DriftFindings counts the application's live drift findings.
 	DriftFindings int
+	// Artifacts maps each release artifact's name to its drift state:
+	// wire.ArtifactInSync, ArtifactWaiting or ArtifactReady.
+	Artifacts map[string]string
 }
 
 // Counter reads a monotonic count kept elsewhere (the git cache, a
 // notifier), exported as a Prometheus counter at scrape time.
 type Counter struct {
 	Name, Help string
-	Labels     prometheus.Labels
-	Read       func() float64
+	// Labels are constant labels; they tell apart counters of one name.
+	Labels prometheus.Labels
+	// Read returns the count; it is called at every scrape, concurrently
+	// with anything else, and must not block.
+	Read func() float64
 }
 
 // MetricsOptions wire what Metrics reads at scrape time. Every field may
@@ -44,7 +52,10 @@ type MetricsOptions struct {
 	Version, Commit string
 }
 
-// The sync, health and live-drift states exported as state sets.
+// The sync and health states exported as state sets: one series per
+// state, 1 for the current one and 0 for the others, so a state change
+// flips values instead of making a series vanish, and an alert can match
+// state="degraded" without juggling absent series.
 var (
 	syncStates   = []string{"synced", "out-of-sync", "unknown"}
 	healthStates = []string{"healthy", "progressing", "degraded", "missing", "unknown"}
@@ -68,7 +79,10 @@ type Metrics struct {
 	requestDuration   *prometheus.HistogramVec
 }
 
-// NewMetrics returns the metrics with every collector registered.
+// NewMetrics returns the metrics with every collector registered, the Go
+// and process collectors included. It panics when opts.Counters has an
+// invalid or clashing name, a programmer error caught at start-up; use
+// AddCounters to get an error instead.
 func NewMetrics(opts MetricsOptions) *Metrics {
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
@@ -139,6 +153,7 @@ func (m *Metrics) AddCounters(counters ...Counter) error {
 	return nil
 }
 
+// The descriptors of appCollector's series.
 var (
 	syncStateDesc = prometheus.NewDesc("skep_application_sync_state",
 		"1 for the sync state the application is in, 0 for the others.", []string{"application", "state"}, nil)
@@ -146,18 +161,27 @@ var (
 		"1 for the health state the application is in, 0 for the others.", []string{"application", "state"}, nil)
 	driftDesc = prometheus.NewDesc("skep_application_drift_findings",
 		"Live drift findings of the application.", []string{"application"}, nil)
+	artifactStateDesc = prometheus.NewDesc("skep_artifact_state",
+		"1 for the drift state a release artifact is in (none: desired runs; waiting: desired image not pushed; ready: desired can deploy), 0 for the others.",
+		[]string{"application", "artifact", "state"}, nil)
 )
+
+// artifactStates are the values of skep_artifact_state's state label.
+var artifactStates = []string{wire.ArtifactInSync, wire.ArtifactWaiting, wire.ArtifactReady}
 
 // appCollector exports per-application state sets read at scrape time, so
 // an application that left the app set leaves the metrics too.
 type appCollector func() []AppState
 
+// Describe implements prometheus.Collector.
 func (f appCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- syncStateDesc
 	ch <- healthStateDesc
 	ch <- driftDesc
+	ch <- artifactStateDesc
 }
 
+// Collect implements prometheus.Collector; it calls f once per scrape.
 func (f appCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, a := range f() {
 		for _, s := range syncStates {
@@ -171,9 +195,15 @@ func (f appCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(healthStateDesc, prometheus.GaugeValue, boolValue(health == s), a.Name, s)
 		}
 		ch <- prometheus.MustNewConstMetric(driftDesc, prometheus.GaugeValue, float64(a.DriftFindings), a.Name)
+		for name, state := range a.Artifacts {
+			for _, s := range artifactStates {
+				ch <- prometheus.MustNewConstMetric(artifactStateDesc, prometheus.GaugeValue, boolValue(state == s), a.Name, name, s)
+			}
+		}
 	}
 }
 
+// boolValue is a state set's value: 1 for the current state, else 0.
 func boolValue(b bool) float64 {
 	if b {
 		return 1
@@ -181,7 +211,9 @@ func boolValue(b bool) float64 {
 	return 0
 }
 
-// ObserveReconcile records one reconcile; the reconciler calls it.
+// ObserveReconcile records one reconcile; the reconciler calls it from its
+// workers, concurrently. Apply and git figures are recorded only when the
+// reconcile applied or read git.
 func (m *Metrics) ObserveReconcile(o reconcile.Observation) {
 	if m == nil {
 		return
@@ -204,18 +236,24 @@ func (m *Metrics) ObserveReconcile(o reconcile.Observation) {
 	}
 }
 
+// webhook counts one inbound delivery by provider and result. provider is
+// the path segment as the caller gave it, unknown providers included.
 func (m *Metrics) webhook(provider, result string) {
 	if m != nil {
 		m.webhooks.WithLabelValues(provider, result).Inc()
 	}
 }
 
+// subscribers moves the event-stream gauge by delta (+1 on open, -1 on
+// close).
 func (m *Metrics) subscribers(delta float64) {
 	if m != nil {
 		m.sseSubscribers.Add(delta)
 	}
 }
 
+// request counts one API request. route is the mux pattern, never the
+// path: paths carry application names and would make a series per name.
 func (m *Metrics) request(route string, code int, took time.Duration) {
 	if m != nil {
 		m.requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
@@ -226,6 +264,8 @@ func (m *Metrics) request(route string, code int, took time.Duration) {
 // Handler serves the registry in the Prometheus text format. It does no
 // authorisation: mount it behind the guard or on a private listener.
 func (m *Metrics) Handler() http.Handler {
+	// ContinueOnError: a collector that fails (the process collector on an
+	// unusual /proc) leaves the rest of the scrape served.
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }
 

@@ -58,6 +58,8 @@ func TestMetricsExposeTheKeySeries(t *testing.T) {
 		`skep_application_sync_state{application="web",state="out-of-sync"} 0`,
 		`skep_application_health_state{application="web",state="unknown"} 1`,
 		`skep_application_drift_findings{application="web"} 0`,
+		`skep_artifact_state{application="web",artifact="web",state="waiting"} 1`,
+		`skep_artifact_state{application="web",artifact="web",state="ready"} 0`,
 		`skep_webhook_deliveries_total{provider="generic",result="invalid_signature"} 1`,
 		`skep_api_requests_total{code="200",route="GET /api/v1/applications"} 1`,
 		`skep_sse_subscribers 0`,

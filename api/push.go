@@ -28,6 +28,9 @@ func (p Push) Matches(repo, revision string) bool {
 
 // Refreshed says what a push refreshed.
 type Refreshed struct {
+	// Applications names the applications whose repository was refreshed
+	// and a tick queued.
 	Applications []string
-	AppSet       bool
+	// AppSet is true when the push moved the app set's own source.
+	AppSet bool
 }

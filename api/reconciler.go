@@ -52,10 +52,15 @@ type Reconciler interface {
 	Ready(ctx context.Context) error
 }
 
-// Errors a Reconciler wraps to choose the status code.
+// Errors a Reconciler wraps to choose the status code. The wrapping error's
+// message is shown to the client, so it must hold no secret.
 var (
-	ErrNotFound    = errors.New("not found")
-	ErrInvalid     = errors.New("invalid request")
+	// ErrNotFound: no such application, release or revision (404).
+	ErrNotFound = errors.New("not found")
+	// ErrInvalid: the request cannot be served as asked (400).
+	ErrInvalid = errors.New("invalid request")
+	// ErrUnavailable: the swarm or the app set is not there yet (503);
+	// the client may retry.
 	ErrUnavailable = errors.New("unavailable")
 )
 
@@ -80,7 +85,8 @@ func RepoKey(repo string) string {
 	case strings.HasPrefix(s, "/"):
 		p = s
 	default:
-		// scp-like user@host:path
+		// scp-like user@host:path: the host ends at the first ':', and a
+		// user, if any, ends at the last '@' before it.
 		at := strings.LastIndex(s[:max(strings.Index(s, ":"), 0)], "@")
 		rest := s[at+1:]
 		i := strings.Index(rest, ":")
@@ -89,6 +95,8 @@ func RepoKey(repo string) string {
 		}
 		host, p = rest[:i], rest[i+1:]
 	}
+	// A payload's web URL has no ".git" and its clone URL has one; both
+	// must give the key of the application's repo, however it is written.
 	p = path.Clean("/" + p)
 	p = strings.TrimSuffix(strings.TrimSuffix(p, "/"), ".git")
 	return strings.ToLower(host + p)
@@ -112,6 +120,8 @@ func RefMatches(revision, ref string) bool {
 	return short == revision
 }
 
+// isCommitID reports whether s is a full object name as git prints it:
+// lower-case hex, 40 digits for SHA-1 or 64 for SHA-256 repositories.
 func isCommitID(s string) bool {
 	if len(s) != 40 && len(s) != 64 {
 		return false

@@ -20,24 +20,34 @@ import (
 	"github.com/skep-cd/skep/wire"
 )
 
-// DefaultMaxBody bounds a request body (JSON or webhook payload).
+// DefaultMaxBody bounds a request body (JSON or webhook payload); a larger
+// body answers 413, which refuses a forge's delivery too, so raise
+// Options.MaxBody if a forge's push payloads are bigger.
 const DefaultMaxBody = 1 << 20
 
-// EventLog reads kept events; *store.Store implements it.
+// EventLog reads kept events; *store.Store implements it. Its methods are
+// called concurrently from requests.
 type EventLog interface {
+	// Events returns the kept events q selects; the slice is the caller's.
 	Events(ctx context.Context, q store.Query) ([]notify.Record, error)
+	// Replay returns what an event stream replays after a Last-Event-ID,
+	// filtered by f.
 	Replay(f notify.Filter) notify.ReplayFunc
 }
 
-// SyncHistory reads the kept sync history; *store.Store implements it.
+// SyncHistory reads the kept sync history; *store.Store implements it. It
+// is called concurrently from requests.
 type SyncHistory interface {
+	// History returns up to limit of app's syncs, newest first.
 	History(ctx context.Context, app string, limit int) ([]store.Sync, error)
 }
 
 // Options wire a Server. Reconciler and Authorizer are required; the zero
 // value of every other field means its default or "not available".
 type Options struct {
+	// Reconciler answers every application and controller route.
 	Reconciler Reconciler
+	// Authorizer resolves the subject of every route that needs a role.
 	Authorizer Authorizer
 	// Metrics is served on /metrics (admins only) and counts requests;
 	// nil means a fresh NewMetrics(MetricsOptions{}).
@@ -54,11 +64,12 @@ type Options struct {
 	MaxBody int64
 	// Heartbeat is the event stream's heartbeat interval; 0 means 15s.
 	Heartbeat time.Duration
-	Logger    *slog.Logger
+	// Logger receives handler failures and panics; nil discards them.
+	Logger *slog.Logger
 }
 
 // Server is the API's http.Handler. Build it with New; it is safe for
-// concurrent use.
+// concurrent use. Its fields are set by New and never change.
 type Server struct {
 	rec       Reconciler
 	auth      Authorizer
@@ -74,7 +85,8 @@ type Server struct {
 	routes    []route
 }
 
-// New checks opts and builds the server with every route of routes().
+// New checks opts and builds the server with every route of the route
+// table. Webhook deliveries are only queued until Run is started too.
 func New(opts Options) (*Server, error) {
 	if opts.Reconciler == nil {
 		return nil, errors.New("api: no reconciler")
@@ -112,7 +124,8 @@ type Route struct {
 	Role Role
 }
 
-// Routes returns every registered route, in registration order.
+// Routes returns every registered route, in registration order; the slice
+// is the caller's. Tests hold the OpenAPI document to it.
 func (s *Server) Routes() []Route {
 	out := make([]Route, len(s.routes))
 	for i, rt := range s.routes {
@@ -130,7 +143,9 @@ type route struct {
 	handle func(w http.ResponseWriter, r *http.Request, subj Subject)
 }
 
-// securityHeaders are set on every response.
+// securityHeaders are set on every response. The API serves JSON and
+// never HTML, so nothing may sniff, frame or load anything from it, and
+// its answers carry live state that no cache may keep.
 var securityHeaders = map[string]string{
 	"X-Content-Type-Options":  "nosniff",
 	"X-Frame-Options":         "DENY",
@@ -148,10 +163,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	for k, v := range securityHeaders {
 		h.Set(k, v)
 	}
+	// Browsers ignore HSTS over plain HTTP (RFC 6797); sent there it would
+	// only mislead whoever reads the headers.
 	if r.TLS != nil {
 		h.Set("Strict-Transport-Security", "max-age=31536000")
 	}
 	sw := &statusWriter{ResponseWriter: w}
+	// ServeMux answers unmatched paths and methods in plain text; asking
+	// for the pattern first lets the server answer both in JSON, and gives
+	// the metrics a route label that does not grow with the paths asked.
 	_, pattern := s.mux.Handler(r)
 	route := pattern
 	if route == "" {
@@ -159,10 +179,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer func() {
 		if v := recover(); v != nil {
+			// ErrAbortHandler is net/http's way to abort a response; the
+			// server needs to see it to drop the connection quietly.
 			if v == http.ErrAbortHandler {
 				panic(v)
 			}
 			s.log.Error("api handler panicked", "route", route, "err", fmt.Sprint(v), "stack", string(debug.Stack()))
+			// Once a status is written a JSON error would only corrupt
+			// the body; the client sees a truncated response instead.
 			if !sw.wrote {
 				writeError(sw, http.StatusInternalServerError, wire.CodeInternal, "internal error; see the controller log")
 			}
@@ -182,7 +206,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	writeError(sw, http.StatusNotFound, wire.CodeNotFound, "no route "+r.URL.Path)
 }
 
-// allowed returns the methods the mux serves for r's path.
+// allowed returns the methods the mux serves for r's path, for the Allow
+// header of a 405. ServeMux does not say which methods a path has, so each
+// is probed on a clone of r.
 func (s *Server) allowed(r *http.Request) []string {
 	var out []string
 	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
@@ -238,6 +264,7 @@ type statusWriter struct {
 	wrote  bool
 }
 
+// WriteHeader remembers the first code, as net/http ignores later ones.
 func (w *statusWriter) WriteHeader(code int) {
 	if !w.wrote {
 		w.status, w.wrote = code, true
@@ -245,6 +272,7 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
+// Write counts an implicit 200, as net/http sends one before the body.
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if !w.wrote {
 		w.status, w.wrote = http.StatusOK, true
@@ -252,8 +280,11 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	return w.ResponseWriter.Write(b)
 }
 
+// Unwrap lets http.ResponseController reach Flush and the deadline
+// setters of the underlying writer, which the event stream needs.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// code is the status sent, 200 for a handler that wrote nothing.
 func (w *statusWriter) code() int {
 	if !w.wrote {
 		return http.StatusOK
@@ -266,16 +297,21 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	enc := json.NewEncoder(w)
+	// No browser renders these bodies as HTML (nosniff, JSON type);
+	// escaping <, > and & would only garble messages and diff values.
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(v) // the client went away; nothing left to tell it
 }
 
+// writeError writes the API's error object. msg reaches the client, so it
+// must never hold a secret or an internal detail meant for the log.
 func writeError(w http.ResponseWriter, code int, c wire.ErrorCode, msg string) {
 	writeJSON(w, code, wire.Error{Code: c, Message: msg})
 }
 
-// fail answers err: the Reconciler's sentinels choose the code; anything
-// else is a 500 whose detail goes to the log only.
+// fail answers err: the Reconciler's sentinels choose the code, and their
+// messages, written for users, are shown; anything else is a 500 whose
+// detail goes to the log only.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var tooLarge *http.MaxBytesError
 	switch {
@@ -298,6 +334,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 // decodeBody decodes a JSON body into v strictly (unknown fields and
 // trailing data are errors). An empty body leaves v as it is.
 func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
+	// No Content-Type is accepted: curl -X POST without a body sends none.
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
 			return errUnsupportedMedia
@@ -322,6 +359,8 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) error
 	return nil
 }
 
+// errUnsupportedMedia is decodeBody's error for a body that is not JSON,
+// answered 415 by failBody.
 var errUnsupportedMedia = errors.New("request body must be application/json")
 
 // failBody answers a body decoding error.
@@ -333,7 +372,9 @@ func (s *Server) failBody(w http.ResponseWriter, r *http.Request, err error) {
 	s.fail(w, r, err)
 }
 
-// capabilities lists what this server offers, for clients to adapt to.
+// capabilities lists what this server offers, for clients to adapt to: a
+// client newer than the controller can check for a capability before
+// using it, instead of comparing version numbers.
 func (s *Server) capabilities() []string {
 	out := []string{"applications", "sync", "sync.dry-run", "sync.revision", "sync.prune", "rollback", "refresh", "unhold", "events", "metrics"}
 	if s.events != nil {

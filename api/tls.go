@@ -15,11 +15,13 @@ import (
 type CertReloader struct {
 	certFile, keyFile string
 
-	mu       sync.Mutex
-	cert     *tls.Certificate
-	certMod  time.Time
-	keyMod   time.Time
-	checked  time.Time
+	mu      sync.Mutex
+	cert    *tls.Certificate
+	certMod time.Time
+	keyMod  time.Time
+	checked time.Time
+	// interval bounds how often the files are stat'ed: GetCertificate runs
+	// on every TLS handshake.
 	interval time.Duration
 }
 
@@ -46,6 +48,7 @@ func (r *CertReloader) load() error {
 	return nil
 }
 
+// mtimes returns the modification times of the certificate and key files.
 func (r *CertReloader) mtimes() (cert, key time.Time, err error) {
 	ci, err := os.Stat(r.certFile)
 	if err != nil {
@@ -74,7 +77,9 @@ func (r *CertReloader) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, e
 	return r.cert, nil
 }
 
-// TLSConfig returns a server configuration using r, TLS 1.2 at least.
+// TLSConfig returns a server configuration using r, TLS 1.2 at least (the
+// oldest version without known practical attacks). The caller may change
+// the returned config.
 func (r *CertReloader) TLSConfig() *tls.Config {
 	return &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: r.GetCertificate}
 }

@@ -34,7 +34,8 @@ const (
 	ProviderGeneric   = "generic"
 )
 
-// Providers lists every provider a webhooks file may configure.
+// Providers lists every provider a webhooks file may configure; the slice
+// is fresh on every call.
 func Providers() []string {
 	return []string{ProviderGitHub, ProviderGitLab, ProviderGitea, ProviderForgejo, ProviderBitbucket, ProviderGeneric}
 }
@@ -61,8 +62,10 @@ var (
 // WebhookSpec is one configured endpoint: a provider and its secret (the
 // HMAC key, or GitLab's token).
 type WebhookSpec struct {
+	// Provider is one of Providers.
 	Provider string
-	Secret   wire.Token
+	// Secret is the key the forge signs with; it never reaches a log.
+	Secret wire.Token
 }
 
 // WebhooksOptions tune Webhooks; the zero value means the defaults.
@@ -81,13 +84,15 @@ type WebhooksOptions struct {
 // report. Its methods are safe for concurrent use; a nil *Webhooks has no
 // provider configured.
 type Webhooks struct {
-	secrets map[string]wire.Token
-	queue   chan Push
+	secrets map[string]wire.Token // by provider; read-only after NewWebhooks
+	queue   chan Push             // drained by Server.Run
 	seen    *deliveries
 	timeout time.Duration
 }
 
-// NewWebhooks checks specs (known providers, each once, non-empty secrets).
+// NewWebhooks checks specs (known providers, each once, non-empty secrets)
+// and reports every problem at once. Zero fields of opts take their
+// defaults.
 func NewWebhooks(specs []WebhookSpec, opts WebhooksOptions) (*Webhooks, error) {
 	if opts.Queue <= 0 {
 		opts.Queue = 64
@@ -126,6 +131,8 @@ func (h *Webhooks) Providers() []string {
 	return slices.Sorted(maps.Keys(h.secrets))
 }
 
+// secret returns provider's secret; ok is false when it is not configured
+// or h is nil.
 func (h *Webhooks) secret(provider string) (wire.Token, bool) {
 	if h == nil {
 		return wire.Token{}, false
@@ -134,7 +141,9 @@ func (h *Webhooks) secret(provider string) (wire.Token, bool) {
 	return t, ok
 }
 
-// run processes queued pushes one at a time until ctx ends.
+// run processes queued pushes one at a time until ctx ends, so a burst of
+// pushes costs one refresh after another, never a burst of parallel git
+// reads. With no webhooks configured it just waits for ctx.
 func (h *Webhooks) run(ctx context.Context, rec Reconciler, log *slog.Logger) {
 	if h == nil {
 		<-ctx.Done()
@@ -179,6 +188,8 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request, _ Subject) {
 		writeError(w, http.StatusNotFound, wire.CodeNotFound, fmt.Sprintf("no webhook is configured for provider %q", provider))
 		return
 	}
+	// The signature covers the raw bytes, so the body is read whole and
+	// verified before any of it is decoded.
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
 	if err != nil {
 		s.metrics.webhook(provider, webhookTooLarge)
@@ -206,12 +217,18 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request, _ Subject) {
 		writeJSON(w, http.StatusOK, WebhookResponse{Status: webhookIgnored})
 		return
 	}
+	// Forges redeliver after a timeout and on a user's "redeliver"; the
+	// delivery id drops the second copy. A delivery without one is never a
+	// duplicate.
 	id := DeliveryID(provider, r.Header)
 	if id != "" && !s.webhooks.seen.add(provider+"/"+id) {
 		s.metrics.webhook(provider, webhookDuplicate)
 		writeJSON(w, http.StatusOK, WebhookResponse{Status: webhookDuplicate})
 		return
 	}
+	// Answer before the refresh runs: forges give a delivery about ten
+	// seconds and a git fetch can take longer. A full queue is a 503 so the
+	// forge retries instead of the push being lost.
 	select {
 	case s.webhooks.queue <- push:
 	default:
@@ -241,12 +258,16 @@ func VerifyWebhook(provider string, h http.Header, body []byte, secret wire.Toke
 		if got == "" {
 			return fmt.Errorf("X-Gitlab-Token: %w", ErrMissingSignature)
 		}
+		// Compare digests: ConstantTimeCompare returns at once on a length
+		// mismatch, which would time the secret's length.
 		a, b := wire.NewToken(got).Digest(), secret.Digest()
 		if subtle.ConstantTimeCompare(a[:], b[:]) != 1 {
 			return fmt.Errorf("X-Gitlab-Token: %w", ErrBadSignature)
 		}
 		return nil
 	case ProviderGitea, ProviderForgejo:
+		// Forgejo, a fork of Gitea, may send either header, or both with
+		// the same value; the first present decides.
 		for _, name := range []string{"X-Forgejo-Signature", "X-Gitea-Signature"} {
 			if v := h.Get(name); v != "" {
 				return checkHMAC(name, v, "", body, secret)
@@ -269,6 +290,9 @@ func VerifyWebhook(provider string, h http.Header, body []byte, secret wire.Toke
 	return checkHMAC(name, v, "sha256=", body, secret)
 }
 
+// checkHMAC checks value, hex after prefix, of header against the body's
+// HMAC under secret; hmac.Equal compares in constant time. The error names
+// the header and never the expected value.
 func checkHMAC(header, value, prefix string, body []byte, secret wire.Token) error {
 	if prefix != "" {
 		rest, ok := strings.CutPrefix(value, prefix)
@@ -287,14 +311,16 @@ func checkHMAC(header, value, prefix string, body []byte, secret wire.Token) err
 	return nil
 }
 
-// Sign returns the HMAC-SHA256 of body under secret.
+// Sign returns the HMAC-SHA256 of body under secret: what a sender of the
+// generic webhook puts, hex-encoded after "sha256=", in X-Skep-Signature.
 func Sign(body []byte, secret wire.Token) []byte {
 	m := hmac.New(sha256.New, []byte(secret.Reveal()))
 	m.Write(body)
 	return m.Sum(nil)
 }
 
-// DeliveryID returns the provider's delivery id header, or "".
+// DeliveryID returns the provider's delivery id header, or "". The names
+// are tried in order; Gitea and Forgejo may send either family.
 func DeliveryID(provider string, h http.Header) string {
 	names := map[string][]string{
 		ProviderGitHub:    {"X-GitHub-Delivery"},
@@ -324,6 +350,8 @@ type forgeRepository struct {
 	Homepage   string `json:"homepage"`
 }
 
+// urls returns r's non-empty URLs without repeats; nil for no repository.
+// Any may be the form an application's repo is written in.
 func (r *forgeRepository) urls() []string {
 	if r == nil {
 		return nil
@@ -337,12 +365,17 @@ func (r *forgeRepository) urls() []string {
 	return out
 }
 
+// forgePush is the part of a GitHub, Gitea, Forgejo or GitLab push payload
+// that is read. GitLab names the repository in project as well as in
+// repository, each with other URL fields; both are read.
 type forgePush struct {
 	Ref        string           `json:"ref"`
 	Repository *forgeRepository `json:"repository"`
 	Project    *forgeRepository `json:"project"` // GitLab
 }
 
+// bitbucketPush is the part of a Bitbucket Cloud repo:push payload that is
+// read: the repository's links and the refs each change moved.
 type bitbucketPush struct {
 	Repository *struct {
 		FullName string `json:"full_name"`
@@ -360,6 +393,8 @@ type bitbucketPush struct {
 	} `json:"push"`
 }
 
+// bitbucketRef is one side of a Bitbucket change; a bare branch or tag
+// name, which ParseWebhook turns into a full ref.
 type bitbucketRef struct {
 	Type string `json:"type"` // branch or tag
 	Name string `json:"name"`
@@ -368,8 +403,10 @@ type bitbucketRef struct {
 // GenericPush is the body of the generic webhook: the repository URL and,
 // optionally, the ref that moved.
 type GenericPush struct {
+	// Repository is matched by RepoKey against applications' repos.
 	Repository string `json:"repository"`
-	Ref        string `json:"ref,omitempty"`
+	// Ref is a full ref or a bare branch name; empty matches any.
+	Ref string `json:"ref,omitempty"`
 }
 
 // ParseWebhook reads what a verified delivery says moved. isPush is false
@@ -406,6 +443,8 @@ func ParseWebhook(provider string, h http.Header, body []byte) (push Push, isPus
 			}
 		}
 		for _, c := range p.Push.Changes {
+			// A deleted branch or tag has no new side; its old side still
+			// names what moved.
 			ref := c.New
 			if ref == nil {
 				ref = c.Old
@@ -422,6 +461,8 @@ func ParseWebhook(provider string, h http.Header, body []byte) (push Push, isPus
 			}
 		}
 	case ProviderGeneric:
+		// Strict, unlike the forges' payloads: the generic body is ours,
+		// so a misspelt field is a mistake to report, not extra data.
 		var p GenericPush
 		dec := json.NewDecoder(bytes.NewReader(body))
 		dec.DisallowUnknownFields()
@@ -444,6 +485,8 @@ func ParseWebhook(provider string, h http.Header, body []byte) (push Push, isPus
 	return push, true, nil
 }
 
+// dedupe returns list without repeats, in first-seen order. Lists here are
+// a handful of URLs, so the quadratic scan costs nothing.
 func dedupe(list []string) []string {
 	var out []string
 	for _, s := range list {
@@ -454,6 +497,9 @@ func dedupe(list []string) []string {
 	return out
 }
 
+// isPushEvent reports whether the event header says push. Forges send
+// other events (ping, issues) to the same URL; those are answered
+// "ignored", not refused, so the forge does not mark the hook failing.
 func isPushEvent(provider string, h http.Header) bool {
 	switch provider {
 	case ProviderGitHub:
@@ -467,7 +513,9 @@ func isPushEvent(provider string, h http.Header) bool {
 	}
 }
 
-// deliveries remembers the last n delivery ids, dropping the oldest.
+// deliveries remembers the last n delivery ids, dropping the oldest: the
+// list keeps arrival order, the map finds an id. It is safe for
+// concurrent use.
 type deliveries struct {
 	mu    sync.Mutex
 	n     int
@@ -475,6 +523,7 @@ type deliveries struct {
 	ids   map[string]*list.Element
 }
 
+// newDeliveries returns an empty memory of n ids; n must be positive.
 func newDeliveries(n int) *deliveries {
 	return &deliveries{n: n, order: list.New(), ids: map[string]*list.Element{}}
 }
@@ -495,6 +544,8 @@ func (d *deliveries) add(id string) bool {
 	return true
 }
 
+// remove forgets id, so a delivery that could not be queued is accepted
+// when the forge retries it.
 func (d *deliveries) remove(id string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -513,13 +564,16 @@ type webhooksFile struct {
 	Webhooks []webhookEntry `yaml:"webhooks"`
 }
 
+// webhookEntry is one entry of a webhooks file as written; ParseWebhooks
+// checks it.
 type webhookEntry struct {
 	Provider   string `yaml:"provider"`
 	SecretFile string `yaml:"secretFile"`
 	SecretEnv  string `yaml:"secretEnv"`
 }
 
-// LoadWebhooksFile reads a webhooks file (see ParseWebhooks).
+// LoadWebhooksFile reads a webhooks file (see ParseWebhooks). The file may
+// be at most 1 MiB.
 func LoadWebhooksFile(name string, getenv func(string) string) ([]WebhookSpec, error) {
 	data, err := readSmallFile(name)
 	if err != nil {
@@ -535,7 +589,7 @@ func LoadWebhooksFile(name string, getenv func(string) string) ([]WebhookSpec, e
 //	    secretFile: github.key  # or secretEnv: VAR
 //
 // A relative secretFile is read from name's directory. Every problem is
-// returned at once as configfile.Problems.
+// returned at once as configfile.Problems; no spec is returned then.
 func ParseWebhooks(name string, data []byte, getenv func(string) string) ([]WebhookSpec, error) {
 	var file webhooksFile
 	d := decodeList(name, data, &file, "webhooks", webhooksExample)

@@ -18,6 +18,11 @@
 //
 // It also keeps the application's hold (SaveHold, LoadHold) beside the
 // revisions: both are records in the swarm, and apply is their one writer.
+// ForgetRelease removes both once prune has removed the rest of a release.
+//
+// Apply does not lock: the caller runs at most one Apply (or SaveHold) per
+// release at a time, as reconcile's one worker per application does. The
+// Engine's version index guards each service update, not the whole apply.
 //
 // Errors carry their outcome class (outcome.Of): transient (back off),
 // stalled (the release must change); a *ForeignError (someone else's
@@ -106,6 +111,10 @@ type Options struct {
 	// recorded revision after out-of-band drift: the desired state did not
 	// change, so no revision is written (unless the release has none).
 	Correction bool
+	// Force re-applies every service even when its spec is unchanged,
+	// restarting its tasks (`skep deploy --force`). The controller's own
+	// loop never sets it.
+	Force bool
 	// KeepRevisions bounds the revisions kept per release; 0 means
 	// DefaultKeepRevisions.
 	KeepRevisions int
@@ -113,6 +122,7 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// withDefaults fills in every zero field that has a default.
 func (o Options) withDefaults() Options {
 	if o.ResolveImage == "" {
 		o.ResolveImage = ResolveAlways
@@ -126,9 +136,12 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Kind names the type of a swarm object in a Change or ForeignObject.
+// Kind names the type of a swarm object in a Change or ForeignObject. The
+// zero value is invalid.
 type Kind string
 
+// Kinds, in the order Apply writes them. KindRevision is a revision config
+// Apply keeps in the swarm (see Revision), not an object of the release.
 const (
 	KindNetwork  Kind = "network"
 	KindConfig   Kind = "config"
@@ -137,20 +150,27 @@ const (
 	KindRevision Kind = "revision"
 )
 
-// Action is what Apply did to one object.
+// Action is what Apply did to one object. The zero value is invalid.
 type Action string
 
 const (
-	Created   Action = "created"
-	Updated   Action = "updated"
+	// Created: the object did not exist and Apply created it.
+	Created Action = "created"
+	// Updated: a service whose live spec differed was written.
+	Updated Action = "updated"
+	// Unchanged: the object already was as desired; nothing was written.
 	Unchanged Action = "unchanged"
-	Deleted   Action = "deleted"
+	// Deleted: an old revision beyond KeepRevisions, or a rotated config
+	// or secret no service uses any more, was removed.
+	Deleted Action = "deleted"
 )
 
 // Change reports one object Apply looked at.
 type Change struct {
-	Kind   Kind
-	Name   string
+	Kind Kind
+	// Name is the object's full name in the swarm (as a stack.Release key).
+	Name string
+	// ID is the Engine's id of the object, live or just created.
 	ID     string
 	Action Action
 	// Note explains what an operator should know, e.g. that a live network's
@@ -160,6 +180,7 @@ type Change struct {
 
 // Result reports what one Apply did, object by object, in the order it
 // acted. Revision is the number of the revision written, 0 when none was.
+// Changes belongs to the caller; Apply keeps no reference to it.
 type Result struct {
 	Changes  []Change
 	Revision int
@@ -194,6 +215,9 @@ func Apply(ctx context.Context, eng Engine, rel stack.Release, opts Options) (Re
 	return a.run(ctx)
 }
 
+// validate refuses, before any Engine call, what no retry can fix: an
+// owner that names no controller or another release, an unknown resolve
+// policy, and service entries the Engine would reject or misname.
 func validate(rel stack.Release, opts Options) error {
 	switch {
 	case opts.Owner.Controller == "":
@@ -232,6 +256,7 @@ type applier struct {
 	images   map[string]string          // service name → image as written to the swarm
 }
 
+// run performs the steps in the order of the package doc; see Apply.
 func (a *applier) run(ctx context.Context) (Result, error) {
 	owner := a.opts.Owner
 	revs, err := revisionConfigs(ctx, a.eng, owner)
@@ -242,6 +267,9 @@ func (a *applier) run(ctx context.Context) (Result, error) {
 	if err != nil {
 		return a.result, err
 	}
+	// Once this owner has recorded a revision the namespace is its own: a
+	// foreign service that appeared since is left alone unless it takes a
+	// desired name, which applyServices refuses.
 	if len(revs) == 0 {
 		if err := foreignServices(owner, live); err != nil {
 			return a.result, err
@@ -256,6 +284,9 @@ func (a *applier) run(ctx context.Context) (Result, error) {
 	if err := a.applyServices(ctx, live); err != nil {
 		return a.result, err
 	}
+	// A correction restores the recorded spec, so it is no new revision.
+	// A release without any gets one even when nothing was written: prune
+	// deletes only what a recorded revision shows Skep created.
 	if (a.result.Changed() && !a.opts.Correction) || len(revs) == 0 {
 		n, err := a.writeRevision(ctx, revs)
 		if err != nil {
@@ -263,10 +294,14 @@ func (a *applier) run(ctx context.Context) (Result, error) {
 		}
 		a.result.Revision = n
 	}
+	// Last, so that a failure above leaves the old configs and secrets
+	// that live services may still run with.
 	a.deleteRotated(ctx)
 	return a.result, nil
 }
 
+// record appends c to the result and logs it: Debug when nothing was
+// written, Info for a write, Warn when c carries a Note for an operator.
 func (a *applier) record(ctx context.Context, c Change) {
 	a.result.Changes = append(a.result.Changes, c)
 	level := slog.LevelDebug
@@ -283,7 +318,9 @@ func (a *applier) record(ctx context.Context, c Change) {
 	a.log.Log(ctx, level, "apply object", attrs...)
 }
 
-// ownerFilters returns label filters selecting exactly owner's objects.
+// ownerFilters returns label filters selecting owner's objects. The Engine
+// ANDs label filters; callers still check Owns on what comes back, since a
+// filter is only a pre-selection and must not be the proof.
 func ownerFilters(owner stack.Owner) filters.Args {
 	f := filters.NewArgs()
 	for _, k := range slices.Sorted(maps.Keys(owner.Labels())) {
@@ -300,10 +337,13 @@ func withLabels(base, extra map[string]string) map[string]string {
 	return out
 }
 
+// sortedKeys returns m's keys in order, so that Apply acts, logs and
+// reports in the same order on every run.
 func sortedKeys[V any](m map[string]V) []string {
 	return slices.Sorted(maps.Keys(m))
 }
 
+// byKindName orders ForeignObjects for a stable ForeignError message.
 func byKindName(a, b ForeignObject) int {
 	return cmp.Or(strings.Compare(string(a.Kind), string(b.Kind)), strings.Compare(a.Name, b.Name))
 }

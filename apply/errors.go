@@ -30,6 +30,8 @@ type ForeignObject struct {
 	Application string
 }
 
+// Error names every object in the way and who owns it, and says what a
+// person can do about it.
 func (e *ForeignError) Error() string {
 	parts := make([]string, 0, len(e.Objects))
 	for _, o := range e.Objects {
@@ -55,9 +57,11 @@ func stalled(format string, args ...any) error {
 }
 
 // engineError classifies an Engine API error and wraps it with op.
-// The Engine answers 400 (InvalidArgument) for a spec it will never accept;
-// everything else (5xx, connection errors, conflicts with concurrent
-// writers, objects that vanished meanwhile) may pass on a later attempt.
+// The Engine answers 400 (InvalidArgument) for a spec it will never accept,
+// 501 for a feature it lacks and 403 for what it refuses to do: those are
+// stalled. Everything else (5xx, connection errors, conflicts with
+// concurrent writers, objects that vanished meanwhile) is transient, since
+// it may pass on a later attempt.
 func engineError(op string, err error) error {
 	wrapped := fmt.Errorf("%s: %w", op, err)
 	if cerrdefs.IsInvalidArgument(err) || cerrdefs.IsNotImplemented(err) || cerrdefs.IsPermissionDenied(err) {

@@ -21,13 +21,17 @@ import (
 // until a sync without a revision, or an unhold, releases it. The zero
 // value is no hold.
 type Hold struct {
-	Revision string    `json:"revision"`
-	Actor    string    `json:"actor,omitempty"`
-	Since    time.Time `json:"since"`
+	// Revision is the git commit the application is held at.
+	Revision string `json:"revision"`
+	// Actor is who asked for the hold; "" for the controller itself.
+	Actor string    `json:"actor,omitempty"`
+	Since time.Time `json:"since"`
 }
 
 // holdName is the name of the config holding release's hold, within
-// Swarm's 64-character limit.
+// Swarm's 64-character limit: a name too long is cut and a hash of the
+// release added, so two long release names do not share a hold. Holds are
+// found by their labels, never by this name.
 func holdName(release string) string {
 	name := "skep-hold-" + release
 	if len(name) <= maxConfigName {
@@ -39,7 +43,9 @@ func holdName(release string) string {
 
 // SaveHold records h for owner in the swarm, beside its revisions, so that
 // it survives a controller restart; the zero Hold removes it. Configs
-// cannot change, so the old one is removed and a new one created.
+// cannot change, so the old one is removed and a new one created: a failure
+// between the two leaves no hold, never two. Like Apply, it must not run
+// concurrently for one release.
 func SaveHold(ctx context.Context, eng ConfigStore, owner stack.Owner, h Hold) error {
 	old, err := holdConfigs(ctx, eng, owner)
 	if err != nil {
@@ -58,6 +64,8 @@ func SaveHold(ctx context.Context, eng ConfigStore, owner stack.Owner, h Hold) e
 		return fmt.Errorf("encode hold of %s: %w", owner.Application, err)
 	}
 	labels := owner.Labels()
+	// The kind label makes it bookkeeping, which prune and deleteRotated
+	// never delete as a release's resource.
 	labels[stack.LabelKind] = stack.KindHold
 	spec := swarm.ConfigSpec{Annotations: swarm.Annotations{Name: holdName(owner.Release), Labels: labels}, Data: data}
 	if _, err := eng.ConfigCreate(ctx, spec); err != nil {
@@ -67,7 +75,8 @@ func SaveHold(ctx context.Context, eng ConfigStore, owner stack.Owner, h Hold) e
 }
 
 // LoadHold reads owner's hold from the swarm; the zero Hold when none is
-// recorded.
+// recorded. It makes one list call and writes nothing. Should two hold
+// configs exist (two SaveHolds raced), the first listed is taken.
 func LoadHold(ctx context.Context, eng ConfigLister, owner stack.Owner) (Hold, error) {
 	found, err := holdConfigs(ctx, eng, owner)
 	if err != nil || len(found) == 0 {
@@ -81,6 +90,8 @@ func LoadHold(ctx context.Context, eng ConfigLister, owner stack.Owner) (Hold, e
 }
 
 // holdConfigs lists the hold configs that owner's labels prove are its own.
+// The filter selects by kind and release only; Owns then drops a hold
+// another controller or application keeps for a release of the same name.
 func holdConfigs(ctx context.Context, eng ConfigLister, owner stack.Owner) ([]swarm.Config, error) {
 	list, err := eng.ConfigList(ctx, swarm.ConfigListOptions{Filters: filters.NewArgs(
 		filters.Arg("label", stack.LabelKind+"="+stack.KindHold),

@@ -84,8 +84,12 @@ func hasDigest(image string) bool {
 func (a *applier) resolveImage(ctx context.Context, spec *swarm.ServiceSpec, cur *swarm.Service) {
 	cs := spec.TaskTemplate.ContainerSpec
 	want := cs.Image
+	// A digest written in git is a pin of its own, never replaced by the
+	// live one.
 	sameAsLive := cur != nil && cur.Spec.TaskTemplate.ContainerSpec != nil &&
 		withoutDigest(cur.Spec.TaskTemplate.ContainerSpec.Image) == withoutDigest(want) && !hasDigest(want)
+	// The live platforms came from the same digest's manifest; dropping
+	// them would make the spec differ and restart the service.
 	keepLive := func() {
 		cs.Image = cur.Spec.TaskTemplate.ContainerSpec.Image
 		if p := cur.Spec.TaskTemplate.Placement; p != nil && len(p.Platforms) > 0 {
@@ -143,6 +147,9 @@ func (a *applier) resolveImage(ctx context.Context, spec *swarm.ServiceSpec, cur
 	}
 }
 
+// setPlatforms restricts spec's tasks to platforms (as docker stack deploy
+// does from the image's manifest), on a copy of the slice, so the spec
+// shares nothing with the live service or the registry answer.
 func setPlatforms(spec *swarm.ServiceSpec, platforms []swarm.Platform) {
 	if spec.TaskTemplate.Placement == nil {
 		spec.TaskTemplate.Placement = &swarm.Placement{}

@@ -62,6 +62,8 @@ func (a *applier) applyNetworks(ctx context.Context) error {
 		if err != nil {
 			return engineError(fmt.Sprintf("create network %q", name), err)
 		}
+		// Recorded as NetworkList would show it, so resolveReferences
+		// finds the new id without listing again.
 		a.networks[name] = network.Summary{ID: resp.ID, Name: name, Scope: "swarm", Driver: opts.Driver, Labels: opts.Labels}
 		a.record(ctx, Change{Kind: KindNetwork, Name: name, ID: resp.ID, Action: Created})
 	}
@@ -168,6 +170,8 @@ func (a *applier) applyConfigs(ctx context.Context) error {
 		if err != nil {
 			return engineError("list configs", err)
 		}
+		// Keyed by exact name: the prefix matches of the filter that are
+		// not referenced are never looked up.
 		for _, c := range list {
 			a.configs[c.Spec.Name] = c
 		}
@@ -235,6 +239,8 @@ func (a *applier) applySecrets(ctx context.Context) error {
 			// The spec holds the secret's value; the Engine's error does not.
 			return engineError(fmt.Sprintf("create secret %q", name), err)
 		}
+		// Kept without Data, as the Engine lists secrets: the value must
+		// not linger in the applier beyond the create call.
 		a.secrets[name] = swarm.Secret{ID: resp.ID, Spec: swarm.SecretSpec{Annotations: spec.Annotations}}
 		a.record(ctx, Change{Kind: KindSecret, Name: name, ID: resp.ID, Action: Created})
 	}

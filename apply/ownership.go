@@ -63,6 +63,8 @@ func foreignServices(owner stack.Owner, live map[string]swarm.Service) error {
 	return foreign(owner, foreignObjs...)
 }
 
+// foreignObject describes an object in the way by the skep labels it
+// carries, so the error says whose it is.
 func foreignObject(kind Kind, name string, labels map[string]string) ForeignObject {
 	return ForeignObject{
 		Kind:        kind,

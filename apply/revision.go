@@ -38,10 +38,16 @@ const revisionSchema = 1
 // which commit, when and at whose request. It is stored in the swarm as a
 // Docker config, so a controller with an empty disk still knows it.
 type Revision struct {
-	Number      int
-	Commit      string
-	AppliedAt   time.Time
-	Actor       string // "" when the controller acted on its own
+	// Number counts the release's revisions from 1. The next is one above
+	// the newest kept, so deleting old ones never reuses a number.
+	Number int
+	// Commit is the git commit the release was rendered from.
+	Commit string
+	// AppliedAt is when the revision was written, in UTC.
+	AppliedAt time.Time
+	Actor     string // "" when the controller acted on its own
+	// Application is the application that applied it: after a rename it
+	// differs from an older revision's.
 	Application string
 	// Release is the desired release as given to Apply, with every secret's
 	// Data replaced by its digest (see RedactSecrets). When the whole did
@@ -72,6 +78,8 @@ func RedactSecrets(rel stack.Release) stack.Release {
 	return out
 }
 
+// redactConfigs is RedactSecrets for configs: the fallback when a revision
+// with every config's data does not fit in one Swarm config.
 func redactConfigs(rel stack.Release) stack.Release {
 	out := rel
 	if rel.Configs != nil {
@@ -84,12 +92,16 @@ func redactConfigs(rel stack.Release) stack.Release {
 	return out
 }
 
+// digest is the "sha256:<hex>" stand-in for a payload a revision must not
+// hold, still enough to tell whether a payload changed.
 func digest(data []byte) []byte {
 	sum := sha256.Sum256(data)
 	return []byte("sha256:" + hex.EncodeToString(sum[:]))
 }
 
-// revisionDoc is the stored form of a Revision: JSON, then gzip.
+// revisionDoc is the stored form of a Revision: JSON, then gzip. It is
+// separate from Revision so that the stored format changes only with
+// revisionSchema, whatever happens to the Go types.
 type revisionDoc struct {
 	Schema          int               `json:"schema"`
 	Number          int               `json:"number"`
@@ -102,6 +114,8 @@ type revisionDoc struct {
 	Images          map[string]string `json:"images,omitempty"`
 }
 
+// releaseDoc is the stored form of a stack.Release, which has no JSON tags
+// of its own.
 type releaseDoc struct {
 	Name     string                           `json:"name"`
 	Services map[string]swarm.ServiceSpec     `json:"services,omitempty"`
@@ -207,6 +221,8 @@ func revisionConfigs(ctx context.Context, eng ConfigLister, owner stack.Owner) (
 	if err != nil {
 		return nil, engineError(fmt.Sprintf("list revisions of release %q", owner.Release), err)
 	}
+	// The filter only pre-selects; a revision is what owner's labels, the
+	// kind label and a valid number all prove.
 	out := list[:0]
 	for _, c := range list {
 		if _, ok := revisionNumber(c); ok && owner.Owns(c.Spec.Labels) && c.Spec.Labels[stack.LabelKind] == stack.KindRevision {
@@ -221,6 +237,8 @@ func revisionConfigs(ctx context.Context, eng ConfigLister, owner stack.Owner) (
 	return out, nil
 }
 
+// revisionNumber reads a revision config's number from its label, without
+// decoding the data; ok is false for anything but a positive integer.
 func revisionNumber(c swarm.Config) (int, bool) {
 	n, err := strconv.Atoi(c.Spec.Labels[stack.LabelRevision])
 	return n, err == nil && n > 0
@@ -259,6 +277,9 @@ func LatestRevision(ctx context.Context, eng ConfigLister, owner stack.Owner) (*
 	return &rev, nil
 }
 
+// decodeConfig decodes one revision config. Its errors are stalled: the
+// same bytes fail the same way on every retry, until a person removes the
+// config.
 func decodeConfig(c swarm.Config) (Revision, error) {
 	rev, err := decodeRevision(c.Spec.Data)
 	if err != nil {
@@ -313,6 +334,8 @@ func (a *applier) writeRevision(ctx context.Context, existing []swarm.Config) (i
 	}
 	a.record(ctx, Change{Kind: KindRevision, Name: name, ID: resp.ID, Action: Created})
 
+	// The new revision counts towards KeepRevisions. A revision that cannot
+	// be deleted now costs only space: the next write retries it.
 	if extra := len(existing) + 1 - a.opts.KeepRevisions; extra > 0 {
 		for _, c := range existing[:extra] {
 			if err := a.eng.ConfigRemove(ctx, c.ID); err != nil {

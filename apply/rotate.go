@@ -45,6 +45,8 @@ func (a *applier) deleteRotated(ctx context.Context) {
 	if err != nil {
 		a.log.WarnContext(ctx, "rotated configs kept: configs not listed", "err", err)
 	}
+	// A kind label marks bookkeeping (revisions, holds), which is never
+	// rotated.
 	for _, c := range configs {
 		_, wanted := a.rel.Configs[c.Spec.Name]
 		if wanted || used[c.ID] || !owner.Owns(c.Spec.Labels) || c.Spec.Labels[stack.LabelKind] != "" {
@@ -65,6 +67,8 @@ func (a *applier) deleteRotated(ctx context.Context) {
 	}
 }
 
+// remove deletes one rotated config or secret with the given Engine call
+// and records it, or logs why it stayed.
 func (a *applier) remove(ctx context.Context, kind Kind, id, name string, remove func(context.Context, string) error) {
 	err := remove(ctx, id)
 	switch {

@@ -66,10 +66,15 @@ func (a *applier) desiredService(ctx context.Context, name string, cur *swarm.Se
 	cs := spec.TaskTemplate.ContainerSpec
 	written := cs.Image
 	spec.Labels = withLabels(spec.Labels, a.opts.Owner.Labels())
+	// A hash label carried in (say, by a release read back from a
+	// revision) must not feed the hash it is replaced by below.
 	delete(spec.Labels, stack.LabelSpecHash)
+	// As docker stack deploy does: record the image as written in git,
+	// before normalizing and pinning it to a digest.
 	if _, ok := spec.Labels[stack.LabelStackImage]; !ok {
 		spec.Labels[stack.LabelStackImage] = written
 	}
+	// Not part of the desired state; updateService carries the live one.
 	spec.TaskTemplate.ForceUpdate = 0
 	cs.Image = normalizeImage(written)
 	if err := a.resolveReferences(name, &spec); err != nil {
@@ -137,15 +142,22 @@ func (a *applier) resolveReferences(service string, spec *swarm.ServiceSpec) err
 func (a *applier) updateService(ctx context.Context, cur swarm.Service, spec swarm.ServiceSpec) (Change, error) {
 	name := spec.Name
 	for attempt := 1; ; attempt++ {
-		if unchanged(cur.Spec, spec) {
+		if unchanged(cur.Spec, spec) && !a.opts.Force {
 			return Change{Kind: KindService, Name: name, ID: cur.ID, Action: Unchanged}, nil
 		}
+		// Same hash yet not unchanged: Skep wrote this spec and somebody
+		// edited the service since; say so, as the write undoes their edit.
 		if cur.Spec.Labels[stack.LabelSpecHash] == spec.Labels[stack.LabelSpecHash] {
 			a.log.WarnContext(ctx, "service changed outside skep; restoring it", "service", name, "diff", specDiff(cur.Spec, spec))
 		}
 		// As docker stack deploy does: keep the live ForceUpdate counter, so
 		// a `docker service update --force` is not undone into a restart.
 		spec.TaskTemplate.ForceUpdate = cur.Spec.TaskTemplate.ForceUpdate
+		if a.opts.Force {
+			// A forced apply restarts every task even of an unchanged spec:
+			// the counter is how Swarm tells "redeploy" from "no change".
+			spec.TaskTemplate.ForceUpdate++
+		}
 		resp, err := a.eng.ServiceUpdate(ctx, cur.ID, cur.Version, spec, swarm.ServiceUpdateOptions{})
 		if err == nil {
 			a.warnings(ctx, name, resp.Warnings)
@@ -166,6 +178,8 @@ func (a *applier) updateService(ctx context.Context, cur swarm.Service, spec swa
 	}
 }
 
+// warnings logs what the Engine said about an accepted service write,
+// such as an image it could not verify; the write itself succeeded.
 func (a *applier) warnings(ctx context.Context, service string, warnings []string) {
 	for _, w := range warnings {
 		a.log.WarnContext(ctx, "engine warning", "service", service, "warning", w)
@@ -210,6 +224,7 @@ func specDiff(live, desired swarm.ServiceSpec) string {
 // label itself and the ForceUpdate counter: the same desired spec hashes
 // the same in any process, and any change to it changes the hash.
 func specHash(spec swarm.ServiceSpec) string {
+	// A new map: spec is a copy, but its Labels map is the caller's.
 	spec.Labels = withLabels(spec.Labels, nil)
 	delete(spec.Labels, stack.LabelSpecHash)
 	spec.TaskTemplate.ForceUpdate = 0

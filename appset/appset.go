@@ -1,7 +1,7 @@
 // Package appset holds the app set: the applications a controller deploys,
 // read from applications.yaml (apiVersion skep/v1).
 //
-// Loading is strict. An unknown key, a value of the wrong type, a bad
+// Loading is strict and goes through package configfile. An unknown key, a value of the wrong type, a bad
 // duration, a path leaving the repository or a duplicate name is a
 // configfile.Problem carrying file, line, column and field path, and every
 // problem in the input is returned at once as configfile.Problems. Defaults
@@ -11,10 +11,12 @@
 // A loaded Set is immutable and its methods return copies, so it may be shared
 // between goroutines. A Source produces sets (a file, a directory; a git
 // repository through ParseFiles), and a Watcher swaps a new set in only when
-// it is valid, keeping the last good one otherwise.
+// it is valid, keeping the last good one otherwise: an invalid push to the
+// app set never stops applications that were running.
 //
 // appset never talks to git, Docker or the network, and reads only the files
-// it is pointed at.
+// it is pointed at. It says what an application is, not how it is rendered:
+// default compose and env file names belong to package render.
 package appset
 
 import (
@@ -33,9 +35,8 @@ const (
 	DefaultRevision = "HEAD"
 	// DefaultPath is the repository root.
 	DefaultPath = "."
-	// DefaultEnvFile is read for interpolation when EnvFiles is empty and
-	// the file exists in the application's path.
-	DefaultEnvFile  = ".env"
+	// DefaultInterval is how often an application is reconciled when its
+	// syncPolicy gives no interval.
 	DefaultInterval = 3 * time.Minute
 	// DefaultTimeout bounds how long a sync with Wait waits for health.
 	DefaultTimeout = 5 * time.Minute
@@ -44,13 +45,6 @@ const (
 	MinInterval = 10 * time.Second
 )
 
-// DefaultComposeFiles returns, in order of preference, the compose files
-// looked for in an application's path when Files is empty; the first that
-// exists is used. The caller owns the returned slice.
-func DefaultComposeFiles() []string {
-	return []string{"compose.yaml", "compose.yml", "docker-compose.yml", "docker-stack.yml", "stack.yml"}
-}
-
 // Set is a valid, loaded app set. It is immutable: every method returns
 // copies, and all are safe to call concurrently. A nil *Set is an empty set.
 type Set struct {
@@ -58,7 +52,7 @@ type Set struct {
 	byName map[string]int
 }
 
-// Len returns the number of applications.
+// Len returns the number of applications; 0 for a nil set.
 func (s *Set) Len() int {
 	if s == nil {
 		return 0
@@ -79,7 +73,8 @@ func (s *Set) Applications() []Application {
 	return out
 }
 
-// Names returns the application names in declaration order.
+// Names returns the application names in declaration order; the slice is
+// the caller's.
 func (s *Set) Names() []string {
 	if s == nil {
 		return nil
@@ -91,7 +86,8 @@ func (s *Set) Names() []string {
 	return out
 }
 
-// Lookup returns a copy of the application called name.
+// Lookup returns a copy of the application called name; ok is false when
+// the set has none.
 func (s *Set) Lookup(name string) (Application, bool) {
 	if s == nil {
 		return Application{}, false
@@ -113,13 +109,45 @@ type Application struct {
 	Source AppSource
 	// Release is the stack namespace; it defaults to Name and is unique
 	// per destination.
-	Release     string
+	Release string
+	// Destination is the swarm the release is deployed to.
 	Destination Destination
-	SyncPolicy  SyncPolicy
+	// SyncPolicy says when and how the release is applied and pruned.
+	SyncPolicy SyncPolicy
 	// DriftDetection says what counts as drift; the zero value is
 	// DriftManifest.
 	DriftDetection DriftDetection
-	Allow          Allow
+	// Allow lists what the release may use from outside its stack; the
+	// zero value allows nothing.
+	Allow Allow
+	// Artifacts points at the application's release artifacts; nil means
+	// it has none and renders its compose files as they are.
+	Artifacts *Artifacts
+}
+
+// Artifacts locates an application's artifact directory in git and says
+// how its entries resolve. See package artifact for the files.
+type Artifacts struct {
+	// Repo holds the artifact files; "" means the app set's own repository
+	// when the app set comes from git, else the application's source.
+	Repo string
+	// Revision is the branch, tag or commit of Repo to read.
+	Revision string
+	// Path is the directory holding one subdirectory per environment.
+	Path string
+	// Environment is the subdirectory of Path to read, e.g. testing.
+	Environment string
+	// Registry and GitBase complete the short names of the
+	// release-repository shape: the image is Registry/<docker>, the
+	// source GitBase/<github>.
+	Registry string
+	GitBase  string
+	// TagTemplate turns a branch head commit into the image tag CI pushed
+	// it under ({commit}, {short}, {branch}); "" means "{commit}".
+	TagTemplate string
+	// CheckImages is the registry gate: a desired version is used only
+	// once its image exists. Off, every desired version is used at once.
+	CheckImages bool
 }
 
 // DriftDetection says how an application notices that the swarm no longer
@@ -150,10 +178,10 @@ type AppSource struct {
 	Path string
 	// Files are compose files relative to Path, merged in order like
 	// `docker stack deploy -c a -c b`. Empty means the first of
-	// DefaultComposeFiles that exists.
+	// render.DefaultFiles that exists.
 	Files []string
 	// EnvFiles are files relative to Path read for interpolation, in
-	// order. Empty means DefaultEnvFile when it exists.
+	// order. Empty means render.DefaultEnvFile when it exists.
 	EnvFiles []string
 	// Variables are inline interpolation variables; they win over
 	// EnvFiles.
@@ -179,13 +207,15 @@ type SyncPolicy struct {
 	Prune bool
 	// PruneResources removes the services, networks, configs and secrets
 	// a still-declared release stopped declaring; PruneVolumes adds named
-	// volumes.
+	// volumes, which is off by default because their data is not in git.
 	PruneResources bool
 	PruneVolumes   bool
-	ResolveImage   ResolveImage
+	// ResolveImage says when image tags are pinned to digests.
+	ResolveImage ResolveImage
 	// Wait makes a sync wait, up to Timeout, for its services to converge
 	// and be healthy before it succeeds.
-	Wait    bool
+	Wait bool
+	// Timeout bounds that wait; DefaultTimeout when the file gives none.
 	Timeout time.Duration
 }
 
@@ -196,9 +226,15 @@ type ResolveImage string
 
 // The values of ResolveImage.
 const (
-	ResolveAlways  ResolveImage = "always"
+	// ResolveAlways pins every image to the digest the registry reports
+	// for its tag, so every node runs the same image.
+	ResolveAlways ResolveImage = "always"
+	// ResolveChanged asks the registry only for a service that is new or
+	// whose image changed; otherwise the live digest is kept.
 	ResolveChanged ResolveImage = "changed"
-	ResolveNever   ResolveImage = "never"
+	// ResolveNever deploys images as written; each node resolves a tag
+	// when it pulls, so nodes may differ once the tag moves.
+	ResolveNever ResolveImage = "never"
 )
 
 // Allow lists what a release may use from outside its own stack. An empty
@@ -214,6 +250,8 @@ type Allow struct {
 	Volumes  []string
 }
 
+// clone returns a with every slice and map copied, so a Set never shares
+// memory with what it hands out.
 func (a Application) clone() Application {
 	a.Source.Files = slices.Clone(a.Source.Files)
 	a.Source.EnvFiles = slices.Clone(a.Source.EnvFiles)

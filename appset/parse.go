@@ -13,11 +13,13 @@ import (
 	"github.com/skep-cd/skep/configfile"
 )
 
-// MaxFileSize bounds one app-set file; a larger one is refused unread.
+// MaxFileSize bounds one app-set file; a larger one is refused unread, so
+// a wrong path (a log, an image) cannot exhaust the controller's memory.
 const MaxFileSize = 4 << 20
 
 // File is one app-set file's name and content. Name is what problems are
-// reported against: a path as the user knows it.
+// reported against: a path as the user knows it. ParseFiles does not keep
+// Data, so the caller may reuse it afterwards.
 type File struct {
 	Name string
 	Data []byte
@@ -34,6 +36,8 @@ func Parse(name string, data []byte) (*Set, error) {
 // An invalid set yields configfile.Problems, each naming its own file.
 // Parsing does no I/O; a git-backed source reads the files and calls this.
 func ParseFiles(files []File) (*Set, error) {
+	// Every file is parsed even when an earlier one failed, and uniqueness
+	// is checked across them all, so that one load reports every problem.
 	parsed := make([]*parsedFile, len(files))
 	for i, f := range files {
 		parsed[i] = parseFile(f)
@@ -65,9 +69,12 @@ type parsedFile struct {
 	doc  fileDoc
 }
 
+// parseFile decodes, defaults and validates one file. Problems are kept in
+// p.d rather than returned, so that checkUnique can add its own.
 func parseFile(f File) *parsedFile {
 	p := &parsedFile{name: f.Name}
 	if len(f.Data) > MaxFileSize {
+		// Decode nothing, only to get a Document to file the problem in.
 		p.d = configfile.Decode(f.Name, nil, &p.doc, configfile.Options{})
 		p.d.Add("", "larger than %d bytes", MaxFileSize)
 		return p
@@ -84,7 +91,8 @@ func parseFile(f File) *parsedFile {
 	return p
 }
 
-// LoadFile reads and parses one app-set file.
+// LoadFile reads and parses one app-set file from the controller's
+// filesystem.
 func LoadFile(name string) (*Set, error) {
 	f, err := readOSFile(name)
 	if err != nil {
@@ -93,6 +101,8 @@ func LoadFile(name string) (*Set, error) {
 	return Parse(f.Name, f.Data)
 }
 
+// readOSFile reads name, refusing a directory and a file larger than
+// MaxFileSize before reading it.
 func readOSFile(name string) (File, error) {
 	info, err := os.Stat(name)
 	if err != nil {
@@ -163,6 +173,8 @@ func ReadFiles(fsys fs.FS, name string) ([]File, error) {
 	return files, nil
 }
 
+// readFile reads name from fsys, refusing it unread when info says it is
+// larger than MaxFileSize.
 func readFile(fsys fs.FS, name string, info fs.FileInfo) (File, error) {
 	if info.Size() > MaxFileSize {
 		return File{}, fmt.Errorf("read app set %s: larger than %d bytes", name, MaxFileSize)
@@ -177,6 +189,8 @@ func readFile(fsys fs.FS, name string, info fs.FileInfo) (File, error) {
 // Digest returns a content hash of files, names included, for sources whose
 // revision is their content: "sha256:" and 64 hex digits.
 func Digest(files []File) string {
+	// Each name and content is length-prefixed, so moving bytes between
+	// a name and its content, or between files, changes the digest.
 	h := sha256.New()
 	var n [8]byte
 	for _, f := range files {

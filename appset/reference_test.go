@@ -23,6 +23,9 @@ func yamlPaths(t reflect.Type, prefix string) []string {
 		}
 		out = append(out, path)
 		ft := f.Type
+		if ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
 		if ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct {
 			out = append(out, yamlPaths(ft.Elem(), path+"[]")...)
 		} else if ft.Kind() == reflect.Struct && ft.NumField() > 0 && ft.Field(0).Tag.Get("yaml") != "" {

@@ -13,13 +13,15 @@ import (
 )
 
 // The file form of an app set: what applications.yaml holds, key for key.
-// Only decode.go fills these and only toApplication reads them; the rest of
-// Skep sees Application. Empty strings mean "use the default".
+// Only parseFile fills these (through configfile.Decode, which rejects
+// unknown keys) and only toApplication reads them; the rest of Skep sees
+// Application. Empty strings mean "use the default".
 type fileDoc struct {
 	APIVersion   string    `yaml:"apiVersion"`
 	Applications []fileApp `yaml:"applications"`
 }
 
+// fileApp is one entry of applications, as written.
 type fileApp struct {
 	Name        string          `yaml:"name"`
 	Source      fileSource      `yaml:"source"`
@@ -29,12 +31,14 @@ type fileApp struct {
 	// DriftDetection is manifest or live.
 	DriftDetection DriftDetection `yaml:"driftDetection"`
 	Allow          fileAllow      `yaml:"allow,omitempty"`
+	Artifacts      *fileArtifacts `yaml:"artifacts,omitempty"`
 
 	// releaseDefaulted records that setDefaults copied Name into Release,
 	// so that a clash names the application, not a key nobody wrote.
 	releaseDefaulted bool
 }
 
+// fileSource is an application's source key; see AppSource.
 type fileSource struct {
 	Repo      string            `yaml:"repo"`
 	Revision  string            `yaml:"revision"`
@@ -44,10 +48,25 @@ type fileSource struct {
 	Variables map[string]string `yaml:"variables,omitempty"`
 }
 
+// fileArtifacts is an application's artifacts key; see Artifacts. A nil
+// CheckImages means the default, on.
+type fileArtifacts struct {
+	Repo        string `yaml:"repo,omitempty"`
+	Revision    string `yaml:"revision"`
+	Path        string `yaml:"path"`
+	Environment string `yaml:"environment"`
+	Registry    string `yaml:"registry,omitempty"`
+	GitBase     string `yaml:"gitBase,omitempty"`
+	TagTemplate string `yaml:"tagTemplate,omitempty"`
+	CheckImages *bool  `yaml:"checkImages"`
+}
+
+// fileDestination is an application's destination key; see Destination.
 type fileDestination struct {
 	Swarm string `yaml:"swarm"`
 }
 
+// fileSyncPolicy is an application's syncPolicy key; see SyncPolicy.
 type fileSyncPolicy struct {
 	Automated      bool         `yaml:"automated"`
 	Interval       duration     `yaml:"interval"`
@@ -59,6 +78,7 @@ type fileSyncPolicy struct {
 	Timeout        duration     `yaml:"timeout"`
 }
 
+// fileAllow is an application's allow key; see Allow.
 type fileAllow struct {
 	HostPaths []string `yaml:"hostPaths,omitempty"`
 	Networks  []string `yaml:"networks,omitempty"`
@@ -75,6 +95,8 @@ type duration struct {
 }
 
 // UnmarshalYAML accepts what time.ParseDuration accepts, if not negative.
+// A bare number but 0 is refused ("3" could be seconds or minutes); the floor
+// of each field is checked later by validateApp.
 func (d *duration) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode {
 		return fmt.Errorf("want a duration like 3m or 90s, got %s", configfile.Describe(n))
@@ -93,7 +115,8 @@ func (d *duration) UnmarshalYAML(n *yaml.Node) error {
 // MarshalYAML writes the duration as time.Duration.String does.
 func (d duration) MarshalYAML() (any, error) { return d.value.String(), nil }
 
-// UnmarshalYAML accepts always, changed or never.
+// UnmarshalYAML accepts always, changed or never; a typo fails the load
+// rather than silently meaning always.
 func (r *ResolveImage) UnmarshalYAML(n *yaml.Node) error {
 	v := ResolveImage(n.Value)
 	if n.Kind != yaml.ScalarNode || (v != ResolveAlways && v != ResolveChanged && v != ResolveNever) {
@@ -103,7 +126,8 @@ func (r *ResolveImage) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-// UnmarshalYAML accepts manifest or live.
+// UnmarshalYAML accepts manifest or live; a typo fails the load rather
+// than silently meaning manifest.
 func (d *DriftDetection) UnmarshalYAML(n *yaml.Node) error {
 	v := DriftDetection(n.Value)
 	if n.Kind != yaml.ScalarNode || (v != DriftManifest && v != DriftLive) {
@@ -138,10 +162,23 @@ func setDefaults(a *fileApp) {
 	if a.DriftDetection == "" {
 		a.DriftDetection = DriftManifest
 	}
+	if art := a.Artifacts; art != nil {
+		if art.Revision == "" {
+			art.Revision = DefaultRevision
+		}
+		if art.Path == "" {
+			art.Path = DefaultPath
+		}
+		if art.CheckImages == nil {
+			on := true
+			art.CheckImages = &on
+		}
+	}
 }
 
 // toApplication converts a defaulted, valid file-form application,
-// cleaning its paths.
+// cleaning its paths. Slices and maps are copied, and empty ones become
+// nil, so equal files give Applications that compare equal.
 func toApplication(a fileApp) Application {
 	return Application{
 		Name: a.Name,
@@ -173,10 +210,22 @@ func toApplication(a fileApp) Application {
 			Secrets:   nilIfEmpty(slices.Clone(a.Allow.Secrets)),
 			Volumes:   nilIfEmpty(slices.Clone(a.Allow.Volumes)),
 		},
+		Artifacts: toArtifacts(a.Artifacts),
 	}
 }
 
-// fromApplication is the inverse of toApplication, for MarshalYAML.
+// toArtifacts converts a defaulted artifacts block; nil stays nil.
+func toArtifacts(a *fileArtifacts) *Artifacts {
+	if a == nil {
+		return nil
+	}
+	return &Artifacts{Repo: a.Repo, Revision: a.Revision, Path: path.Clean(a.Path), Environment: a.Environment,
+		Registry: a.Registry, GitBase: a.GitBase, TagTemplate: a.TagTemplate, CheckImages: a.CheckImages == nil || *a.CheckImages}
+}
+
+// fromApplication is the inverse of toApplication, for MarshalYAML. It
+// spells out defaults for zero fields too, so an Application built in code
+// rather than parsed still marshals to a valid file.
 func fromApplication(a Application) fileApp {
 	resolve := a.SyncPolicy.ResolveImage
 	if resolve == "" {
@@ -220,7 +269,18 @@ func fromApplication(a Application) fileApp {
 			Secrets:   a.Allow.Secrets,
 			Volumes:   a.Allow.Volumes,
 		},
+		Artifacts: fromArtifacts(a.Artifacts),
 	}
+}
+
+// fromArtifacts is the inverse of toArtifacts.
+func fromArtifacts(a *Artifacts) *fileArtifacts {
+	if a == nil {
+		return nil
+	}
+	check := a.CheckImages
+	return &fileArtifacts{Repo: a.Repo, Revision: a.Revision, Path: a.Path, Environment: a.Environment,
+		Registry: a.Registry, GitBase: a.GitBase, TagTemplate: a.TagTemplate, CheckImages: &check}
 }
 
 // MarshalYAML writes s as one app-set file with every default spelled out;
@@ -235,6 +295,7 @@ func (s *Set) MarshalYAML() (any, error) {
 	return doc, nil
 }
 
+// cleanAll returns path.Clean of every path, nil for none.
 func cleanAll(paths []string) []string {
 	if len(paths) == 0 {
 		return nil
@@ -246,6 +307,7 @@ func cleanAll(paths []string) []string {
 	return out
 }
 
+// nilIfEmpty returns nil for an empty slice or map, v otherwise.
 func nilIfEmpty[T interface{ ~[]string | ~map[string]string }](v T) T {
 	if len(v) == 0 {
 		return nil

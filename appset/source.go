@@ -19,8 +19,10 @@ type Source interface {
 	Load(ctx context.Context) (set *Set, revision string, err error)
 }
 
-// FileSource loads one app-set file.
+// FileSource loads one app-set file. Its revision is the Digest of the
+// file, so an unchanged file reloads as unchanged.
 type FileSource struct {
+	// Path is the file's path on the controller's filesystem.
 	Path string
 }
 
@@ -35,12 +37,15 @@ func (s FileSource) Load(ctx context.Context) (*Set, string, error) {
 	}
 	files := []File{f}
 	set, err := ParseFiles(files)
+	// The digest is returned with Problems too: the Watcher reports which
+	// content was invalid.
 	return set, Digest(files), err
 }
 
 // DirSource loads every *.yaml and *.yml file directly in Dir as one set
 // (see ReadFiles). Symbolic links may not leave Dir.
 type DirSource struct {
+	// Dir is the directory; only its direct children are read.
 	Dir string
 }
 
@@ -49,6 +54,9 @@ func (s DirSource) Load(ctx context.Context) (*Set, string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, "", err
 	}
+	// os.Root confines every open to Dir, symbolic links included, so a
+	// link in a mounted directory cannot make the controller read
+	// another file on its host.
 	root, err := os.OpenRoot(s.Dir)
 	if err != nil {
 		return nil, "", fmt.Errorf("read app set: %w", err)
@@ -58,6 +66,8 @@ func (s DirSource) Load(ctx context.Context) (*Set, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("app-set directory %s: %w", s.Dir, err)
 	}
+	// Problems name the files as the operator knows them, not relative to
+	// the root.
 	for i := range files {
 		files[i].Name = filepath.Join(s.Dir, filepath.FromSlash(files[i].Name))
 	}

@@ -40,6 +40,8 @@ func validateDoc(d *configfile.Document, doc *fileDoc) {
 	}
 }
 
+// validateApp checks one defaulted application, filing each problem in d
+// under field (applications[i]) plus the key's path.
 func validateApp(d *configfile.Document, a *fileApp, field string) {
 	switch {
 	case a.Name == "":
@@ -47,15 +49,20 @@ func validateApp(d *configfile.Document, a *fileApp, field string) {
 	case !dnsLabel.MatchString(a.Name):
 		d.Add(field+".name", "want a DNS label (lower-case letters, digits and '-', starting and ending with a letter or digit, at most 63 characters), got %s", configfile.Quote(a.Name))
 	}
+	// A defaulted release is the name, and a bad name is reported once,
+	// under name.
 	if !a.releaseDefaulted && !stackName.MatchString(a.Release) {
 		d.Add(field+".release", "want a stack name (lower-case letters, digits, '_' and '-', starting with a letter or digit, at most 63 characters), got %s", configfile.Quote(a.Release))
 	}
 
 	src := field + ".source"
-	if a.Source.Repo == "" {
+	if a.Source.Repo == "" && a.Artifacts == nil {
 		d.Add(src+".repo", "missing; want the URL or local path of a git repository")
-	} else if msg := checkRepo(a.Source.Repo); msg != "" {
+	} else if msg := checkRepo(a.Source.Repo); a.Source.Repo != "" && msg != "" {
 		d.Add(src+".repo", "%s", msg)
+	}
+	if a.Artifacts != nil {
+		validateArtifacts(d, a.Artifacts, field+".artifacts")
 	}
 	if msg := checkRevision(a.Source.Revision); msg != "" {
 		d.Add(src+".revision", "%s", msg)
@@ -71,6 +78,8 @@ func validateApp(d *configfile.Document, a *fileApp, field string) {
 		}
 	}
 
+	// Refused, not ignored: an application meant for another swarm must
+	// not be deployed to this one.
 	if a.Destination.Swarm != "" {
 		d.Add(field+".destination.swarm", `named swarms are not supported yet; use "" for the swarm the controller runs in`)
 	}
@@ -113,6 +122,8 @@ func checkFiles(d *configfile.Document, field string, files []string) {
 			continue
 		}
 		clean := path.Clean(f)
+		// Compared cleaned: "a.yaml" and "./a.yaml" are one file, and
+		// merging a compose file with itself is surely a mistake.
 		if j, dup := first[clean]; dup {
 			d.Add(item, "%s is listed twice; first as %s[%d]", configfile.Quote(f), field, j)
 			continue
@@ -142,6 +153,9 @@ func checkRelative(p, within string, file bool) string {
 	return ""
 }
 
+// checkHostPath checks an allowed bind-mount prefix. It must be written
+// clean, so the file shows the prefix that is enforced: "/srv/../etc"
+// allows /etc, which a reviewer of the app set would not see.
 func checkHostPath(p string) string {
 	if !strings.HasPrefix(p, "/") {
 		return fmt.Sprintf("want an absolute path like /srv/data, got %s", configfile.Quote(p))
@@ -196,7 +210,8 @@ func checkRepo(repo string) string {
 }
 
 // checkRevision applies the parts of git check-ref-format that a branch, tag
-// or commit id must pass; gitsource resolves it.
+// or commit id must pass; gitsource resolves it. A leading '-' is refused
+// as git refuses it: it would read as an option.
 func checkRevision(rev string) string {
 	const bad = "~^:?*[\\"
 	switch {
@@ -261,8 +276,11 @@ type appRef struct {
 	index int
 }
 
+// field is r's field path, applications[i].
 func (r appRef) field() string { return fmt.Sprintf("applications[%d]", r.index) }
-func (r appRef) app() fileApp  { return r.file.doc.Applications[r.index] }
+
+// app is the application r points at.
+func (r appRef) app() fileApp { return r.file.doc.Applications[r.index] }
 
 // where says where r's field with suffix is, for a message in file from.
 func (r appRef) where(from *parsedFile, suffix string) string {
@@ -271,4 +289,39 @@ func (r appRef) where(from *parsedFile, suffix string) string {
 		return fmt.Sprintf("%s at line %d", r.field(), line)
 	}
 	return fmt.Sprintf("%s at %s:%d:%d", r.field(), r.file.name, line, column)
+}
+
+// tagPlaceholder finds the placeholders of an artifacts tagTemplate.
+var tagPlaceholder = regexp.MustCompile(`\{[^}]*\}`)
+
+// validateArtifacts checks an application's artifacts block.
+func validateArtifacts(d *configfile.Document, a *fileArtifacts, field string) {
+	if a.Repo != "" {
+		if msg := checkRepo(a.Repo); msg != "" {
+			d.Add(field+".repo", "%s", msg)
+		}
+	}
+	if msg := checkRevision(a.Revision); msg != "" {
+		d.Add(field+".revision", "%s", msg)
+	}
+	if msg := checkRelative(a.Path, "the repository", false); msg != "" {
+		d.Add(field+".path", "%s", msg)
+	}
+	switch {
+	case a.Environment == "":
+		d.Add(field+".environment", "missing; want the directory of one environment under path, e.g. testing")
+	case !stackName.MatchString(a.Environment):
+		d.Add(field+".environment", "want a directory name (lower-case letters, digits, '_' and '-'), got %s", configfile.Quote(a.Environment))
+	}
+	if a.TagTemplate != "" {
+		used := tagPlaceholder.FindAllString(a.TagTemplate, -1)
+		for _, p := range used {
+			if p != "{commit}" && p != "{short}" && p != "{branch}" {
+				d.Add(field+".tagTemplate", "unknown placeholder %s; want {commit}, {short} or {branch}", p)
+			}
+		}
+		if !strings.Contains(a.TagTemplate, "{commit}") && !strings.Contains(a.TagTemplate, "{short}") {
+			d.Add(field+".tagTemplate", "want {commit} or {short} in it, so each commit has its own tag, got %s", configfile.Quote(a.TagTemplate))
+		}
+	}
 }

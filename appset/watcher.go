@@ -36,7 +36,7 @@ type Snapshot struct {
 }
 
 // NewWatcher returns a Watcher of source holding no set; call Reload or Run
-// to load one.
+// to load one. Until then Current returns the zero Snapshot.
 func NewWatcher(source Source) *Watcher {
 	w := &Watcher{source: source, wake: make(chan struct{}, 1)}
 	w.current.Store(&Snapshot{})
@@ -65,6 +65,8 @@ func (w *Watcher) Reload(ctx context.Context) (changed bool, err error) {
 	if set == nil {
 		set = &Set{}
 	}
+	// The revision decides, not a comparison of sets: Source promises that
+	// equal revisions mean equal sets.
 	changed = old.Set == nil || revision != old.Revision
 	if !changed {
 		// Same revision, same content: keep the set callers already hold.
@@ -98,10 +100,15 @@ func (w *Watcher) Run(ctx context.Context, interval time.Duration, onChange func
 	first := true
 	for {
 		changed, _ := w.Reload(ctx) // the error is in the snapshot
+		// A load cut short by cancellation is not news; reporting it would
+		// make every shutdown look like a broken app set.
 		if ctx.Err() != nil {
 			return
 		}
 		now := w.Current()
+		// Errors compare by text: a source returns a fresh error value on
+		// every failed load, and the same failure must not be reported
+		// again each interval.
 		if first || changed || now.Revision != reported.Revision || errorText(now.Err) != errorText(reported.Err) {
 			first = false
 			reported = now
@@ -116,6 +123,7 @@ func (w *Watcher) Run(ctx context.Context, interval time.Duration, onChange func
 	}
 }
 
+// errorText is err's message, "" for nil.
 func errorText(err error) string {
 	if err == nil {
 		return ""

@@ -104,8 +104,11 @@ type Object struct {
 	// Desired is the version git asks for: the pinned tag, or the branch
 	// head commit; "" when it could not be resolved.
 	Desired string
-	// Current is the version the swarm runs now ("" when nothing runs).
-	Current string
+	// Current is the version the swarm runs now ("" when nothing runs), and
+	// CurrentDigest the digest its image is pinned to, when it is: falling
+	// back keeps exactly what runs, so no service is rewritten for it.
+	Current       string
+	CurrentDigest string
 	// Condition is the registry's answer about Desired's image; Reason
 	// says why when it is not Pushed. Infrastructure entries have no image:
 	// their condition is Pushed once Desired resolved.
@@ -150,12 +153,16 @@ func (o Object) Drift(ready bool) bool {
 }
 
 // Digested returns the image version a render uses, pinned to the digest
-// when the used version is the desired one and its digest is known:
-// "v1.2.0@sha256:…", "v1.2.0", or "".
+// known for it (the registry's for the desired version, the running
+// image's for the current one): "v1.2.0@sha256:…", "v1.2.0", or "".
 func (o Object) Digested() string {
 	v := o.Version()
-	if v != "" && v == o.Desired && o.ready() && o.Digest != "" {
+	switch {
+	case v == "":
+	case o.ready() && o.Digest != "":
 		return v + "@" + o.Digest
+	case !o.ready() && o.CurrentDigest != "":
+		return v + "@" + o.CurrentDigest
 	}
 	return v
 }

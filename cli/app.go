@@ -17,6 +17,9 @@ import (
 	"github.com/skep-cd/skep/wire"
 )
 
+// newAppCommand builds `skep app`, the commands that read and steer
+// applications through a running controller's API. Each subcommand makes
+// its own client from the environment (see newClient), never from flags.
 func newAppCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "app",
@@ -38,6 +41,8 @@ func fetch(cmd *cobra.Command, out output, path string, query map[string]string,
 	if err != nil {
 		return false, err
 	}
+	// Empty values are dropped, so an unset flag is no filter rather than a
+	// filter on "".
 	q := map[string][]string{}
 	for k, val := range query {
 		if val != "" {
@@ -49,6 +54,8 @@ func fetch(cmd *cobra.Command, out output, path string, query map[string]string,
 		return false, apiFailure(err)
 	}
 	if out.raw() {
+		// -o prints what the server sent, not a re-encoding of v: fields this
+		// client does not know yet still reach scripts.
 		return true, out.print(cmd.OutOrStdout(), body)
 	}
 	if err := json.Unmarshal(body, v); err != nil {
@@ -57,6 +64,7 @@ func fetch(cmd *cobra.Command, out output, path string, query map[string]string,
 	return false, nil
 }
 
+// newAppListCommand builds `skep app list`: one table row per application.
 func newAppListCommand() *cobra.Command {
 	var out output
 	cmd := &cobra.Command{
@@ -75,6 +83,9 @@ func newAppListCommand() *cobra.Command {
 	return cmd
 }
 
+// printAppList writes the table of `skep app list`. Live state that could
+// not be read is said below the table, so that zero running services are
+// not mistaken for a stopped application.
 func printAppList(w io.Writer, list wire.ApplicationList) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tSYNC\tHEALTH\tSERVICES\tREVISION\tDEPLOYED\tAUTO\tPHASE\tERROR")
@@ -93,6 +104,7 @@ func printAppList(w io.Writer, list wire.ApplicationList) error {
 	return tw.Flush()
 }
 
+// newAppGetCommand builds `skep app get`: one application in detail.
 func newAppGetCommand() *cobra.Command {
 	var out output
 	cmd := &cobra.Command{
@@ -111,6 +123,8 @@ func newAppGetCommand() *cobra.Command {
 	return cmd
 }
 
+// printAppDetail writes `skep app get`: a header of key-value lines, then
+// one table of services and their tasks per release.
 func printAppDetail(w io.Writer, d wire.ApplicationDetail) error {
 	a := d.Application
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -136,7 +150,12 @@ func printAppDetail(w io.Writer, d wire.ApplicationDetail) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if err := printArtifacts(w, a.Artifacts); err != nil {
+		return err
+	}
 	for _, r := range d.Releases {
+		// Each release gets a tabwriter of its own, so its table aligns its own
+		// columns and the release line between tables is not padded.
 		fmt.Fprintf(w, "\nRelease %s: revision %d (%s)\n", r.Name, r.Revision, short(r.Commit))
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "  SERVICE\tMODE\tREPLICAS\tIMAGE\tUPDATE")
@@ -157,6 +176,29 @@ func printAppDetail(w io.Writer, d wire.ApplicationDetail) error {
 	return nil
 }
 
+// printArtifacts prints an application's release artifacts as a table:
+// what git asks for, what runs, what the render uses and why.
+func printArtifacts(w io.Writer, arts []wire.Artifact) error {
+	if len(arts) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w, "\nArtifacts:")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  NAME\tKIND\tSTRATEGY\tDESIRED\tCURRENT\tUSED\tIMAGE\tDRIFT")
+	for _, a := range arts {
+		image := orDash(a.Condition)
+		if a.Reason != "" && a.Condition != "pushed" {
+			image += ": " + oneLine(a.Reason, 80)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Name, a.Kind, a.Strategy,
+			orDash(short(a.Desired)), orDash(short(a.Current)), orDash(short(a.Version)), image, a.Drift)
+	}
+	return tw.Flush()
+}
+
+// newAppDiffCommand builds `skep app diff`: the plan of a sync, computed by
+// the controller and printed by package plan, as `skep deploy --dry-run`
+// prints it.
 func newAppDiffCommand() *cobra.Command {
 	var out output
 	var revision string
@@ -178,6 +220,8 @@ func newAppDiffCommand() *cobra.Command {
 	return cmd
 }
 
+// newAppHistoryCommand builds `skep app history`: the revisions `skep app
+// rollback` takes, and who synced what.
 func newAppHistoryCommand() *cobra.Command {
 	var out output
 	cmd := &cobra.Command{
@@ -196,11 +240,14 @@ func newAppHistoryCommand() *cobra.Command {
 	return cmd
 }
 
+// printHistory writes each release's revisions newest first, then the
+// syncs. A sync history the store could not give is said, not hidden.
 func printHistory(w io.Writer, h wire.History) error {
 	for _, r := range h.Releases {
 		fmt.Fprintf(w, "Release %s\n", r.Name)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "  REVISION\tCOMMIT\tAPPLIED\tACTOR")
+		// The API lists revisions oldest first; people want the newest on top.
 		for i := len(r.Revisions) - 1; i >= 0; i-- {
 			rev := r.Revisions[i]
 			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\n", rev.Number, short(rev.Commit), rev.AppliedAt.Format(time.RFC3339), orDash(rev.Actor))
@@ -223,12 +270,14 @@ func printHistory(w io.Writer, h wire.History) error {
 }
 
 // syncFlags are shared by sync and rollback.
+// The zero value is no --wait and no timeout; register sets the defaults.
 type syncFlags struct {
 	out     output
 	wait    bool
 	timeout time.Duration
 }
 
+// register adds -o, --wait and --timeout to cmd.
 func (f *syncFlags) register(cmd *cobra.Command) {
 	f.out.register(cmd)
 	cmd.Flags().BoolVar(&f.wait, "wait", false, "wait for the sync to end and its services to converge; exit non-zero if it failed")
@@ -252,6 +301,8 @@ func (f *syncFlags) post(cmd *cobra.Command, name, path string, body any) error 
 	if err := json.Unmarshal(raw, &resp); err != nil {
 		return apiFailure(fmt.Errorf("decode answer of %s: %w", path, err))
 	}
+	// With -o, stdout holds only the server's answer, so a script can parse
+	// it; what --wait prints goes to stderr.
 	progress := cmd.OutOrStdout()
 	if f.out.raw() {
 		if err := f.out.print(cmd.OutOrStdout(), raw); err != nil {
@@ -260,11 +311,15 @@ func (f *syncFlags) post(cmd *cobra.Command, name, path string, body any) error 
 		progress = cmd.ErrOrStderr()
 	} else {
 		switch resp.Status {
+		// A dry run answers with its plan and queues nothing: there is nothing
+		// to wait for.
 		case wire.SyncPlanned:
 			if resp.Diff != nil {
 				fmt.Fprintf(progress, "%s at %s (dry run)\n", name, short(resp.Diff.Revision))
 				return plan.Render(progress, plansOf(resp.Diff.Releases))
 			}
+		// A sync already queued for the application absorbs this one; its id
+		// is the one to wait for.
 		case wire.SyncMerged:
 			fmt.Fprintf(progress, "%s: sync merged into queued sync #%d\n", name, resp.ID)
 		default:
@@ -278,6 +333,8 @@ func (f *syncFlags) post(cmd *cobra.Command, name, path string, body any) error 
 	if !f.wait || resp.Status == wire.SyncPlanned {
 		return nil
 	}
+	// The timeout bounds only the wait: the sync itself goes on in the
+	// controller whatever this command does.
 	ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
 	defer cancel()
 	return apiFailure(waitSync(ctx, c, progress, name, resp.ID))
@@ -285,6 +342,8 @@ func (f *syncFlags) post(cmd *cobra.Command, name, path string, body any) error 
 
 // waitSync polls the application until sync id ended, then until its
 // services converged, printing each change of phase or counts.
+// It returns nil once the services converged, and an error when the
+// sync failed or ctx ended first.
 func waitSync(ctx context.Context, c *client.Client, w io.Writer, name string, id uint64) error {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -296,6 +355,8 @@ func waitSync(ctx context.Context, c *client.Client, w io.Writer, name string, i
 			return err
 		}
 		a := d.Application
+		// Between two polls a later sync (a tick's, another user's) can end
+		// after ours and replace it as LastSync, hence >= and not ==.
 		if done == nil && a.LastSync != nil && a.LastSync.ID >= id && a.LastSync.Outcome != wire.OutcomeRunning {
 			s := *a.LastSync
 			done = &s
@@ -304,11 +365,14 @@ func waitSync(ctx context.Context, c *client.Client, w io.Writer, name string, i
 			}
 			fmt.Fprintf(w, "%s: sync #%d succeeded at %s\n", name, s.ID, short(s.Revision))
 		}
+		// Once the sync ended, what is left is the swarm rolling tasks out,
+		// which the controller's phase does not say.
 		phase := a.Phase
 		if done != nil {
 			phase = "converging"
 		}
 		line := fmt.Sprintf("%s: %s, services %d/%d converged", name, phase, a.Services.Running, a.Services.Desired)
+		// Print changes only, so a long wait is a short log.
 		if line != last {
 			fmt.Fprintln(w, line)
 			last = line
@@ -327,6 +391,8 @@ func waitSync(ctx context.Context, c *client.Client, w io.Writer, name string, i
 	}
 }
 
+// newAppSyncCommand builds `skep app sync`. Without --wait it returns once
+// the controller queued the sync.
 func newAppSyncCommand() *cobra.Command {
 	var f syncFlags
 	var dryRun bool
@@ -337,6 +403,8 @@ func newAppSyncCommand() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts := wire.SyncOptions{DryRun: dryRun, Revision: revision}
+			// A string rather than a bool flag: unset must mean "the application's
+			// policy", which a bool cannot tell from false.
 			if prune != "" {
 				p, err := strconv.ParseBool(prune)
 				if err != nil {
@@ -354,6 +422,8 @@ func newAppSyncCommand() *cobra.Command {
 	return cmd
 }
 
+// newAppRollbackCommand builds `skep app rollback`, which re-deploys the
+// commit a recorded revision names (see its Long help).
 func newAppRollbackCommand() *cobra.Command {
 	var f syncFlags
 	var release string
@@ -377,14 +447,20 @@ func newAppRollbackCommand() *cobra.Command {
 	return cmd
 }
 
+// newAppRefreshCommand builds `skep app refresh`: read git now, rather
+// than at the next interval.
 func newAppRefreshCommand() *cobra.Command {
 	return simplePost("refresh NAME", "Re-read git now (applies only when the application is automated)", "/refresh", "refresh queued")
 }
 
+// newAppUnholdCommand builds `skep app unhold`, which lifts the hold a
+// rollback or a sync to a revision left.
 func newAppUnholdCommand() *cobra.Command {
 	return simplePost("unhold NAME", "Release a rollback's hold: follow the tracked revision again", "/unhold", "hold released")
 }
 
+// simplePost builds a command that POSTs to the application path plus
+// suffix with no body and prints "NAME: done", or the raw answer with -o.
 func simplePost(use, summary, suffix, done string) *cobra.Command {
 	var out output
 	cmd := &cobra.Command{

@@ -19,12 +19,16 @@ import (
 func newClient() (*client.Client, error) {
 	c, err := client.FromEnvironment(os.Getenv)
 	if err != nil {
+		// A missing server or token is the environment's fault, not the
+		// command line's: exit 1, not 2.
 		return nil, &ExitError{Code: ExitFailure, Err: err}
 	}
 	return c, nil
 }
 
 // apiFailure turns a client error into the command's exit error.
+// apiFailure returns nil for nil, so a call's result can be passed
+// through as it is.
 func apiFailure(err error) error {
 	if err == nil {
 		return nil
@@ -40,10 +44,13 @@ func apiFailure(err error) error {
 // people), json or yaml (the server's response, unmodified in content).
 type output string
 
+// register adds -o/--output to cmd; the zero value "" is the table.
 func (o *output) register(cmd *cobra.Command) {
 	cmd.Flags().StringVarP((*string)(o), "output", "o", "", "output format: json or yaml (the server's response); default a table")
 }
 
+// check is called before any request is made, so a bad -o costs no
+// call to the controller.
 func (o output) check() error {
 	switch o {
 	case "", "json", "yaml":
@@ -52,6 +59,7 @@ func (o output) check() error {
 	return usageError("--output: want json or yaml, got %q", string(o))
 }
 
+// raw reports whether the server's answer is printed as it came.
 func (o output) raw() bool { return o != "" }
 
 // print writes an API response body in the chosen format: json as the
@@ -62,6 +70,8 @@ func (o output) print(w io.Writer, body []byte) error {
 		if err := yaml.Unmarshal(body, &doc); err != nil {
 			return fmt.Errorf("convert answer to yaml: %w", err)
 		}
+		// JSON is valid YAML, so the node tree decodes as flow style ({...}) and
+		// would be printed back that way.
 		blockStyle(&doc)
 		enc := yaml.NewEncoder(w)
 		enc.SetIndent(2)
@@ -73,6 +83,8 @@ func (o output) print(w io.Writer, body []byte) error {
 	if _, err := w.Write(body); err != nil {
 		return err
 	}
+	// A terminal prompt after the last brace, or two documents on one line
+	// of a pipe, is what this prevents.
 	if !bytes.HasSuffix(body, []byte("\n")) {
 		_, err := io.WriteString(w, "\n")
 		return err
@@ -83,6 +95,8 @@ func (o output) print(w io.Writer, body []byte) error {
 // blockStyle undoes the flow style YAML gives a decoded JSON document.
 func blockStyle(n *yaml.Node) {
 	n.Style &^= yaml.FlowStyle
+	// Decoded JSON strings are double-quoted; plain style is dropped back
+	// to quoting by the encoder wherever YAML needs it ("yes", "1.0").
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!str" {
 		n.Style &^= yaml.DoubleQuotedStyle
 	}
@@ -114,6 +128,7 @@ func orDash(s string) string {
 func oneLine(s string, n int) string {
 	s, _, _ = strings.Cut(s, "\n")
 	r := []rune(s)
+	// Runes, not bytes: a cut must not split a UTF-8 character.
 	if len(r) > n {
 		return string(r[:n-1]) + "…"
 	}

@@ -30,20 +30,28 @@ import (
 )
 
 // EnvGitCredentialsFile names the git credentials file (see gitsource).
+// The variable names a file rather than holding credentials, so they can
+// be a mounted Docker secret and never show in `docker service inspect`;
+// gitsource.LoadCredentials documents the file's format.
 const EnvGitCredentialsFile = "SKEP_GIT_CREDENTIALS_FILE"
 
 // controllerFlags are the process settings shared by `controller` and `deploy`.
 type controllerFlags struct {
+	// App-set sources: exactly one of config, appsetRepo and appsetDir is
+	// set (see source); appsetRevision and appsetPath refine appsetRepo.
 	config         string
 	appsetRepo     string
 	appsetRevision string
 	appsetPath     string
 	appsetDir      string
 	appsetInterval time.Duration
-	data           string
-	controllerID   string
-	logFormat      string
-	logLevel       string
+	// data holds the git cache and the event store; it outlives restarts.
+	data string
+	// controllerID is stamped in every ownership label. Prune deletes only
+	// what carries its own id, which is how two controllers share a swarm.
+	controllerID string
+	logFormat    string
+	logLevel     string
 	// Controller only (see registerController).
 	prune         bool
 	ownStack      string
@@ -57,6 +65,7 @@ func (f *controllerFlags) registerController(fs *pflag.FlagSet) {
 	fs.StringVar(&f.notifications, "notifications", "", "YAML file of outbound notifiers (webhooks, chat, e-mail) and their routing")
 }
 
+// register adds the flags that `controller` and `deploy` share.
 func (f *controllerFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.config, "config", "", "app-set file (applications.yaml)")
 	fs.StringVar(&f.appsetRepo, "appset-repo", "", "git repository holding the app set")
@@ -73,6 +82,8 @@ func (f *controllerFlags) register(fs *pflag.FlagSet) {
 // logger builds the process's one slog handler and makes it the default.
 func (f *controllerFlags) logger(w io.Writer) (*slog.Logger, error) {
 	var level slog.Level
+	// slog.Level also accepts "warn+2" and the like; the message names only
+	// the four an operator should use.
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
 		return nil, usageError("--log-level: want debug, info, warn or error, got %q", f.logLevel)
 	}
@@ -87,6 +98,8 @@ func (f *controllerFlags) logger(w io.Writer) (*slog.Logger, error) {
 		return nil, usageError("--log-format: want text or json, got %q", f.logFormat)
 	}
 	logger := slog.New(h)
+	// Libraries that log through slog's default (and log.Printf, which
+	// SetDefault redirects) must land in the same stream as Skep's own lines.
 	slog.SetDefault(logger)
 	return logger, nil
 }
@@ -94,6 +107,8 @@ func (f *controllerFlags) logger(w io.Writer) (*slog.Logger, error) {
 // source picks the one app-set source the flags name.
 func (f *controllerFlags) source(git *gitsource.Cache) (appset.Source, string, error) {
 	var named []string
+	// Every named source is collected, not just the first, so the error
+	// can name them all at once.
 	for flag, v := range map[string]string{"--config": f.config, "--appset-repo": f.appsetRepo, "--appset-dir": f.appsetDir} {
 		if v != "" {
 			named = append(named, flag)
@@ -110,6 +125,8 @@ func (f *controllerFlags) source(git *gitsource.Cache) (appset.Source, string, e
 		return appset.DirSource{Dir: f.appsetDir}, "directory " + f.appsetDir, nil
 	default:
 		return reconcile.GitAppSet{Git: git, Repo: f.appsetRepo, Revision: f.appsetRevision, Path: f.appsetPath},
+			// The description reaches logs and the status API: strip any
+			// credentials embedded in the URL.
 			fmt.Sprintf("git %s at %s, path %s", gitsource.RedactURL(f.appsetRepo), f.appsetRevision, f.appsetPath), nil
 	}
 }
@@ -139,11 +156,14 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 	if err != nil {
 		return nil, nil, err
 	}
+	// The zero Options is the swarm this process runs in (or DOCKER_HOST).
 	engine, err := swarm.Connect(ctx, swarm.Options{})
 	if err != nil {
 		return nil, nil, err
 	}
 	var watcher *swarm.Watcher
+	// Only the controller's Run runs a watcher; deploy makes one pass and
+	// exits, so it gets none.
 	if live {
 		watcher = swarm.NewWatcher(engine, swarm.WatcherOptions{Logger: logger})
 	}
@@ -162,14 +182,23 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 		Observer:          observer,
 	})
 	if err != nil {
+		// The construction error is the one to report; a failure to close
+		// a client nobody used would only hide it.
 		_ = engine.Close()
 		return nil, nil, err
 	}
-	return ctrl, func() { _ = engine.Close() }, nil
+	return ctrl, func() {
+		// Runs at exit, after the work is done: a failed close changes no
+		// result, but an operator may want to know the socket misbehaved.
+		if err := engine.Close(); err != nil {
+			logger.Warn("swarm client close", "err", err)
+		}
+	}, nil
 }
 
 // apiFlags are the controller's API settings. Tokens and webhook secrets
 // never come from flags: the files named here point at files or variables.
+// The zero value is no usable configuration; register sets the defaults.
 type apiFlags struct {
 	listen        string
 	metricsListen string
@@ -179,6 +208,7 @@ type apiFlags struct {
 	tlsKey        string
 }
 
+// register adds the API's flags to fs.
 func (f *apiFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.listen, "listen", ":8080", "address of the API, /healthz, /readyz and /metrics (admins)")
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", "also serve /metrics without authentication on this address (keep it private)")
@@ -207,6 +237,8 @@ func (f *apiFlags) authorizer(logger *slog.Logger) (*api.Tokens, error) {
 		}
 		specs = append(specs, more...)
 	}
+	// An API without tokens would either be open or unusable. Refuse to
+	// start, so that a missing secret mount is seen at deploy time.
 	if len(specs) == 0 {
 		return nil, fmt.Errorf("no API token configured: set %s (a file holding the admin token) or %s, or give --tokens-file",
 			api.EnvAdminTokenFile, api.EnvAdminToken)
@@ -215,10 +247,14 @@ func (f *apiFlags) authorizer(logger *slog.Logger) (*api.Tokens, error) {
 	if err != nil {
 		return nil, fmt.Errorf("api tokens: %w", err)
 	}
+	// Names only: the tokens themselves never reach a log.
 	logger.Info("api tokens loaded", "names", tokens.Names())
 	return tokens, nil
 }
 
+// webhooks loads the inbound webhook providers. Without --webhooks-file it
+// returns nil, nil: the API then answers every provider 404, and the
+// controller reads git only on its own schedule.
 func (f *apiFlags) webhooks() (*api.Webhooks, error) {
 	if f.webhooksFile == "" {
 		return nil, nil
@@ -230,6 +266,8 @@ func (f *apiFlags) webhooks() (*api.Webhooks, error) {
 	return api.NewWebhooks(specs, api.WebhooksOptions{})
 }
 
+// newControllerCommand builds `skep controller`, the long-running process.
+// It blocks until the command's context ends (SIGINT or SIGTERM in main).
 func newControllerCommand() *cobra.Command {
 	var flags controllerFlags
 	var apiOpts apiFlags
@@ -245,6 +283,8 @@ func newControllerCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// Checked before any token or file is read, so a usage error is reported
+			// as one (exit 2) and not hidden behind a failure to load something else.
 			if (apiOpts.tlsCert == "") != (apiOpts.tlsKey == "") {
 				return usageError("--tls-cert and --tls-key go together")
 			}
@@ -284,12 +324,16 @@ func runController(ctx context.Context, logger *slog.Logger, flags *controllerFl
 	// controller runs on, and events are still streamed live.
 	db, err := store.Open(ctx, filepath.Join(flags.data, store.FileName), store.Options{Logger: logger})
 	if err != nil {
+		// Logged and not returned: the store is history, not safety (see above).
 		logger.Error("store not opened; events are not kept", "err", err)
 		db = nil
 	}
 	var lastID int64
 	if db != nil {
 		defer db.Close()
+		// New event ids must stay above every id already kept, or a client
+		// resuming a stream by id would skip events. Unreadable, the
+		// recorder's clock floor still keeps ids growing (see notify.Recorder).
 		if lastID, err = db.LastID(ctx); err != nil {
 			logger.Warn("store last id unreadable", "err", err)
 		}
@@ -318,6 +362,9 @@ func runController(ctx context.Context, logger *slog.Logger, flags *controllerFl
 		}
 	}
 
+	// The metrics are built before the controller (the controller reports to
+	// them), so their gauge reads ctrl through the closure once it is set;
+	// a scrape in between sees no applications.
 	var ctrl *reconcile.Controller
 	metrics := api.NewMetrics(api.MetricsOptions{
 		Applications: func() []api.AppState {
@@ -326,8 +373,17 @@ func runController(ctx context.Context, logger *slog.Logger, flags *controllerFl
 			}
 			var out []api.AppState
 			for _, st := range ctrl.Statuses().List() {
-				out = append(out, api.AppState{Name: st.Name, Sync: string(st.Sync),
-					Health: cmp.Or(string(st.Health), wire.HealthUnknown), DriftFindings: len(st.Findings)})
+				as := api.AppState{Name: st.Name, Sync: string(st.Sync),
+					// An application not yet assessed has no health; the gauge needs a
+					// value, and "unknown" is the honest one.
+					Health: cmp.Or(string(st.Health), wire.HealthUnknown), DriftFindings: len(st.Findings)}
+				for _, o := range st.Artifacts {
+					if as.Artifacts == nil {
+						as.Artifacts = map[string]string{}
+					}
+					as.Artifacts[o.Entry.Name] = api.ArtifactView(o).Drift
+				}
+				out = append(out, as)
 			}
 			return out
 		},
@@ -341,6 +397,8 @@ func runController(ctx context.Context, logger *slog.Logger, flags *controllerFl
 	if err := registerCounters(metrics, ctrl, &notifier, broker); err != nil {
 		return err
 	}
+	// Logged after the counters are in place, so that the list an operator
+	// reads at start-up is the list that is counted.
 	notifier.LogActive(logger)
 
 	srvOpts := api.Options{
@@ -348,12 +406,16 @@ func runController(ctx context.Context, logger *slog.Logger, flags *controllerFl
 		Broker: broker, Logger: logger,
 	}
 	if db != nil {
+		// Without a store the API still serves, but has no history to answer
+		// event lists and sync history from.
 		srvOpts.EventLog, srvOpts.Syncs = db, db
 	}
 	apiServer, err := api.New(srvOpts)
 	if err != nil {
 		return err
 	}
+	// The notifier set is copied: registration is over, and the runners must
+	// not see a set that changes under them.
 	return serveController(ctx, logger, ctrl, apiServer, metrics, apiOpts, certs, notifier.Notifiers(), broker, db)
 }
 
@@ -367,6 +429,8 @@ func registerCounters(m *api.Metrics, ctrl *reconcile.Controller, notifier *noti
 		{Name: "skep_event_stream_dropped_total", Help: "Events not delivered live to a lagging stream subscriber (replayed from the store).", Read: func() float64 { return float64(broker.Dropped()) }},
 	}
 	for _, n := range notifier.Notifiers() {
+		// Both capabilities are optional: the log notifier counts nothing, and a
+		// counter needs a name for its label.
 		counted, ok := n.(notify.Counted)
 		named, hasName := n.(notify.Named)
 		if !ok || !hasName {
@@ -383,6 +447,8 @@ func registerCounters(m *api.Metrics, ctrl *reconcile.Controller, notifier *noti
 }
 
 // serveController runs the controller and the API until ctx ends.
+// It returns ctrl's error, or the first listener error; a second
+// listener's failure to start stops the first before returning.
 func serveController(ctx context.Context, logger *slog.Logger, ctrl *reconcile.Controller, apiServer *api.Server,
 	metrics *api.Metrics, opts *apiFlags, certs *api.CertReloader, runners []notify.Notifier, broker *notify.Broker, db *store.Store) error {
 	ln, err := net.Listen("tcp", opts.listen)
@@ -392,6 +458,8 @@ func serveController(ctx context.Context, logger *slog.Logger, ctrl *reconcile.C
 	srv := newHTTPServer(apiServer, logger)
 	servers := []*http.Server{srv}
 	var wg sync.WaitGroup
+	// One slot per listener, so a failing Serve never blocks on a reader
+	// that is still waiting for the controller to stop.
 	serveErr := make(chan error, 2)
 	serve := func(s *http.Server, l net.Listener, tls bool) {
 		defer wg.Done()
@@ -406,6 +474,8 @@ func serveController(ctx context.Context, logger *slog.Logger, ctrl *reconcile.C
 		}
 	}
 	if certs != nil {
+		// ServeTLS("", "") takes the certificate from TLSConfig, which re-reads
+		// it when the files change; no restart is needed to rotate it.
 		srv.TLSConfig = certs.TLSConfig()
 	}
 	wg.Add(1)
@@ -413,11 +483,15 @@ func serveController(ctx context.Context, logger *slog.Logger, ctrl *reconcile.C
 	if opts.metricsListen != "" {
 		mln, err := net.Listen("tcp", opts.metricsListen)
 		if err != nil {
+			// Already returning the listen error; srv has served nothing
+			// yet, so an error closing it adds nothing the operator needs.
 			_ = srv.Close()
 			wg.Wait()
 			return &ExitError{Code: ExitFailure, Err: fmt.Errorf("listen on %s: %w", opts.metricsListen, err)}
 		}
 		mux := http.NewServeMux()
+		// This listener serves /metrics only and without authentication, for a
+		// scraper that cannot hold a token; nothing else may be mounted here.
 		mux.Handle("GET /metrics", metrics.Handler())
 		msrv := newHTTPServer(mux, logger)
 		servers = append(servers, msrv)
@@ -426,15 +500,30 @@ func serveController(ctx context.Context, logger *slog.Logger, ctrl *reconcile.C
 		logger.Info("metrics listener started", "listen", mln.Addr().String())
 	}
 
+	// Background work must outlive ctx: the notifiers still deliver the
+	// events of the workers' last reconciles while the workers drain. It is
+	// stopped explicitly, after the servers.
 	bg, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
 	var bgWG sync.WaitGroup
 	bgWG.Add(2)
 	// The recorder and the outbound notifiers deliver from their queues.
-	go func() { defer bgWG.Done(); _ = notify.RunAll(bg, runners) }()
+	// They return nil when bg ends, so an error here is a notifier that
+	// stopped delivering early: events after it are lost, which must show.
+	go func() {
+		defer bgWG.Done()
+		if err := notify.RunAll(bg, runners); err != nil {
+			logger.Error("notifier stopped", "err", err)
+		}
+	}()
 	go func() { defer bgWG.Done(); apiServer.Run(bg) }()
 	if db != nil {
 		bgWG.Add(1)
-		go func() { defer bgWG.Done(); _ = db.RunRetention(bg, 0) }()
+		go func() {
+			defer bgWG.Done()
+			if err := db.RunRetention(bg, 0); err != nil {
+				logger.Error("store retention stopped", "err", err)
+			}
+		}()
 	}
 	logger.Info("controller started", "controller", ctrl.ID(), "listen", ln.Addr().String(), "tls", certs != nil)
 
@@ -448,9 +537,12 @@ func serveController(ctx context.Context, logger *slog.Logger, ctrl *reconcile.C
 		}
 	}
 	wg.Wait()
+	// Only now, with no request left in flight, may the background work stop.
 	stopBackground()
 	bgWG.Wait()
 	select {
+	// A listener that failed while running is reported over ctrl's error: it
+	// is why the API was unreachable.
 	case err := <-serveErr:
 		return fmt.Errorf("serve %s: %w", opts.listen, err)
 	default:

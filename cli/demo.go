@@ -9,6 +9,9 @@ import (
 	"github.com/skep-cd/skep/swarm"
 )
 
+// newDemoCommand builds `skep demo`. It blocks until the showcase ends
+// (with --exit-after-showcase) or the context is cancelled, and leaves
+// the swarm as it found it (see package demo).
 func newDemoCommand() *cobra.Command {
 	var opts demo.Options
 	cmd := &cobra.Command{
@@ -22,11 +25,15 @@ func newDemoCommand() *cobra.Command {
 			"(make build).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Connected here, not in demo.Run, since only package swarm builds
+			// Docker clients and demo takes the narrow engine it needs.
 			eng, err := swarm.Connect(cmd.Context(), swarm.Options{})
 			if err != nil {
 				return err
 			}
+			// The client is closed after demo.Run cleaned up, which needs it.
 			defer eng.Close()
+			// The showcase narrates to the command's stdout, so tests can read it.
 			opts.Out = cmd.OutOrStdout()
 			return demo.Run(cmd.Context(), eng, opts)
 		},
@@ -38,6 +45,9 @@ func newDemoCommand() *cobra.Command {
 }
 
 // newDemoAppCommand is the program inside the demo image.
+// It is hidden because only the image's entrypoint calls it: the same
+// static binary serves as controller and demo app, so the image needs
+// no other program.
 func newDemoAppCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:    "demo-app [health]",
@@ -49,6 +59,8 @@ func newDemoAppCommand() *cobra.Command {
 			if addr == "" {
 				addr = ":8080"
 			}
+			// The image's HEALTHCHECK runs `demo-app health`: FROM scratch has no
+			// curl or wget to probe the app with.
 			if len(args) == 1 {
 				if args[0] != "health" {
 					return usageError("demo-app: unknown argument %q (want health)", args[0])

@@ -14,27 +14,42 @@ import (
 )
 
 // deployResult is one application's line in `skep deploy -o json`.
+// Field names and tags are a contract with scripts: rename none.
 type deployResult struct {
-	Application string        `json:"application"`
-	Commit      string        `json:"commit,omitempty"`
-	Plan        *plan.Release `json:"plan,omitempty"`
-	Applied     bool          `json:"applied"`
-	Revision    int           `json:"revision,omitempty"`
-	Error       string        `json:"error,omitempty"`
+	Application string `json:"application"`
+	// Commit is the commit the application's revision resolved to; empty
+	// when resolving failed.
+	Commit string `json:"commit,omitempty"`
+	// Plan is nil when no plan was made (the application failed earlier).
+	Plan *plan.Release `json:"plan,omitempty"`
+	// Applied reports whether the apply step ran (reconcile.Result.Applied).
+	Applied bool `json:"applied"`
+	// Revision is the release revision the apply recorded; 0 when none.
+	Revision int `json:"revision,omitempty"`
+	// Error is the reconcile error's message; empty on success.
+	Error string `json:"error,omitempty"`
 }
 
+// newDeployCommand builds `skep deploy`: one pass over the app set, in this
+// process, without an API, and then exit. CI runs it where a long-running
+// controller is not wanted.
 func newDeployCommand() *cobra.Command {
 	var flags controllerFlags
 	var app, output string
-	var dryRun bool
+	var dryRun, force bool
 	cmd := &cobra.Command{
 		Use:   "deploy",
 		Short: "Run one reconcile of the app set (or one application) and exit",
 		Long: "deploy loads the app set, renders each application at its revision, plans it\n" +
 			"against the release's recorded revision and applies it, then exits; non-zero\n" +
-			"when any application failed. --dry-run prints the plan and diff and writes nothing.",
+			"when any application failed. --dry-run prints the plan and diff and writes nothing.\n" +
+			"--force re-applies every service even when nothing changed, restarting its tasks;\n" +
+			"only this one-shot command can force: the controller and the API never do.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if force && dryRun {
+				return usageError("--force and --dry-run exclude each other")
+			}
 			if output != "" && output != "text" && output != "json" {
 				return usageError("--output: want text or json, got %q", output)
 			}
@@ -43,6 +58,7 @@ func newDeployCommand() *cobra.Command {
 				return err
 			}
 			var notifier notify.Registry
+			// Events go to the log only: there is no store or API for them here.
 			notifier.Register(notify.NewLog(logger))
 			ctrl, closeEngine, err := flags.build(cmd.Context(), logger, &notifier)
 			if err != nil {
@@ -63,14 +79,19 @@ func newDeployCommand() *cobra.Command {
 			}
 			var results []deployResult
 			failed := false
+			// One application after another, all of them, so that one failure does
+			// not hide the state of the others; the exit code sums them up.
 			for _, name := range names {
 				var out reconcile.Result
 				if dryRun {
 					out, err = ctrl.Plan(cmd.Context(), name, "")
 				} else {
-					out, err = ctrl.ReconcileOnce(cmd.Context(), name, reconcile.Request{Sync: true})
+					// Sync: deploy is an explicit request to apply, whatever the
+					// application's automated policy says.
+					out, err = ctrl.ReconcileOnce(cmd.Context(), name, reconcile.Request{Sync: true, Force: force})
 				}
 				r := deployResult{Application: name, Commit: out.Commit, Applied: out.Applied, Revision: out.Applying.Revision}
+				// The zero Action is invalid: it means no plan was made.
 				if out.Plan.Action.Valid() {
 					p := out.Plan
 					r.Plan = &p
@@ -98,10 +119,13 @@ func newDeployCommand() *cobra.Command {
 	flags.register(cmd.Flags())
 	cmd.Flags().StringVar(&app, "app", "", "deploy only this application")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and diff; write nothing")
+	cmd.Flags().BoolVar(&force, "force", false, "re-apply every service even with no drift, restarting its tasks")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: text or json")
 	return cmd
 }
 
+// printDeploy writes one line per application and, when the plan changed
+// something (or on --dry-run), the plan as package plan prints it.
 func printDeploy(w io.Writer, results []deployResult, dryRun bool) error {
 	for _, r := range results {
 		switch {
@@ -123,6 +147,8 @@ func printDeploy(w io.Writer, results []deployResult, dryRun bool) error {
 	return nil
 }
 
+// shortCommit cuts c to 12 characters. Unlike short it says "(unresolved)"
+// for none, since here an empty commit means resolving failed.
 func shortCommit(c string) string {
 	if len(c) > 12 {
 		return c[:12]

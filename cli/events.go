@@ -14,6 +14,8 @@ import (
 	"github.com/skep-cd/skep/wire"
 )
 
+// newEventsCommand builds `skep events`. With --follow it blocks until the
+// context is cancelled, reconnecting on its own (see client.Follow).
 func newEventsCommand() *cobra.Command {
 	var out output
 	var q client.EventQuery
@@ -35,10 +37,14 @@ func newEventsCommand() *cobra.Command {
 			}
 			w := cmd.OutOrStdout()
 			if follow {
+				// "" resumes from nothing: only events from now on are streamed, which
+				// is what following means; the kept ones are what the listing is for.
 				return apiFailure(c.Follow(cmd.Context(), q, "", func(e client.StreamEvent) error {
 					return printStreamEvent(w, out, e)
 				}))
 			}
+			// Not fetch: the query has repeated keys (--app a --app b), which
+			// fetch's map of single values cannot carry.
 			raw, err := c.Call(cmd.Context(), http.MethodGet, "/api/v1/events", q.Values(), nil)
 			if err != nil {
 				return apiFailure(err)
@@ -53,6 +59,8 @@ func newEventsCommand() *cobra.Command {
 			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tAT\tAPPLICATION\tTYPE\tREVISION\tACTOR\tMESSAGE")
 			for _, e := range list.Events {
+				// Kept events carry a numeric id; streamed ones a string (see
+				// printStreamEvent), hence the id as text.
 				printEventRow(tw, fmt.Sprint(e.ID), e.Event)
 			}
 			return tw.Flush()
@@ -74,8 +82,12 @@ func printEventRow(w io.Writer, id string, e wire.Event) {
 
 // printStreamEvent prints one followed event: its data line as JSON, or a
 // table row for people.
+// It flushes every event, since a follower watches them arrive; columns
+// therefore align per row only.
 func printStreamEvent(w io.Writer, out output, e client.StreamEvent) error {
 	if out.raw() {
+		// A stream of YAML documents needs a separator, or a reader would see
+		// one document with repeated keys.
 		if out == "yaml" {
 			if _, err := io.WriteString(w, "---\n"); err != nil {
 				return err

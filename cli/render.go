@@ -24,14 +24,20 @@ import (
 )
 
 // renderFlags are the flags of `skep render`.
+// The zero value renders nothing useful; the command's flags set it.
 type renderFlags struct {
 	files, envFiles []string
 	release         string
 	controller      string
 	output          string
-	allow           stack.Allow
+	// allow is what the app set's allow list would grant: without it, host
+	// paths and external objects are refused, as they would be in git.
+	allow stack.Allow
 }
 
+// newRenderCommand builds `skep render`, which runs the same render and
+// stack steps the controller runs, without a daemon, so a compose change
+// can be checked (or diffed in review) before it is committed.
 func newRenderCommand() *cobra.Command {
 	var f renderFlags
 	cmd := &cobra.Command{
@@ -50,6 +56,8 @@ app set's allow list does.
 
 Exit status: 0 on success, 1 on bad input (printed as file:line: message),
 2 on a usage error.`,
+		// cobra.ExactArgs would say "accepts 1 arg(s)"; this names what the
+		// argument is.
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return usageError("render: want one compose file or directory, got %d arguments", len(args))
@@ -61,6 +69,8 @@ Exit status: 0 on success, 1 on bad input (printed as file:line: message),
 				return usageError("--output: want yaml or json, got %q", f.output)
 			}
 			rel, warnings, err := renderRelease(cmd, args[0], f)
+			// Warnings go to stderr before the error or the output, so stdout stays
+			// a clean document for a pipe.
 			for _, w := range warnings {
 				fmt.Fprintln(cmd.ErrOrStderr(), "skep: warning:", w)
 			}
@@ -97,6 +107,8 @@ func renderRelease(cmd *cobra.Command, target string, f renderFlags) (stack.Rele
 	}
 	release := f.release
 	if release == "" {
+		// An app set names the release; offline, the directory's name is the
+		// nearest stand-in.
 		release = filepath.Base(dir)
 	}
 	rel, err := stack.Convert(doc.Config, stack.Options{
@@ -152,6 +164,8 @@ func renderInput(target string, f renderFlags) (render.Input, string, error) {
 		envFiles = append(envFiles, p)
 	}
 	root := dir
+	// render refuses reads outside Root (a compose file must not reach
+	// /etc), so Root must hold every file the user named on the command line.
 	for _, p := range slices.Concat(files, envFiles) {
 		root = commonDir(root, filepath.Dir(p))
 	}
@@ -159,6 +173,7 @@ func renderInput(target string, f renderFlags) (render.Input, string, error) {
 	if in.Path, err = filepath.Rel(root, dir); err != nil {
 		return render.Input{}, "", err
 	}
+	// render.Input takes slash paths, as in a git tree, on every OS.
 	in.Path = filepath.ToSlash(in.Path)
 	for _, p := range files {
 		r, err := filepath.Rel(dir, p)
@@ -191,6 +206,8 @@ func commonDir(a, b string) string {
 	}
 }
 
+// unwrapPathError drops os's "stat /abs/path:" prefix, since the caller
+// names the path as the user typed it.
 func unwrapPathError(err error) error {
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
@@ -223,6 +240,8 @@ func relativeToCwd(root string, err error) error {
 		c.File = filepath.ToSlash(filepath.Join(prefix, filepath.FromSlash(c.File)))
 		return &c
 	}
+	// render returns all problems joined; each is fixed on its own, and a
+	// joined error must stay joined so that every line is printed.
 	if joined, ok := err.(interface{ Unwrap() []error }); ok {
 		var errs []error
 		for _, e := range joined.Unwrap() {
@@ -235,6 +254,8 @@ func relativeToCwd(root string, err error) error {
 
 // renderedRelease is the printed shape of a release: Engine API types keyed
 // by name, secrets with their data replaced by a marker.
+// Field order is the printed order; the JSON keys are the documented
+// output (see the command's Long help).
 type renderedRelease struct {
 	Services map[string]swarm.ServiceSpec     `json:"services"`
 	Networks map[string]network.CreateOptions `json:"networks"`
@@ -246,8 +267,12 @@ type renderedRelease struct {
 // "<redacted sha256:…>", the same digest prefix that names the secret.
 type redactedSecret struct{ spec swarm.SecretSpec }
 
+// MarshalJSON encodes the spec as the Engine API would, but with Data
+// replaced by a digest marker: a secret's value must never reach stdout,
+// and the digest still shows when the value changed.
 func (s redactedSecret) MarshalJSON() ([]byte, error) {
 	data := s.spec.Data
+	// s is a copy: clearing Data here leaves the caller's spec whole.
 	s.spec.Data = nil
 	out, err := json.Marshal(s.spec)
 	if err != nil || len(data) == 0 {
@@ -270,12 +295,16 @@ func (s redactedSecret) MarshalJSON() ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
+// writeRelease prints rel in format ("json" or "yaml"). The JSON is
+// indented and does not escape HTML, so "<" in a command line reads as
+// itself. YAML is converted from that JSON, so both show the same keys.
 func writeRelease(w io.Writer, rel stack.Release, format string) error {
 	out := renderedRelease{
 		Services: rel.Services,
 		Networks: rel.Networks,
 		Configs:  rel.Configs,
-		Secrets:  map[string]redactedSecret{},
+		// Built here, never nil: a release without secrets prints {}, not null.
+		Secrets: map[string]redactedSecret{},
 	}
 	for name, spec := range rel.Secrets {
 		out.Secrets[name] = redactedSecret{spec: spec}
@@ -313,6 +342,7 @@ func writeRelease(w io.Writer, rel stack.Release, format string) error {
 func yamlNumbers(v any) any {
 	switch v := v.(type) {
 	case map[string]any:
+		// The tree was decoded for this call alone, so it is rewritten in place.
 		for k, e := range v {
 			v[k] = yamlNumbers(e)
 		}

@@ -10,6 +10,8 @@ import (
 	"github.com/skep-cd/skep/wire"
 )
 
+// newStatusCommand builds `skep status`: the controller's own state, as
+// opposed to its applications' (see `skep app list`).
 func newStatusCommand() *cobra.Command {
 	var out output
 	cmd := &cobra.Command{
@@ -37,6 +39,8 @@ func newStatusCommand() *cobra.Command {
 			if len(st.Orphaned) > 0 {
 				fmt.Fprintf(tw, "Orphaned:\t%v\n", st.Orphaned)
 			}
+			// Details is nil for a token that may not see the controller's inside
+			// (the swarm node and the git counts are for admins).
 			if d := st.Details; d != nil {
 				fmt.Fprintf(tw, "Swarm:\tnode %s, engine %s\n", orDash(d.Swarm.NodeID), orDash(d.Swarm.EngineVersion))
 				fmt.Fprintf(tw, "Git:\t%d ls-remote, %d fetches, %d exports\n", d.Git.ListRefs, d.Git.Fetches, d.Git.Exports)

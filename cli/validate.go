@@ -16,6 +16,9 @@ import (
 	"github.com/skep-cd/skep/configfile"
 )
 
+// newValidateCommand builds `skep validate`, the offline check CI runs on
+// an app-set repository, or on a release repository's artifact
+// directories, before a controller reads them.
 func newValidateCommand() *cobra.Command {
 	var output string
 	var artifactOptions artifact.LoadOptions
@@ -60,6 +63,8 @@ Exit status: 0 when every set is valid, 1 when any is invalid or unreadable,
 				return nil
 			}
 			if output == "json" {
+				// The JSON already says what is wrong; a message on stderr would only
+				// repeat it, so the error carries just the exit code.
 				return &ExitError{Code: ExitFailure}
 			}
 			sets := "app sets"
@@ -83,21 +88,28 @@ type validateReport struct {
 	Sets     []validatedAppSet    `json:"sets"`
 }
 
+// validatedAppSet is one PATH's line in the report.
 type validatedAppSet struct {
-	Path         string `json:"path"`
-	Valid        bool   `json:"valid"`
-	Applications int    `json:"applications"`
+	Path  string `json:"path"`
+	Valid bool   `json:"valid"`
+	// Applications counts what the set declares; 0 when it is unreadable
+	// or an artifact directory.
+	Applications int `json:"applications"`
 	// Shape is set for an artifact directory, with its count of
-	// Artifacts; Applications is then 0.
+	// Artifacts.
 	Shape     artifact.Shape `json:"shape,omitempty"`
 	Artifacts int            `json:"artifacts,omitempty"`
 	// problems are this set's share of validateReport.Problems.
+	// Unexported, so the JSON lists each problem once, in
+	// validateReport.Problems.
 	problems []configfile.Problem
 }
 
 // validatePaths loads each path as its own app set. A path that cannot be
 // read is reported as a problem of that path.
 func validatePaths(ctx context.Context, paths []string, opts artifact.LoadOptions) validateReport {
+	// Problems starts empty, not nil, so -o json prints [] and a script can
+	// take its length without a null check.
 	report := validateReport{Valid: true, Problems: []configfile.Problem{}}
 	for _, path := range paths {
 		if result, ok := validateArtifacts(path, opts); ok {
@@ -110,11 +122,14 @@ func validatePaths(ctx context.Context, paths []string, opts artifact.LoadOption
 		if info, err := os.Stat(path); err == nil && info.IsDir() {
 			source = appset.DirSource{Dir: path}
 		}
+		// set is nil on any error, and a nil set's Len is 0.
 		set, _, err := source.Load(ctx)
 		result := validatedAppSet{Path: path, Valid: err == nil, Applications: set.Len()}
 		var problems configfile.Problems
 		switch {
 		case err == nil:
+		// appset collects every problem, each with file and line; all are
+		// printed, so the user can fix a file in one go.
 		case errors.As(err, &problems):
 			result.problems = problems
 		default:
@@ -127,6 +142,8 @@ func validatePaths(ctx context.Context, paths []string, opts artifact.LoadOption
 	return report
 }
 
+// write prints the report as JSON, or as one line per valid set and per
+// problem, in PATH order.
 func (r validateReport) write(w io.Writer, output string) error {
 	if output == "json" {
 		enc := json.NewEncoder(w)
@@ -152,6 +169,7 @@ func (r validateReport) write(w io.Writer, output string) error {
 	return nil
 }
 
+// invalidSets counts the sets with at least one problem.
 func (r validateReport) invalidSets() int {
 	n := 0
 	for _, s := range r.Sets {
@@ -162,6 +180,7 @@ func (r validateReport) invalidSets() int {
 	return n
 }
 
+// artifacts reports whether any PATH was an artifact directory.
 func (r validateReport) artifacts() bool {
 	for _, s := range r.Sets {
 		if s.Shape != "" {
@@ -206,6 +225,7 @@ func validateArtifacts(path string, opts artifact.LoadOptions) (validatedAppSet,
 	return result, true
 }
 
+// plural says "1 noun" or "n nouns"; only regular plurals are needed.
 func plural(n int, noun string) string {
 	if n == 1 {
 		return "1 " + noun

@@ -9,6 +9,8 @@ import (
 	"github.com/skep-cd/skep/version"
 )
 
+// newVersionCommand builds `skep version`, which needs neither a daemon nor
+// a controller: it prints what was stamped into this binary at build time.
 func newVersionCommand() *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
@@ -18,6 +20,8 @@ func newVersionCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			info := version.Get()
 			switch output {
+			// "" is accepted beside "text" so the flag's zero value is the default;
+			// `skep app` commands use "" for their table too.
 			case "", "text":
 				_, err := fmt.Fprintln(cmd.OutOrStdout(), info.String())
 				return err

@@ -36,10 +36,16 @@ import (
 
 // Environment variables the client reads.
 const (
-	EnvServer    = "SKEP_SERVER"
-	EnvToken     = "SKEP_TOKEN"
+	// EnvServer is the controller's base URL; it wins over the config file.
+	EnvServer = "SKEP_SERVER"
+	// EnvToken holds a token itself; EnvTokenFile wins when both are set,
+	// since a file keeps the token out of the process environment.
+	EnvToken = "SKEP_TOKEN"
+	// EnvTokenFile names a file holding the token (surrounding space is
+	// trimmed).
 	EnvTokenFile = "SKEP_TOKEN_FILE"
-	EnvCAFile    = "SKEP_CA_FILE"
+	// EnvCAFile names a PEM bundle to trust for the server's certificate.
+	EnvCAFile = "SKEP_CA_FILE"
 	// EnvConfig names the config file instead of the default path.
 	EnvConfig = "SKEP_CONFIG"
 )
@@ -49,13 +55,16 @@ const (
 const DefaultServer = "http://127.0.0.1:8080"
 
 // maxResponse bounds what is read of one response body.
+// A misdirected SKEP_SERVER (a file server, say) must not make the CLI
+// read a body without end into memory.
 const maxResponse = 64 << 20
 
 // Options build a Client. Server is required.
 type Options struct {
 	// Server is the controller's base URL, e.g. https://skep.example.org.
 	Server string
-	Token  wire.Token
+	// Token is sent as a bearer token; the zero Token sends none.
+	Token wire.Token
 	// CAFile is a PEM bundle trusted for the server's certificate, beside
 	// the system roots.
 	CAFile string
@@ -65,6 +74,7 @@ type Options struct {
 }
 
 // Client calls one controller. It is safe for concurrent use.
+// Its fields are set by New and never change.
 type Client struct {
 	base  *url.URL
 	token wire.Token
@@ -72,16 +82,22 @@ type Client struct {
 }
 
 // New returns a client for opts.Server.
+// It makes no request: a wrong server shows at the first call.
 func New(opts Options) (*Client, error) {
 	u, err := url.Parse(strings.TrimRight(opts.Server, "/"))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("server %q: want an http:// or https:// URL (set %s)", opts.Server, EnvServer)
 	}
+	// http://user:pass@host would send basic auth the API ignores, and put
+	// a secret where URLs get logged.
 	if u.User != nil {
 		return nil, fmt.Errorf("server URL must not carry credentials; use %s or %s", EnvTokenFile, EnvToken)
 	}
 	hc := opts.HTTPClient
 	if hc == nil {
+		// A clone keeps the default's proxy, dial and idle settings without
+		// sharing the process-wide transport's TLS config. No client timeout:
+		// an event stream stays open as long as it is followed.
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		if opts.CAFile != "" {
 			pem, err := os.ReadFile(opts.CAFile)
@@ -90,6 +106,8 @@ func New(opts Options) (*Client, error) {
 			}
 			pool, err := x509.SystemCertPool()
 			if err != nil {
+				// No system pool (some minimal images have none): trust the given CA
+				// alone.
 				pool = x509.NewCertPool()
 			}
 			if !pool.AppendCertsFromPEM(pem) {
@@ -108,13 +126,19 @@ func New(opts Options) (*Client, error) {
 //	tokenFile: ~/.config/skep/token
 //	caFile: /etc/ssl/skep-ca.pem
 type Config struct {
-	Server    string `yaml:"server"`
+	// Server is the controller's base URL.
+	Server string `yaml:"server"`
+	// TokenFile names a file holding the token; ~/ is the home directory.
+	// The file format has no field for the token itself, on purpose.
 	TokenFile string `yaml:"tokenFile"`
-	CAFile    string `yaml:"caFile"`
+	// CAFile names a PEM bundle trusted for the server; ~/ as above.
+	CAFile string `yaml:"caFile"`
 }
 
 // ConfigPath returns the config file FromEnvironment reads: EnvConfig, or
 // config.yaml under $XDG_CONFIG_HOME/skep or ~/.config/skep.
+// It returns "" when none of those variables is set. getenv is
+// os.Getenv outside tests.
 func ConfigPath(getenv func(string) string) string {
 	if p := getenv(EnvConfig); p != "" {
 		return p
@@ -131,6 +155,9 @@ func ConfigPath(getenv func(string) string) string {
 // FromEnvironment builds a client from the environment and the config
 // file: the environment wins field by field, and a missing config file is
 // not an error (one named by EnvConfig is).
+// A token file takes precedence over a token variable, and both over the
+// config's tokenFile. With no token at all the client is still built,
+// and a call's 401 error names the variables to set.
 func FromEnvironment(getenv func(string) string) (*Client, error) {
 	var cfg Config
 	path := ConfigPath(getenv)
@@ -140,9 +167,11 @@ func FromEnvironment(getenv func(string) string) (*Client, error) {
 		case err == nil:
 			dec := yaml.NewDecoder(bytes.NewReader(data))
 			dec.KnownFields(true)
+			// io.EOF is an empty file, which is a valid config of defaults.
 			if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
 				return nil, fmt.Errorf("client config %s: %w", path, err)
 			}
+		// No config at the default path is the usual case.
 		case errors.Is(err, os.ErrNotExist) && getenv(EnvConfig) == "":
 		default:
 			return nil, fmt.Errorf("client config: %w", err)
@@ -168,18 +197,23 @@ func FromEnvironment(getenv func(string) string) (*Client, error) {
 	return New(opts)
 }
 
+// readToken reads a token file; from names the setting that named the
+// file, so the error says which one to fix.
 func readToken(file, from string) (wire.Token, error) {
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return wire.Token{}, fmt.Errorf("%s: %w", from, err)
 	}
 	t := strings.TrimSpace(string(data))
+	// An empty token would send "Bearer " and get a puzzling 401.
 	if t == "" {
 		return wire.Token{}, fmt.Errorf("%s: %s is empty", from, file)
 	}
 	return wire.NewToken(t), nil
 }
 
+// expandHome expands a leading ~/ as a shell would; the config file is
+// read by no shell.
 func expandHome(p string, getenv func(string) string) string {
 	if rest, ok := strings.CutPrefix(p, "~/"); ok && getenv("HOME") != "" {
 		return filepath.Join(getenv("HOME"), rest)
@@ -187,6 +221,7 @@ func expandHome(p string, getenv func(string) string) string {
 	return p
 }
 
+// first returns the first non-empty value, or "".
 func first(values ...string) string {
 	for _, v := range values {
 		if v != "" {
@@ -201,20 +236,32 @@ func (c *Client) Server() string { return c.base.String() }
 
 // Sentinels an *Error matches with errors.Is, by status.
 var (
+	// ErrUnauthorized: the token is missing, wrong or revoked (401).
 	ErrUnauthorized = errors.New("unauthorized")
-	ErrForbidden    = errors.New("forbidden")
-	ErrNotFound     = errors.New("not found")
+	// ErrForbidden: the token is valid but its role or apps do not allow
+	// the call (403).
+	ErrForbidden = errors.New("forbidden")
+	// ErrNotFound: no such application or route (404).
+	ErrNotFound = errors.New("not found")
 )
 
 // Error is a non-2xx answer of the API.
+// Use errors.As to read it, errors.Is with the sentinels above to branch.
 type Error struct {
-	Status  int
-	Code    wire.ErrorCode
+	// Status is the HTTP status code.
+	Status int
+	// Code is the API's machine-readable code; empty when the body was not
+	// the API's JSON (a proxy's error page, say).
+	Code wire.ErrorCode
+	// Message is the API's message, or the body's text, or the status text.
 	Message string
-	Method  string
-	Path    string
+	// Method and Path name the call that failed.
+	Method string
+	Path   string
 }
 
+// Error names the remedy for 401, since that is the one a user can fix
+// from the shell.
 func (e *Error) Error() string {
 	switch e.Status {
 	case http.StatusUnauthorized:
@@ -240,6 +287,7 @@ func (e *Error) Is(target error) bool {
 
 // request builds a request to path (with query) carrying the token.
 func (c *Client) request(ctx context.Context, method, path string, query url.Values, body any) (*http.Request, error) {
+	// A copy: the base URL is shared by concurrent calls.
 	u := *c.base
 	u.Path = strings.TrimRight(u.Path, "/") + path
 	u.RawQuery = query.Encode()
@@ -260,6 +308,8 @@ func (c *Client) request(ctx context.Context, method, path string, query url.Val
 	}
 	req.Header.Set("Accept", "application/json")
 	if !c.token.Empty() {
+		// The only place a token is revealed: into the header, never a string
+		// that could be logged.
 		req.Header.Set("Authorization", "Bearer "+c.token.Reveal())
 	}
 	return req, nil
@@ -274,8 +324,11 @@ func (c *Client) transportError(err error) error {
 	switch {
 	case errors.As(err, &cert), errors.As(err, &unknown), errors.As(err, &hostname):
 		return fmt.Errorf("TLS: cannot verify %s: %w (trust its CA with %s or caFile in the config)", c.base.Host, err, EnvCAFile)
+	// net/http has no typed error for this case, only the message.
 	case strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
 		return fmt.Errorf("TLS: %s answers plain HTTP; use http:// in %s", c.base.Host, EnvServer)
+	// Other handshake failures come in several types; their messages all
+	// start with "tls:".
 	case strings.Contains(err.Error(), "tls:"):
 		return fmt.Errorf("TLS handshake with %s: %w", c.base.Host, err)
 	case errors.As(err, &op), errors.Is(err, context.DeadlineExceeded):
@@ -286,6 +339,8 @@ func (c *Client) transportError(err error) error {
 
 // Call sends a request and returns the response body of a 2xx answer
 // unmodified; any other answer is an *Error.
+// Call is the one door to the API: the typed methods and the CLI's -o
+// output use it. It is safe for concurrent use.
 func (c *Client) Call(ctx context.Context, method, path string, query url.Values, body any) ([]byte, error) {
 	req, err := c.request(ctx, method, path, query, body)
 	if err != nil {
@@ -294,6 +349,7 @@ func (c *Client) Call(ctx context.Context, method, path string, query url.Values
 	resp, err := c.http.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
+			// A cancelled call (Ctrl-C) is not a failure to reach the server.
 			return nil, ctx.Err()
 		}
 		return nil, c.transportError(err)
@@ -309,6 +365,8 @@ func (c *Client) Call(ctx context.Context, method, path string, query url.Values
 	return data, nil
 }
 
+// decodeError builds the *Error of a non-2xx answer from the API's JSON
+// error body, or from whatever text came instead.
 func decodeError(resp *http.Response, data []byte, method, path string) error {
 	e := &Error{Status: resp.StatusCode, Method: method, Path: path}
 	var body wire.Error
@@ -323,6 +381,7 @@ func decodeError(resp *http.Response, data []byte, method, path string) error {
 	return e
 }
 
+// get GETs path and decodes the answer into out.
 func (c *Client) get(ctx context.Context, path string, query url.Values, out any) error {
 	data, err := c.Call(ctx, http.MethodGet, path, query, nil)
 	if err != nil {
@@ -331,6 +390,7 @@ func (c *Client) get(ctx context.Context, path string, query url.Values, out any
 	return decode(data, path, out)
 }
 
+// post POSTs body as JSON to path and decodes the answer into out.
 func (c *Client) post(ctx context.Context, path string, body, out any) error {
 	data, err := c.Call(ctx, http.MethodPost, path, nil, body)
 	if err != nil {
@@ -339,6 +399,7 @@ func (c *Client) post(ctx context.Context, path string, body, out any) error {
 	return decode(data, path, out)
 }
 
+// decode unmarshals an answer; the error names the path it came from.
 func decode(data []byte, path string, out any) error {
 	if err := json.Unmarshal(data, out); err != nil {
 		return fmt.Errorf("decode answer of %s: %w", path, err)
@@ -348,6 +409,7 @@ func decode(data []byte, path string, out any) error {
 
 // AppPath returns the API path of application name, with suffix.
 func AppPath(name, suffix string) string {
+	// Escaped, so a name can never reach another route.
 	return "/api/v1/applications/" + url.PathEscape(name) + suffix
 }
 
@@ -416,10 +478,15 @@ func (c *Client) Version(ctx context.Context) (wire.VersionInfo, error) {
 }
 
 // EventQuery filters events; the zero value selects all.
+// Limit 0 means the server's default. Values copies the slices.
 type EventQuery struct {
+	// Applications keeps events of these applications only; nil means all.
 	Applications []string
-	Types        []string
-	Limit        int
+	// Types keeps events of these types only (wire event types such as
+	// "sync-succeeded"); nil means all.
+	Types []string
+	// Limit caps a listing (not a stream); 0 means the server's default.
+	Limit int
 }
 
 // Values returns q as URL query parameters.
@@ -446,8 +513,11 @@ func (c *Client) Events(ctx context.Context, q EventQuery) (wire.EventList, erro
 // StreamEvent is one frame of the event stream: its id, type and the raw
 // JSON data line (the event's wire shape, unmodified).
 type StreamEvent struct {
-	ID   string
+	// ID resumes a stream after this event (Last-Event-ID); it may be "".
+	ID string
+	// Type is the SSE event name, the event's wire type.
 	Type string
+	// Data is the event's JSON; fn may keep it, as it is never reused.
 	Data []byte
 }
 
@@ -473,9 +543,12 @@ func (c *Client) Stream(ctx context.Context, q EventQuery, lastID string, fn fun
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
+		// A body cut short still leaves the status, which is what the error
+		// reports; a read error adds nothing to it.
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		return decodeError(resp, data, http.MethodGet, "/api/v1/events")
 	}
+	// Cancelling ctx breaks the read with an error that is not a failure.
 	err = readSSE(resp.Body, fn)
 	if ctx.Err() != nil {
 		return nil
@@ -510,11 +583,15 @@ func (c *Client) Follow(ctx context.Context, q EventQuery, lastID string, fn fun
 		select {
 		case <-ctx.Done():
 			return nil
+		// A fixed pause: one follower reconnecting once a second is no load,
+		// and it spares a restarting controller a tight loop.
 		case <-time.After(time.Second):
 		}
 	}
 }
 
+// callbackError marks fn's error inside Stream's, so Follow can tell
+// "stop, the caller said so" from "the connection dropped, reconnect".
 type callbackError struct{ err error }
 
 func (e *callbackError) Error() string { return e.err.Error() }

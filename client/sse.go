@@ -9,6 +9,8 @@ import (
 )
 
 // maxSSELine bounds one line of the event stream.
+// One event is one JSON line; the bound keeps a server that never sends
+// a newline from growing the buffer without end.
 const maxSSELine = 1 << 20
 
 // readSSE parses a server-sent event stream, calling fn per event: id,
@@ -29,13 +31,16 @@ func readSSE(r io.Reader, fn func(StreamEvent) error) error {
 					return err
 				}
 			}
+			// The SSE spec keeps the last id across events until a new one comes.
 			ev, data = StreamEvent{ID: ev.ID}, nil
 			continue
 		}
+		// Comment lines are the server's heartbeats (see notify.Heartbeat).
 		if strings.HasPrefix(line, ":") {
 			continue
 		}
 		field, value, _ := strings.Cut(line, ":")
+		// The spec strips exactly one leading space, not all whitespace.
 		value = strings.TrimPrefix(value, " ")
 		switch field {
 		case "id":

@@ -17,16 +17,22 @@ import (
 // removeOwned deletes every service, network, config and secret whose
 // ownership label names the demo's controller, retrying while tasks drain.
 func (d *run) removeOwned(ctx context.Context) error {
+	// The label filter is the whole safety of cleanup: the daemon returns
+	// only objects the demo's controller stamped.
 	owned := filters.NewArgs(filters.Arg("label", stack.LabelController+"="+ControllerID))
 	services, err := d.eng.ServiceList(ctx, swarm.ServiceListOptions{Filters: owned})
 	if err != nil {
 		return err
 	}
+	// Services go first: networks, configs and secrets in use by a
+	// service's tasks cannot be removed.
 	for _, s := range services {
 		if err := d.eng.ServiceRemove(ctx, s.ID); err != nil && !cerrdefs.IsNotFound(err) {
 			return err
 		}
 	}
+	// Swarm removes a service's tasks asynchronously; until their
+	// containers are gone, the objects they use are still "in use".
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		err := d.removeUnused(ctx, owned)
@@ -41,8 +47,11 @@ func (d *run) removeOwned(ctx context.Context) error {
 
 // removeUnused removes the owned networks, configs and secrets; those still
 // in use by draining tasks fail and are retried by the caller.
+// It keeps going past a failure, so one stuck object does not keep the
+// others from being removed; the errors are joined.
 func (d *run) removeUnused(ctx context.Context, owned filters.Args) error {
 	var errs []error
+	// errors.Join drops nils, so every result can be appended.
 	nets, err := d.eng.NetworkList(ctx, network.ListOptions{Filters: owned})
 	errs = append(errs, err)
 	for _, n := range nets {
@@ -70,6 +79,8 @@ func (d *run) removeImages(ctx context.Context) error {
 		errs = append(errs, err)
 		for _, img := range list {
 			for _, tag := range img.RepoTags {
+				// PruneChildren also removes the image's untagged parents, so the
+				// build leaves no dangling layers behind.
 				_, err := d.eng.ImageRemove(ctx, tag, image.RemoveOptions{PruneChildren: true})
 				errs = append(errs, ignoreNotFound(err))
 			}
@@ -84,6 +95,8 @@ func (d *run) removeImages(ctx context.Context) error {
 	}
 }
 
+// ignoreNotFound treats "already gone" as success: something else (a
+// concurrent cleanup, the user) may have removed it first.
 func ignoreNotFound(err error) error {
 	if cerrdefs.IsNotFound(err) {
 		return nil

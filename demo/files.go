@@ -5,6 +5,9 @@ import "fmt"
 // appCompose is the demo application's compose file: one service on the
 // demo image, published in host mode (no IPVS needed), with a config from a
 // file in the repository.
+// The choices keep it working on a one-node swarm without a registry:
+// dnsrr and host mode need no routing mesh, and stop-first frees the
+// host port before the new task binds it.
 func appCompose(port int) string {
 	return fmt.Sprintf(`# The demo application Skep deploys. Change it and commit: Skep syncs it.
 services:
@@ -30,6 +33,7 @@ configs:
 
 // appSet is the example app set: the demo application, automated, with
 // live drift detection so an out-of-band change is corrected.
+// The 10s interval makes a commit show within the showcase's wait.
 func appSet(repo string) string {
 	return fmt.Sprintf(`apiVersion: skep/v1
 applications:

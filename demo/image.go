@@ -18,9 +18,12 @@ import (
 )
 
 // ImageRepo is the local repository of the demo application's images.
+// Images are tagged ImageRepo:<version>-<content digest>; they stay
+// local, since the swarm is this machine and resolveImage is off.
 const ImageRepo = "skep-demo-app"
 
 // ImageBuilder is the part of the Engine API the demo builds images with.
+// The moby client satisfies it; Engine embeds it.
 type ImageBuilder interface {
 	ImageBuild(ctx context.Context, buildContext io.Reader, options build.ImageBuildOptions) (build.ImageBuildResponse, error)
 	ImageList(ctx context.Context, options image.ListOptions) ([]image.Summary, error)
@@ -29,11 +32,15 @@ type ImageBuilder interface {
 // BuildImage builds, through the Engine API, a FROM-scratch image holding
 // binary (a static skep) that runs `skep demo-app` reporting version. It
 // reuses an image with the same content. It returns the image reference.
+// It blocks until the build ends and is safe to call again: the tag
+// depends only on the content.
 func BuildImage(ctx context.Context, eng ImageBuilder, binary, version string) (string, error) {
 	data, err := os.ReadFile(binary)
 	if err != nil {
 		return "", fmt.Errorf("read %s: %w", binary, err)
 	}
+	// Checked before the build so the error says what to do, instead of a
+	// container that exits with "no such file or directory".
 	if err := requireStatic(binary); err != nil {
 		return "", err
 	}
@@ -47,15 +54,20 @@ ENTRYPOINT ["/skep", "demo-app"]
 	sum := sha256.New()
 	sum.Write(data)
 	sum.Write([]byte(dockerfile))
+	// The tag carries a digest of binary and Dockerfile: a rebuilt skep gets
+	// a new tag, so the swarm never runs a stale image under an old name.
 	ref := fmt.Sprintf("%s:%s-%s", ImageRepo, version, hex.EncodeToString(sum.Sum(nil))[:12])
 	found, err := eng.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("reference", ref))})
 	if err != nil {
 		return "", fmt.Errorf("look up %s: %w", ref, err)
 	}
+	// Same content, same tag: skip the build, which sends the whole binary.
 	if len(found) > 0 {
 		return ref, nil
 	}
 	var buf bytes.Buffer
+	// The build context is made in memory: two files, no directory to
+	// create or clean up.
 	tw := tar.NewWriter(&buf)
 	for _, f := range []struct {
 		name string
@@ -72,13 +84,19 @@ ENTRYPOINT ["/skep", "demo-app"]
 		return "", err
 	}
 	resp, err := eng.ImageBuild(ctx, &buf, build.ImageBuildOptions{
+		// BuilderV1 speaks the plain JSON progress stream read below and needs
+		// no BuildKit session; ForceRemove keeps failed builds from leaving
+		// intermediate containers.
 		Tags: []string{ref}, Remove: true, ForceRemove: true, Version: build.BuilderV1,
+		// The label is how removeImages finds these images and only these.
 		Labels: map[string]string{LabelDemo: "true"},
 	})
 	if err != nil {
 		return "", fmt.Errorf("build %s: %w", ref, err)
 	}
 	defer resp.Body.Close()
+	// ImageBuild returns once the build started; the build's outcome is in
+	// the stream, and a failed step is an "error" message, not an HTTP error.
 	dec := json.NewDecoder(resp.Body)
 	for {
 		var msg struct {

@@ -1,10 +1,16 @@
 // Package githttp serves bare git repositories over git's smart HTTP
 // protocol by running `git http-backend` behind net/http/cgi.
 //
-// It is what the tests and `skep demo` use as a real git server. It never
-// serves a repository outside its root, and with credentials set it refuses
-// every request without them (HTTP basic auth, compared in constant time).
-// It needs the git executable.
+// It is what the tests and `skep demo` use as a real git server, so that
+// gitsource is exercised against git's own protocol code and not a fake.
+// It never serves a repository outside its root, never listens beyond the
+// loopback interface, and with credentials set it refuses every request
+// without them (HTTP basic auth, compared in constant time). It is not
+// meant for production: no TLS, no rate limits, no access log.
+//
+// It needs the git executable; Repo and Git run it with a fixed identity
+// and without the system git config, so results do not depend on the
+// machine's settings.
 package githttp
 
 import (
@@ -36,20 +42,28 @@ type Server struct {
 	// URL is "http://127.0.0.1:<port>", without credentials.
 	URL string
 
+	// srv and done are set by Start; done receives Serve's result once.
 	srv  *http.Server
 	done chan error
 }
 
 // Start listens on 127.0.0.1 and serves opts.Root until Close.
+// It does not block; the caller must Close the server.
 func Start(opts Options) (*Server, error) {
+	// git-http-backend is not on PATH in most installs; git knows where its
+	// helpers live.
 	execPath, err := exec.Command("git", "--exec-path").Output()
 	if err != nil {
 		return nil, fmt.Errorf("find git-http-backend: git --exec-path: %w", err)
 	}
 	backend := &cgi.Handler{
 		Path: filepath.Join(strings.TrimSpace(string(execPath)), "git-http-backend"),
+		// The CGI handler's Root is the URL prefix it strips; every path is
+		// passed through, and git-http-backend confines it to GIT_PROJECT_ROOT.
 		Root: "/",
-		Env:  []string{"GIT_PROJECT_ROOT=" + opts.Root, "GIT_HTTP_EXPORT_ALL=1"},
+		// EXPORT_ALL serves every repository without a git-daemon-export-ok
+		// file in each.
+		Env: []string{"GIT_PROJECT_ROOT=" + opts.Root, "GIT_HTTP_EXPORT_ALL=1"},
 	}
 	var handler http.Handler = backend
 	if opts.Username != "" {
@@ -64,12 +78,17 @@ func Start(opts Options) (*Server, error) {
 		srv:  &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second},
 		done: make(chan error, 1),
 	}
+	// Buffered done: Serve's goroutine ends even if Close is never called.
 	go func() { s.done <- s.srv.Serve(ln) }()
 	return s, nil
 }
 
 // Close stops the server and waits for it to return.
+// It is not safe to call twice: the second call would wait forever for
+// Serve's result, which the first one took.
 func (s *Server) Close() error {
+	// Close takes no context (io.Closer); a bounded one of its own keeps a
+	// hung fetch from hanging the caller's cleanup.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := s.srv.Shutdown(ctx)
@@ -79,11 +98,15 @@ func (s *Server) Close() error {
 	return err
 }
 
+// basicAuth lets a request through to next only with user and pass.
 func basicAuth(user, pass string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u, p, ok := r.BasicAuth()
+		// Both compared in constant time, and both always compared, so timing
+		// does not tell which one was wrong.
 		if !ok || subtle.ConstantTimeCompare([]byte(u), []byte(user)) != 1 ||
 			subtle.ConstantTimeCompare([]byte(p), []byte(pass)) != 1 {
+			// git sends credentials only after a 401 with this challenge.
 			w.Header().Set("WWW-Authenticate", `Basic realm="skep"`)
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return

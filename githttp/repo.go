@@ -13,8 +13,10 @@ import (
 // that commits are made from. Its methods run the git executable with a
 // fixed identity; they are not safe for concurrent use.
 type Repo struct {
+	// Name is the repository's name, without ".git".
 	Name string
 	Path string // the bare repository
+	// work is the private work tree; only Commit uses it.
 	work string
 }
 
@@ -25,12 +27,16 @@ func CreateRepo(root, name, workDir string) (*Repo, error) {
 	if _, err := Git("", "init", "--quiet", "--bare", "--initial-branch=main", bare); err != nil {
 		return nil, err
 	}
+	// git-http-backend refuses pushes from unauthenticated clients unless
+	// told otherwise; tests push over HTTP without a REMOTE_USER.
 	if _, err := Git(bare, "config", "http.receivepack", "true"); err != nil {
 		return nil, err
 	}
 	if _, err := Git(workDir, "init", "--quiet", "--initial-branch=main"); err != nil {
 		return nil, err
 	}
+	// The work tree pushes to the bare path directly, not over HTTP: a
+	// commit then needs no running server.
 	if _, err := Git(workDir, "remote", "add", "origin", bare); err != nil {
 		return nil, err
 	}
@@ -41,9 +47,12 @@ func CreateRepo(root, name, workDir string) (*Repo, error) {
 // branch, commits, pushes, and returns the new commit's hash. A new branch
 // starts from the work tree's current commit.
 func (r *Repo) Commit(branch string, files map[string]string, remove ...string) (string, error) {
+	// Another Repo value (or a test's own git) may have pushed since.
 	if _, err := Git(r.work, "fetch", "--quiet", "origin"); err != nil {
 		return "", err
 	}
+	// An existing branch is checked out as the server has it, so commits
+	// build on what was pushed and not on this work tree's last state.
 	if r.has(r.Path, "refs/heads/"+branch) {
 		if _, err := Git(r.work, "checkout", "--quiet", "-B", branch, "origin/"+branch); err != nil {
 			return "", err
@@ -57,6 +66,7 @@ func (r *Repo) Commit(branch string, files map[string]string, remove ...string) 
 	for p := range files {
 		paths = append(paths, p)
 	}
+	// Sorted: map order is random, and the message should not be.
 	sort.Strings(paths)
 	for _, p := range paths {
 		full := filepath.Join(r.work, filepath.FromSlash(p))
@@ -75,7 +85,11 @@ func (r *Repo) Commit(branch string, files map[string]string, remove ...string) 
 	msg := fmt.Sprintf("update %s on %s", strings.Join(append(paths, remove...), ", "), branch)
 	for _, args := range [][]string{
 		{"add", "--all"},
+		// --allow-empty: a Commit that changes nothing still makes a new
+		// commit, so callers always get a fresh hash.
 		{"commit", "--quiet", "--allow-empty", "-m", msg},
+		// --force, since a test may have moved the branch behind this work
+		// tree's back (harness.Repo.MoveBranch).
 		{"push", "--quiet", "--force", "origin", "HEAD:refs/heads/" + branch},
 	} {
 		if _, err := Git(r.work, args...); err != nil {
@@ -90,6 +104,7 @@ func (r *Repo) Head(branch string) (string, error) {
 	return Git(r.Path, "rev-parse", "refs/heads/"+branch)
 }
 
+// has reports whether ref resolves in the repository at dir.
 func (r *Repo) has(dir, ref string) bool {
 	return exec.Command("git", "-C", dir, "rev-parse", "--verify", "--quiet", ref).Run() == nil
 }
@@ -102,6 +117,8 @@ func Git(dir string, args ...string) (string, error) {
 	cmd.Env = append(os.Environ(),
 		"GIT_AUTHOR_NAME=Skep", "GIT_AUTHOR_EMAIL=skep@localhost.invalid",
 		"GIT_COMMITTER_NAME=Skep", "GIT_COMMITTER_EMAIL=skep@localhost.invalid",
+		// No system config, so a machine's settings cannot change results; no
+		// prompt, so a missing credential fails instead of hanging the test.
 		"GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0",
 	)
 	var stderr strings.Builder

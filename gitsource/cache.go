@@ -23,8 +23,13 @@ import (
 
 // Defaults for the zero values of Options.
 const (
+	// DefaultRefsMaxAge is short enough that a push is seen within one
+	// tick without a webhook, long enough that one tick's applications of
+	// a repository share one ls-remote.
 	DefaultRefsMaxAge = 15 * time.Second
 	DefaultKeepTrees  = 8
+	// DefaultMaxPerHost bounds the load one controller puts on a forge,
+	// which may throttle a client opening many connections at once.
 	DefaultMaxPerHost = 4
 )
 
@@ -130,6 +135,8 @@ func (c *Cache) Stats() Stats {
 	return Stats{ListRefs: c.listRefs.Load(), Fetches: c.fetches.Load(), Exports: c.exports.Load()}
 }
 
+// repo returns the state of repoURL, creating its directory on first use.
+// Spellings of one URL that normalise alike share one repo and one clone.
 func (c *Cache) repo(repoURL string) (*repo, error) {
 	l, err := parseLocation(repoURL)
 	if err != nil {
@@ -158,6 +165,8 @@ func (c *Cache) repo(repoURL string) (*repo, error) {
 // name is the repository as errors and logs show it.
 func (r *repo) name() string { return RedactURL(r.loc.key) }
 
+// acquire takes a slot of sem, a channel used as a lock or semaphore, or
+// returns ctx's error; unlike sync.Mutex it gives up when ctx ends.
 func acquire(ctx context.Context, sem chan struct{}) error {
 	if err := ctx.Err(); err != nil {
 		return err // select would pick at random when both are ready
@@ -170,6 +179,8 @@ func acquire(ctx context.Context, sem chan struct{}) error {
 	}
 }
 
+// hostSlot takes one of host's MaxPerHost slots and returns the function
+// that gives it back.
 func (c *Cache) hostSlot(ctx context.Context, host string) (func(), error) {
 	c.mu.Lock()
 	sem, ok := c.hosts[host]
@@ -184,6 +195,9 @@ func (c *Cache) hostSlot(ctx context.Context, host string) (func(), error) {
 	return func() { <-sem }, nil
 }
 
+// auth returns the go-git auth method of the credential matching r, nil
+// when none matches (the remote is asked anonymously). Secrets are read
+// now, so a rotated file is used at the next remote call.
 func (c *Cache) auth(r *repo) (transport.AuthMethod, error) {
 	cr, ok := c.creds.match(r.loc)
 	if !ok {
@@ -225,6 +239,8 @@ func (c *Cache) ListRefs(ctx context.Context, repoURL string) (Refs, error) {
 	return refs, err
 }
 
+// cachedRefs returns r's remembered ls-remote answer, and ok false when
+// there is none younger than RefsMaxAge.
 func (c *Cache) cachedRefs(r *repo) (Refs, error, bool) {
 	r.refsMu.Lock()
 	defer r.refsMu.Unlock()
@@ -247,6 +263,8 @@ func (c *Cache) Forget(repoURL string) {
 	r.refsMu.Unlock()
 }
 
+// lsRemote asks r's remote for its refs. It uses a throwaway in-memory
+// remote, so listing never takes r.lock and never waits for a fetch.
 func (c *Cache) lsRemote(ctx context.Context, r *repo) (Refs, error) {
 	auth, err := c.auth(r)
 	if err != nil {
@@ -261,6 +279,8 @@ func (c *Cache) lsRemote(ctx context.Context, r *repo) (Refs, error) {
 	c.listRefs.Add(1)
 	remote := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{r.loc.transport}})
 	list, err := remote.ListContext(ctx, &git.ListOptions{Auth: auth, PeelingOption: git.AppendPeeled})
+	// go-git reports a repository with no commits as an error; to us it
+	// is a remote with no refs, where every revision is not found.
 	if errors.Is(err, transport.ErrEmptyRemoteRepository) {
 		list, err = nil, nil
 	}
@@ -306,6 +326,8 @@ func (c *Cache) Resolve(ctx context.Context, repoURL, revision string) (string, 
 	return sha, c.wrapResolve(repoURL, revision, err)
 }
 
+// wrapResolve names the revision and repository in err, unless it is a
+// RemoteError, which names the repository already.
 func (c *Cache) wrapResolve(repoURL, revision string, err error) error {
 	var re *RemoteError
 	if err == nil || errors.As(err, &re) {
@@ -369,8 +391,10 @@ func (c *Cache) fetch(ctx context.Context, r *repo, g *git.Repository) error {
 		RemoteName: "origin",
 		Auth:       auth,
 		Tags:       git.NoTags, // the refspecs already take every tag
-		Force:      true,
-		Prune:      true,
+		// Force and Prune mirror the remote: a force-pushed or deleted
+		// branch must not keep resolving to its old commit here.
+		Force: true,
+		Prune: true,
 	})
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) && !errors.Is(err, transport.ErrEmptyRemoteRepository) {
 		return &RemoteError{Op: "fetch", Repo: r.name(), Err: classify(err, auth)}
@@ -394,6 +418,8 @@ func findCommit(g *git.Repository, sha string) (string, error) {
 		if !ok {
 			return "", errors.New("clone storage cannot look up abbreviated shas")
 		}
+		// The storer matches whole bytes; an odd last digit is checked
+		// against the full names below.
 		b, _ := hex.DecodeString(sha[:len(sha)/2*2])
 		hashes, err := p.HashesWithPrefix(b)
 		if err != nil {
@@ -422,6 +448,9 @@ func findCommit(g *git.Repository, sha string) (string, error) {
 	return "", errors.New("abbreviated sha is ambiguous")
 }
 
+// peelToCommit follows tag objects from h to the commit they name; ok is
+// false for a tree or blob. Tags may point at tags, so a few levels are
+// followed, but a bounded number: a crafted chain must not spin.
 func peelToCommit(g *git.Repository, h plumbing.Hash) (plumbing.Hash, bool) {
 	for range 10 {
 		if _, err := g.CommitObject(h); err == nil {
@@ -479,6 +508,8 @@ func (c *Cache) Checkout(ctx context.Context, repoURL, commit string) (*Tree, er
 	return c.tree(r, commit), nil
 }
 
+// tree returns a Tree for commit, which the caller has already held once
+// in r.trees; Release gives that hold back.
 func (c *Cache) tree(r *repo, commit string) *Tree {
 	return &Tree{
 		dir:     filepath.Join(r.trees.dir, commit),

@@ -151,6 +151,8 @@ func (c *Credentials) Match(repo string) (Credential, bool) {
 	return c.match(l)
 }
 
+// match is Match for a parsed location. The list is sorted longest prefix
+// first, so the first hit is the most specific credential.
 func (c *Credentials) match(l location) (Credential, bool) {
 	if c == nil {
 		return Credential{}, false

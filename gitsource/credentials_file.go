@@ -194,8 +194,11 @@ func validateCredential(c *Credential) []problem {
 	return problems
 }
 
+// envName is a portable environment variable name (POSIX): a credential
+// naming anything else is a typo, not a variable the shell could set.
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
+// btoi is 1 for true, for counting how many of a field pair are set.
 func btoi(b bool) int {
 	if b {
 		return 1

@@ -39,10 +39,13 @@ type RemoteError struct {
 	Err  error
 }
 
+// Error names the operation and the redacted repository.
 func (e *RemoteError) Error() string {
 	return fmt.Sprintf("git %s %s: %v", e.Op, e.Repo, e.Err)
 }
 
+// Unwrap returns the cause, through which errors.Is sees ErrAuth and
+// ErrRepositoryNotFound.
 func (e *RemoteError) Unwrap() error { return e.Err }
 
 // Transient reports whether asking again later may succeed without anyone
@@ -85,4 +88,5 @@ func (e *sentinelError) Error() string {
 	return e.is.Error() + ": " + e.cause.Error()
 }
 
+// Unwrap returns both, so errors.Is sees the sentinel and go-git's error.
 func (e *sentinelError) Unwrap() []error { return []error{e.is, e.cause} }

@@ -2,8 +2,6 @@ package gitsource
 
 import (
 	"errors"
-	"fmt"
-	"maps"
 	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing"
@@ -11,12 +9,17 @@ import (
 
 // Refs is one ls-remote answer: every ref the remote advertised, with
 // annotated tags peeled to the commit they point at. It is an immutable
-// value, safe to share between goroutines.
+// value, safe to share between goroutines; the zero value has no refs.
+// Cache.ListRefs returns it and Cache.Resolve reads it.
 type Refs struct {
-	byName        map[string]string // ref name → commit sha; never written after newRefs
-	defaultBranch string
+	byName map[string]string // ref name → commit sha; never written after newRefs
 }
 
+// newRefs indexes an ls-remote answer. With git.AppendPeeled the remote
+// lists an annotated tag twice: "refs/tags/v1" naming the tag object and
+// "refs/tags/v1^{}" naming the commit; the commit wins, since only commits
+// can be checked out. Symbolic refs (HEAD → refs/heads/main) take their
+// target's commit; one whose target was not advertised is left out.
 func newRefs(list []*plumbing.Reference) Refs {
 	r := Refs{byName: make(map[string]string, len(list))}
 	peeled := map[string]string{}
@@ -39,22 +42,11 @@ func newRefs(list []*plumbing.Reference) Refs {
 		if sha, ok := r.byName[ref.Target().String()]; ok {
 			r.byName[ref.Name().String()] = sha
 		}
-		if ref.Name() == plumbing.HEAD {
-			r.defaultBranch = strings.TrimPrefix(ref.Target().String(), "refs/heads/")
-		}
 	}
 	return r
 }
 
-// All returns a copy of the ref names ("HEAD", "refs/heads/main",
-// "refs/tags/v1") and the commit each points at.
-func (r Refs) All() map[string]string { return maps.Clone(r.byName) }
-
-// DefaultBranch is the branch the remote's HEAD names ("main"), or "" when
-// the remote did not say.
-func (r Refs) DefaultBranch() string { return r.defaultBranch }
-
-// Resolve returns the commit sha that revision names, looking only at what
+// resolve returns the commit sha that revision names, looking only at what
 // the remote advertised:
 //   - "" or "HEAD": the remote's default branch;
 //   - a full ref name ("refs/heads/x", "refs/tags/v1");
@@ -64,14 +56,6 @@ func (r Refs) DefaultBranch() string { return r.defaultBranch }
 //
 // Anything else is ErrRevisionNotFound. A sha that no ref points at may
 // still exist in history: Cache.Resolve fetches to find out.
-func (r Refs) Resolve(revision string) (string, error) {
-	sha, err := r.resolve(revision)
-	if err != nil {
-		return "", fmt.Errorf("resolve %q: %w", revision, err)
-	}
-	return sha, nil
-}
-
 func (r Refs) resolve(revision string) (string, error) {
 	if sha, ok := r.lookupName(revision); ok {
 		return sha, nil
@@ -88,6 +72,8 @@ func (r Refs) resolve(revision string) (string, error) {
 	return "", ErrRevisionNotFound
 }
 
+// lookupName finds revision among the advertised names, in git's order of
+// precedence (git rev-parse tries refs/tags before refs/heads).
 func (r Refs) lookupName(revision string) (string, bool) {
 	if revision == "" || revision == "HEAD" {
 		sha, ok := r.byName["HEAD"]
@@ -115,6 +101,8 @@ func (r Refs) lookupSHA(prefix string) (string, int) {
 			found[sha] = true
 		}
 	}
+	// Several refs may point at one commit; only distinct commits make a
+	// prefix ambiguous.
 	for sha := range found {
 		return sha, len(found)
 	}
@@ -134,4 +122,6 @@ func isSHA(s string) bool {
 	return true
 }
 
+// isFullSHA reports whether s is a full SHA-1 commit id, the only form
+// Checkout takes: go-git reads SHA-1 repositories only.
 func isFullSHA(s string) bool { return len(s) == 40 && isSHA(s) }

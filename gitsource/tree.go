@@ -74,6 +74,8 @@ func (t *Tree) ReadFile(name string) ([]byte, error) {
 	return data, nil
 }
 
+// checkRelPath refuses an empty or absolute name and any ".." element,
+// before any file is touched.
 func checkRelPath(name string) error {
 	if name == "" || path.IsAbs(name) || filepath.IsAbs(name) {
 		return &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: want a path relative to the tree", fs.ErrInvalid)}
@@ -109,6 +111,8 @@ func resolveConfined(root *os.Root, name string) (string, error) {
 			done = done[:len(done)-1]
 			continue
 		}
+		// The full slice expression makes append copy, so done is not
+		// changed when e turns out to be a symlink.
 		p := strings.Join(append(done[:len(done):len(done)], e), "/")
 		fi, err := root.Lstat(p)
 		if err != nil {
@@ -171,6 +175,9 @@ func exportTree(ctx context.Context, g *git.Repository, h plumbing.Hash, dst str
 	}
 }
 
+// exportEntry writes one tree entry under root. Files are created with
+// O_EXCL: the directory is fresh, so an existing name means the tree is
+// malformed, and a file is never written through a symlink.
 func exportEntry(g *git.Repository, root *os.Root, name string, entry object.TreeEntry) error {
 	switch entry.Mode {
 	case filemode.Dir, filemode.Submodule:
@@ -208,6 +215,8 @@ func exportEntry(g *git.Repository, root *os.Root, name string, entry object.Tre
 	return fmt.Errorf("unsupported file mode %s", entry.Mode)
 }
 
+// readBlob returns a symlink's target, at most 4 KiB (PATH_MAX): a larger
+// blob is not a target any filesystem accepts.
 func readBlob(g *git.Repository, h plumbing.Hash) ([]byte, error) {
 	blob, err := g.BlobObject(h)
 	if err != nil {
@@ -231,6 +240,7 @@ type treeSet struct {
 	entries map[string]*treeEntry // by commit sha
 }
 
+// treeEntry is one exported tree's holds and last use.
 type treeEntry struct {
 	held     int
 	lastUsed time.Time

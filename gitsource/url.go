@@ -21,13 +21,19 @@ type location struct {
 	scheme    string // http, https, ssh, git or file
 }
 
+// errPasswordInURL refuses a URL with a password: it would be written to
+// the clone's config and shown wherever the URL is.
 var errPasswordInURL = errors.New("a password in the URL is not allowed: put it in the credentials file")
 
 // scpLike matches git's "user@host:path" form: a colon before any slash.
 var scpLike = regexp.MustCompile(`^(?:([^@/]+)@)?([^@/:]+):(.*)$`)
 
+// urlScheme is a URL scheme as RFC 3986 spells it; RedactURL uses it to
+// tell "https://..." from a path that merely contains "://".
 var urlScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*$`)
 
+// defaultPorts are dropped when normalising, so https://h:443/r and
+// https://h/r share a clone and a credential.
 var defaultPorts = map[string]string{"http": "80", "https": "443", "ssh": "22", "git": "9418"}
 
 // parseLocation normalises a repository reference: an http(s), ssh, git or
@@ -40,6 +46,7 @@ func parseLocation(repo string) (location, error) { return parse(repo, false) }
 // except that it may stop at the host.
 func parsePrefix(prefix string) (location, error) { return parse(prefix, true) }
 
+// parse is parseLocation and parsePrefix; prefix allows an empty path.
 func parse(repo string, prefix bool) (location, error) {
 	s := strings.TrimSpace(repo)
 	if s == "" {
@@ -48,6 +55,8 @@ func parse(repo string, prefix bool) (location, error) {
 	if strings.Contains(s, "://") {
 		return parseURLLocation(s, prefix)
 	}
+	// An absolute path is checked first: on Windows "C:/repo" would
+	// otherwise read as the host C.
 	if m := scpLike.FindStringSubmatch(s); m != nil && !filepath.IsAbs(s) {
 		user, host, p := m[1], strings.ToLower(m[2]), strings.TrimSuffix(m[3], "/")
 		if strings.Contains(user, ":") {
@@ -71,11 +80,14 @@ func parse(repo string, prefix bool) (location, error) {
 	return fileLocation(abs), nil
 }
 
+// fileLocation is the location of a local repository at the absolute path
+// abs; all local repositories share the per-host limit of "file://".
 func fileLocation(abs string) location {
 	key := "file://" + filepath.ToSlash(abs)
 	return location{transport: abs, key: key, match: key, host: "file://", scheme: "file"}
 }
 
+// parseURLLocation is parse for a string with "://".
 func parseURLLocation(s string, prefix bool) (location, error) {
 	u, err := url.Parse(s)
 	if err != nil {
@@ -106,6 +118,8 @@ func parseURLLocation(s string, prefix bool) (location, error) {
 	if host == "" {
 		return location{}, fmt.Errorf("repository URL %q has no host", RedactURL(s))
 	}
+	// Hostname strips an IPv6 literal's brackets; they are needed back
+	// before a port is appended.
 	if strings.Contains(host, ":") {
 		host = "[" + host + "]"
 	}

@@ -20,6 +20,7 @@ import (
 func CleanupStack(t testing.TB, cli *client.Client, namespace string) {
 	t.Helper()
 	t.Cleanup(func() {
+		// t.Context is already cancelled when Cleanup functions run.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), time.Minute)
 		defer cancel()
 		if err := RemoveStack(ctx, cli, namespace); err != nil {
@@ -30,14 +31,19 @@ func CleanupStack(t testing.TB, cli *client.Client, namespace string) {
 
 // RemoveStack deletes what CleanupStack describes, now, retrying while tasks
 // drain, until ctx ends. It returns the last error when something remains.
+// Safe to call for a namespace with nothing left: it then returns nil.
 func RemoveStack(ctx context.Context, cli *client.Client, namespace string) error {
 	ns := filters.NewArgs(filters.Arg("label", "com.docker.stack.namespace="+namespace))
+	// Objects created by hand in a test carry no namespace label; the name
+	// prefix finds them. The daemon's name filter is a loose match, so owned
+	// checks the prefix again before anything is removed.
 	byName := filters.NewArgs(filters.Arg("name", namespace+"_"))
 	owned := func(name string, labels map[string]string) bool {
 		return labels["com.docker.stack.namespace"] == namespace || strings.HasPrefix(name, namespace+"_")
 	}
 	var last error
 	for {
+		// Each pass starts afresh: only what failed in this pass is reported.
 		last = nil
 		for _, f := range []filters.Args{ns, byName} {
 			services, err := cli.ServiceList(ctx, swarm.ServiceListOptions{Filters: f})
@@ -93,6 +99,8 @@ func RemoveStack(ctx context.Context, cli *client.Client, namespace string) erro
 		select {
 		case <-ctx.Done():
 			return last
+		// Swarm removes a service's tasks asynchronously; until they are gone,
+		// their networks, configs and secrets refuse removal.
 		case <-time.After(time.Second):
 		}
 	}

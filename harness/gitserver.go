@@ -1,8 +1,6 @@
 package harness
 
 import (
-	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/skep-cd/skep/githttp"
@@ -15,11 +13,11 @@ type GitServer struct {
 	// URL is the base address, "http://127.0.0.1:<port>", without credentials.
 	URL  string
 	Root string // directory holding the bare repositories
-
-	username, password string
 }
 
 // GitServerOptions configures StartGitServer; the zero value serves without auth.
+// Username and Password are the basic-auth pair every request must carry
+// when Username is set; tests of git credentials use them.
 type GitServerOptions struct {
 	Username string
 	Password string
@@ -33,39 +31,34 @@ func StartGitServer(t testing.TB, opts GitServerOptions) *GitServer {
 	if err != nil {
 		t.Fatalf("git server: %v", err)
 	}
+	// A Close error at the test's end would not say anything about the test.
 	t.Cleanup(func() { _ = srv.Close() })
-	return &GitServer{URL: srv.URL, Root: root, username: opts.Username, password: opts.Password}
+	return &GitServer{URL: srv.URL, Root: root}
 }
 
 // Repo is one bare repository on a GitServer, with a private work tree the
 // helpers commit from.
+// Its methods fail the test on error and are not safe for concurrent use
+// (they share one work tree).
 type Repo struct {
+	// Name is the repository's name, without ".git".
 	Name string
 	URL  string // smart-HTTP address, without credentials
 	Path string // the bare repository on disk, usable as a local-path remote
 
-	server *GitServer
-	repo   *githttp.Repo
+	repo *githttp.Repo
 }
 
 // CreateRepo makes an empty bare repository "<name>.git" whose default
 // branch is main.
+// Its work tree is a fresh t.TempDir, removed with the test.
 func (s *GitServer) CreateRepo(t testing.TB, name string) *Repo {
 	t.Helper()
 	repo, err := githttp.CreateRepo(s.Root, name, t.TempDir())
 	if err != nil {
 		t.Fatalf("create repo %s: %v", name, err)
 	}
-	return &Repo{Name: name, URL: s.URL + "/" + name + ".git", Path: repo.Path, server: s, repo: repo}
-}
-
-// AuthURL is URL with the server's basic-auth credentials embedded, for
-// clients that take them that way (the git CLI in tests).
-func (r *Repo) AuthURL() string {
-	if r.server.username == "" {
-		return r.URL
-	}
-	return strings.Replace(r.URL, "http://", fmt.Sprintf("http://%s:%s@", r.server.username, r.server.password), 1)
+	return &Repo{Name: name, URL: s.URL + "/" + name + ".git", Path: repo.Path, repo: repo}
 }
 
 // Commit writes files (path → content) and deletes paths in delete on
@@ -81,12 +74,14 @@ func (r *Repo) Commit(t testing.TB, branch string, files map[string]string, dele
 }
 
 // Head returns the commit branch points at in the served repository.
+// It reads the bare repository, so it sees pushes from anywhere.
 func (r *Repo) Head(t testing.TB, branch string) string {
 	t.Helper()
 	return runGit(t, r.Path, "rev-parse", "refs/heads/"+branch)
 }
 
 // CreateBranch points a new branch at the commit rev names.
+// It works on the bare repository directly: no push, no work tree.
 func (r *Repo) CreateBranch(t testing.TB, name, rev string) {
 	t.Helper()
 	runGit(t, r.Path, "branch", name, rev)
@@ -95,17 +90,21 @@ func (r *Repo) CreateBranch(t testing.TB, name, rev string) {
 // MoveBranch points an existing branch at rev, as a force-push would.
 func (r *Repo) MoveBranch(t testing.TB, name, rev string) {
 	t.Helper()
+	// update-ref takes any object; peel tags so the branch points at a commit.
 	sha := runGit(t, r.Path, "rev-parse", rev+"^{commit}")
 	runGit(t, r.Path, "update-ref", "refs/heads/"+name, sha)
 }
 
 // DeleteBranch removes a branch from the served repository.
+// -D, not -d: whether the branch was merged does not matter to a test.
 func (r *Repo) DeleteBranch(t testing.TB, name string) {
 	t.Helper()
 	runGit(t, r.Path, "branch", "-D", name)
 }
 
 // Tag creates a lightweight tag, or an annotated one when message is set.
+// An annotated tag is a tag object pointing at the commit, as release
+// tooling makes them; code that resolves tags must peel it.
 func (r *Repo) Tag(t testing.TB, name, rev, message string) {
 	t.Helper()
 	if message == "" {
@@ -113,12 +112,6 @@ func (r *Repo) Tag(t testing.TB, name, rev, message string) {
 		return
 	}
 	runGit(t, r.Path, "tag", "-a", "-m", message, name, rev)
-}
-
-// DeleteTag removes a tag from the served repository.
-func (r *Repo) DeleteTag(t testing.TB, name string) {
-	t.Helper()
-	runGit(t, r.Path, "tag", "-d", name)
 }
 
 // runGit runs git in dir and returns trimmed stdout, failing the test on error.

@@ -21,11 +21,17 @@ import (
 )
 
 // TestImageRepo is the local repository name of images built by TestImage.
+// The images stay local (push them with Registry.Push). Tags carry a
+// content digest, so an unchanged testapp is built once and reused
+// across test runs.
 const TestImageRepo = "skep-testapp"
 
 // TestAppPort is the port the test application listens on in its container.
+// PublishHostPort targets it; testapp's default address matches.
 const TestAppPort = 8080
 
+// testAppBinary caches the compiled test application for the process: a
+// go build takes seconds, and every test image holds the same binary.
 var testAppBinary struct {
 	once sync.Once
 	data []byte
@@ -35,6 +41,8 @@ var testAppBinary struct {
 // buildTestApp compiles harness/testapp once per test process, static.
 func buildTestApp() ([]byte, error) {
 	testAppBinary.once.Do(func() {
+		// The source is found next to this file, so the build works whatever
+		// directory `go test` runs the calling package in.
 		_, here, _, ok := runtime.Caller(0)
 		if !ok {
 			testAppBinary.err = fmt.Errorf("locate harness source")
@@ -49,6 +57,8 @@ func buildTestApp() ([]byte, error) {
 		out := filepath.Join(dir, "testapp")
 		cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, ".")
 		cmd.Dir = filepath.Join(filepath.Dir(here), "testapp")
+		// Static and for Linux: a FROM-scratch image has no libc, and the
+		// engine runs Linux containers even when tests run elsewhere.
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
 		if msg, err := cmd.CombinedOutput(); err != nil {
 			testAppBinary.err = fmt.Errorf("go build testapp: %w: %s", err, msg)
@@ -71,15 +81,16 @@ type ImageOptions struct {
 // returns its local reference "skep-testapp:<version>-<content hash>".
 func TestImage(t testing.TB, cli *client.Client, opts ImageOptions) string {
 	t.Helper()
-	ref, err := EnsureTestImage(t.Context(), cli, opts)
+	ref, err := ensureTestImage(t.Context(), cli, opts)
 	if err != nil {
 		t.Fatalf("test image: %v", err)
 	}
 	return ref
 }
 
-// EnsureTestImage is TestImage for callers without a testing.TB (the demo).
-func EnsureTestImage(ctx context.Context, cli *client.Client, opts ImageOptions) (string, error) {
+// ensureTestImage does TestImage's work and returns its error, which
+// TestImage turns into a test failure.
+func ensureTestImage(ctx context.Context, cli *client.Client, opts ImageOptions) (string, error) {
 	if opts.Version == "" {
 		opts.Version = "v1"
 	}
@@ -92,6 +103,8 @@ func EnsureTestImage(ctx context.Context, cli *client.Client, opts ImageOptions)
 	sum.Write(bin)
 	sum.Write([]byte(dockerfile))
 	ref := fmt.Sprintf("%s:%s-%s", TestImageRepo, opts.Version, hex.EncodeToString(sum.Sum(nil))[:12])
+	// Any inspect error just means build it: a real daemon failure shows
+	// again, with a better message, in ImageBuild.
 	if _, err := cli.ImageInspect(ctx, ref); err == nil {
 		return ref, nil
 	}
@@ -115,6 +128,8 @@ func EnsureTestImage(ctx context.Context, cli *client.Client, opts ImageOptions)
 	return ref, nil
 }
 
+// testDockerfile is the image's recipe. The HEALTHCHECK is fast (2s) so
+// tests of health see a state change within seconds.
 func testDockerfile(opts ImageOptions) string {
 	unhealthy := "0"
 	if opts.Unhealthy {
@@ -129,6 +144,8 @@ ENTRYPOINT ["/testapp"]
 `, opts.Version, unhealthy, TestAppPort)
 }
 
+// tarContext packs the build context in memory, in a fixed order so the
+// same files make the same bytes.
 func tarContext(files map[string][]byte) (io.Reader, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)

@@ -32,15 +32,19 @@ func StartRegistry(t testing.TB) *Registry {
 		t.Fatalf("registry listen: %v", err)
 	}
 	srv := &http.Server{
+		// The registry logs every request; test output needs none of it.
 		Handler:           registry.New(registry.Logger(log.New(io.Discard, "", 0))),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		// Serve returns ErrServerClosed after Close; any other error shows as
+		// failed pushes in the test itself.
 		_ = srv.Serve(ln)
 	}()
 	t.Cleanup(func() {
+		// Close, not Shutdown: nothing in flight at the test's end matters.
 		_ = srv.Close()
 		<-done
 	})
@@ -48,6 +52,7 @@ func StartRegistry(t testing.TB) *Registry {
 }
 
 // Ref returns the registry reference for repo:tag.
+// Ref only formats: the image need not exist.
 func (r *Registry) Ref(repo, tag string) string {
 	return fmt.Sprintf("%s/%s:%s", r.Host, repo, tag)
 }
@@ -62,12 +67,15 @@ func (r *Registry) Push(t testing.TB, cli *client.Client, localRef, repo, tag st
 	}
 	t.Cleanup(func() {
 		// Only the registry tag goes; the local image stays cached.
+		// A failed untag leaves a tag in the local image store, which harms
+		// no later test: tags name a fresh registry port each time.
 		_, _ = cli.ImageRemove(context.WithoutCancel(t.Context()), ref, image.RemoveOptions{})
 	})
 	return ref
 }
 
 // PushImage tags localRef as ref and pushes it with the Engine API.
+// It blocks until the push ended, at most two minutes.
 func PushImage(ctx context.Context, cli *client.Client, localRef, ref string) error {
 	if err := cli.ImageTag(ctx, localRef, ref); err != nil {
 		return fmt.Errorf("tag %s as %s: %w", localRef, ref, err)
@@ -82,5 +90,6 @@ func PushImage(ctx context.Context, cli *client.Client, localRef, ref string) er
 		return fmt.Errorf("push %s: %w", ref, err)
 	}
 	defer rc.Close()
+	// The push's outcome is in the stream: the Engine answers 200 first.
 	return readJSONStream(rc)
 }

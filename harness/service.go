@@ -22,6 +22,8 @@ func FreePort(t testing.TB) uint32 {
 	if err != nil {
 		t.Fatalf("free port: %v", err)
 	}
+	// Closed at return, so the port is free again for the service; another
+	// process may take it first, which a test then sees as a bind error.
 	defer ln.Close()
 	return uint32(ln.Addr().(*net.TCPAddr).Port)
 }
@@ -31,6 +33,8 @@ func FreePort(t testing.TB) uint32 {
 // that works without IPVS.
 func PublishHostPort(published uint32) *swarm.EndpointSpec {
 	return &swarm.EndpointSpec{
+		// Without IPVS a virtual IP cannot route, so the endpoint resolves to
+		// task addresses directly.
 		Mode: swarm.ResolutionModeDNSRR,
 		Ports: []swarm.PortConfig{{
 			Protocol:      swarm.PortConfigProtocolTCP,
@@ -43,10 +47,13 @@ func PublishHostPort(published uint32) *swarm.EndpointSpec {
 
 // WaitRunning waits until serviceID has want tasks in state running, and
 // fails the test with the tasks' last error otherwise.
+// It blocks up to timeout; more running tasks than want also pass.
 func WaitRunning(t testing.TB, cli *client.Client, serviceID string, want int, timeout time.Duration) {
 	t.Helper()
 	Eventually(t, timeout, func(ctx context.Context) (bool, string) {
 		tasks, err := cli.TaskList(ctx, swarm.TaskListOptions{Filters: filters.NewArgs(
+			// Only tasks meant to run: a rolling update's shut-down tasks would
+			// otherwise be reported as failures.
 			filters.Arg("service", serviceID), filters.Arg("desired-state", "running"))})
 		if err != nil {
 			return false, err.Error()
@@ -56,6 +63,8 @@ func WaitRunning(t testing.TB, cli *client.Client, serviceID string, want int, t
 			if task.Status.State == swarm.TaskStateRunning {
 				running++
 			} else {
+				// The last non-running task's state and error explain a timeout better
+				// than a count does.
 				why = fmt.Sprintf("task %s is %s: %s %s", task.ID[:12], task.Status.State, task.Status.Message, task.Status.Err)
 			}
 		}
@@ -73,6 +82,7 @@ func HTTPGet(t testing.TB, url string, timeout time.Duration) string {
 		if err != nil {
 			return false, err.Error()
 		}
+		// No client timeout: each try is bounded by the ctx Eventually gives.
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			return false, err.Error()

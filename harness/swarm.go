@@ -14,6 +14,7 @@ import (
 const EnvRequireSwarm = "SKEP_REQUIRE_SWARM"
 
 // SwarmRequired reports whether the environment demands a swarm.
+// Only "1" counts, so SKEP_REQUIRE_SWARM=0 means what it says.
 func SwarmRequired() bool { return os.Getenv(EnvRequireSwarm) == "1" }
 
 // RequireSwarm returns a Docker client for a local engine that is an active
@@ -32,11 +33,16 @@ func RequireSwarm(t testing.TB) *client.Client {
 	return cli
 }
 
+// findSwarm returns a client of a local swarm manager, or nil and the
+// reason there is none; the caller owns the client.
 func findSwarm(ctx context.Context) (*client.Client, string) {
+	// FromEnv honours DOCKER_HOST, as the developer's docker CLI does; the
+	// negotiation lets an older test engine answer.
 	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {
 		return nil, "docker client: " + err.Error()
 	}
+	// A socket nobody answers on must skip or fail the test, not hang it.
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	info, err := cli.Info(ctx)
@@ -44,6 +50,7 @@ func findSwarm(ctx context.Context) (*client.Client, string) {
 		_ = cli.Close()
 		return nil, "docker engine: " + err.Error()
 	}
+	// A worker node is in a swarm but cannot create services.
 	if info.Swarm.LocalNodeState != "active" || !info.Swarm.ControlAvailable {
 		_ = cli.Close()
 		return nil, "engine " + info.ServerVersion + " is not a swarm manager (state " + string(info.Swarm.LocalNodeState) + ")"

@@ -88,6 +88,8 @@ func Application(releases map[string]Result) Result {
 	return rollUp(releases, "release", "no releases")
 }
 
+// rollUp implements Release and Application; noun names what results
+// holds in the message, empty is the message for no results.
 func rollUp(results map[string]Result, noun, empty string) Result {
 	if len(results) == 0 {
 		return Result{State: Healthy, Message: empty}

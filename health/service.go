@@ -61,6 +61,9 @@ func Service(in ServiceInput) Result {
 	return longRunning(svc, tasks, in)
 }
 
+// ownTasks keeps the tasks of serviceID. ServiceInput.Tasks may hold a
+// whole snapshot's tasks; a fixture without ids matches a service without
+// one.
 func ownTasks(serviceID string, tasks []swarm.Task) []swarm.Task {
 	var out []swarm.Task
 	for _, t := range tasks {
@@ -90,6 +93,8 @@ func declaredCount(spec *swarm.ServiceSpec, eligible int) int {
 	return 1
 }
 
+// jobCompletions is how many completions a replicated job wants: Swarm
+// defaults TotalCompletions to MaxConcurrent, and both to 1.
 func jobCompletions(j *swarm.ReplicatedJob) int {
 	switch {
 	case j.TotalCompletions != nil:

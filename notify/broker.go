@@ -72,6 +72,10 @@ func (b *Broker) Publish(rec Record) {
 	b.publishLocked(rec)
 }
 
+// publishLocked is Publish with b.mu held. A subscriber's first overflow
+// marks it lagging and signals Lagged once; later records are only counted
+// as dropped, never queued, so a resumed subscriber replays from the store
+// in order instead of receiving a gap followed by newer records.
 func (b *Broker) publishLocked(rec Record) {
 	if b.closed {
 		return

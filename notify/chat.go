@@ -125,6 +125,9 @@ func (c *Chat) Message(e Event) (title, text string, err error) {
 	return title, b.String(), nil
 }
 
+// send makes one attempt. A template that fails on this event fails on
+// every retry too, so it is permanent. shoutrrr's Send takes no context,
+// so Delivery.Timeout and shutdown cannot cut an attempt short.
 func (c *Chat) send(_ context.Context, e Event) error {
 	title, text, err := c.Message(e)
 	if err != nil {

@@ -48,17 +48,20 @@ const ConfigKind = "Notifications"
 // file or an environment variable, read by Build.
 type Config struct {
 	// File is the name the configuration was loaded under.
-	File      string
+	File string
+	// Notifiers are in file order; Build keeps that order.
 	Notifiers []NotifierConfig
 }
 
 // NotifierConfig is one outbound notifier: exactly one of Webhook and
 // Shoutrrr is set.
 type NotifierConfig struct {
+	// Name labels the notifier in logs and metrics; unique in the file.
 	Name     string
 	Webhook  *WebhookConfig
 	Shoutrrr *ShoutrrrConfig
-	Match    Match
+	// Match selects the events sent; the zero value sends all.
+	Match Match
 	// Suppress, Queue, Timeout and Backoff are Delivery's; zero means its
 	// default.
 	Suppress time.Duration
@@ -71,6 +74,7 @@ type NotifierConfig struct {
 
 // WebhookConfig is a generic webhook (Webhook).
 type WebhookConfig struct {
+	// URL names where the receiver's URL is kept: it often embeds a token.
 	URL SecretRef
 	// Secret, when set, names the HMAC key that signs each body.
 	Secret *SecretRef
@@ -78,6 +82,8 @@ type WebhookConfig struct {
 
 // ShoutrrrConfig is a chat or e-mail provider (Chat).
 type ShoutrrrConfig struct {
+	// URL names where the shoutrrr service URL is kept; it carries the
+	// provider's credentials.
 	URL SecretRef
 	// Title and Template are message templates (ParseTemplate); empty
 	// means DefaultTitle and DefaultTemplate.
@@ -324,6 +330,8 @@ func secretRef(d *configfile.Document, field string, s *secretDoc) SecretRef {
 var sampleEvent = Event{Application: "web", Type: SyncFailed, Revision: "0123456789abcdef", Message: "m",
 	At: time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC), Swarm: "s", Actor: "a"}
 
+// checkTemplate parses and trial-runs the template at field, if the file
+// set it, and files any error under field.
 func checkTemplate(d *configfile.Document, field, text string) {
 	if !d.Present(field) {
 		return
@@ -337,10 +345,14 @@ func checkTemplate(d *configfile.Document, field, text string) {
 	}
 }
 
+// discard is the writer a template's trial run renders into.
 type discard struct{}
 
+// Write implements io.Writer, keeping nothing.
 func (discard) Write(b []byte) (int, error) { return len(b), nil }
 
+// match checks a match key, filing each unknown type and bad glob under
+// its own index so that every mistake is reported at once.
 func match(d *configfile.Document, field string, m matchDoc) Match {
 	var out Match
 	for i, s := range m.Types {
@@ -363,6 +375,7 @@ func match(d *configfile.Document, field string, m matchDoc) Match {
 	return out
 }
 
+// typeList is the event types for a message, comma-separated.
 func typeList() string {
 	var s []string
 	for _, t := range Types() {

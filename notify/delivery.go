@@ -67,6 +67,8 @@ type counters struct {
 	delivered, failed, dropped, suppressed atomic.Uint64
 }
 
+// snapshot reads each counter atomically; the four are not read as one,
+// so a snapshot taken mid-delivery may be off by one between fields.
 func (c *counters) snapshot() Stats {
 	return Stats{
 		Delivered:  c.delivered.Load(),

@@ -2,19 +2,19 @@
 // listens: logs, the API's event stream, webhooks and chat.
 //
 // Registering a notifier adds it and never removes another: the API's event
-// stream is itself a notifier, so a registration that replaced would silently
-// cut the UI off. Notify must never block a reconcile; a notifier that does
-// I/O queues, delivers from its own goroutine (Runner) and reports its own
-// failures (Counted). This package knows nothing of the reconciler that
-// raises the events.
+// stream is itself fed by a notifier (a Recorder, or a bare Broker), so a
+// registration that replaced would silently cut the UI off. Notify must
+// never block a reconcile; a notifier that does I/O queues, delivers from
+// its own goroutine (Runner) and reports its own failures (Counted). This
+// package knows nothing of the reconciler that raises the events.
 //
 // The event stream is three pieces: a Recorder numbers each event, has the
 // store keep it and then publishes it to a Broker, whose subscribers Stream
-// writes as server-sent events (WriteSSE, in the Wire shape), replaying from
-// the store what a reconnecting or lagging client missed. Outbound
-// notifiers (Webhook, Chat) come from a notifications file (LoadConfig,
-// Build). Package notifytest holds the conformance suite every notifier
-// runs; store's Example shows the wiring.
+// writes as server-sent events (WriteSSE, in the wire.Event shape of
+// WireOf), replaying from the store what a reconnecting or lagging client
+// missed. Outbound notifiers (Webhook, Chat) come from a notifications file
+// (LoadConfig, Build). Package notifytest holds the conformance suite every
+// notifier runs; store's Example shows the wiring.
 package notify
 
 import (
@@ -56,13 +56,17 @@ func Types() []EventType {
 		LiveDriftDetected, DriftConverged, ResourcesPruned, PruneFailed}
 }
 
-// Event is one thing that happened to one application.
+// Event is one thing that happened to one application. It is a value with
+// no references, so a notifier may keep it without copying.
 type Event struct {
 	Application string
 	Type        EventType
 	Revision    string // the resolved commit, where one applies
-	Message     string
-	At          time.Time
+	// Message is for people: what happened and, for a failure, why. It
+	// may be empty or span lines; notifiers must not parse it.
+	Message string
+	// At is when it happened; Registry.Dispatch stamps it when zero.
+	At time.Time
 	// Swarm is the destination as the application names it. Empty is the
 	// swarm the controller runs in, an answer in itself, never "unknown".
 	Swarm string
@@ -72,6 +76,8 @@ type Event struct {
 	Actor string
 }
 
+// actorKey is the context key of WithActor; unexported, so no other
+// package can set or shadow it.
 type actorKey struct{}
 
 // WithActor marks ctx as work that the caller named name asked for. Events
@@ -128,6 +134,8 @@ func (r *Registry) Dispatch(ctx context.Context, e Event) {
 	if e.At.IsZero() {
 		e.At = time.Now().UTC()
 	}
+	// A copy of the list: a notifier that registers another from Notify
+	// must not deadlock on the registry's lock.
 	for _, n := range r.Notifiers() {
 		n.Notify(ctx, e)
 	}

@@ -32,6 +32,7 @@ func (m Match) Matches(e Event) bool {
 	return globsMatch(m.Swarms, e.Swarm) && globsMatch(m.Applications, e.Application)
 }
 
+// globsMatch reports whether s matches any of globs; no globs match all.
 func globsMatch(globs []string, s string) bool {
 	if len(globs) == 0 {
 		return true
@@ -68,6 +69,9 @@ type Delivery struct {
 	Now func() time.Time
 }
 
+// withDefaults returns d with every zero field set to its default.
+// Retries is special: 0 means the default and a negative value means none,
+// since a Delivery literal cannot tell "unset" from 0.
 func (d Delivery) withDefaults() Delivery {
 	if d.Queue <= 0 {
 		d.Queue = 256
@@ -96,7 +100,10 @@ const maxBackoff = time.Minute
 // permanentError marks a failure that a retry cannot fix (a 4xx answer).
 type permanentError struct{ err error }
 
+// Error returns the cause's message unchanged.
 func (p permanentError) Error() string { return p.err.Error() }
+
+// Unwrap returns the cause.
 func (p permanentError) Unwrap() error { return p.err }
 
 // outbound is the queue, routing, suppression and retry loop every outbound
@@ -114,6 +121,8 @@ type outbound struct {
 	dropping bool
 }
 
+// repeatKey is what makes two events "the same" for suppression; At and
+// Actor are left out, so a retried sync that fails alike is suppressed.
 type repeatKey struct {
 	application string
 	typ         EventType
@@ -121,6 +130,8 @@ type repeatKey struct {
 	message     string
 }
 
+// newOutbound returns the delivery loop of notifier name; send makes one
+// attempt and returns a permanentError when retrying cannot help.
 func newOutbound(name string, d Delivery, logger *slog.Logger, send func(ctx context.Context, e Event) error) *outbound {
 	d = d.withDefaults()
 	if logger == nil {
@@ -160,6 +171,8 @@ func (o *outbound) Notify(_ context.Context, e Event) {
 		o.forget(now)
 		o.sent[key] = now
 	}
+	// Only the first of consecutive drops is logged: a dead receiver would
+	// otherwise add a log line per event to the trouble it causes.
 	select {
 	case o.queue <- e:
 		o.dropping = false
@@ -198,6 +211,9 @@ func (o *outbound) Run(ctx context.Context) error {
 	}
 }
 
+// deliver sends e, retrying with doubling waits, and counts the outcome.
+// Shutdown ends the waits and counts nothing: the event was neither
+// delivered nor refused.
 func (o *outbound) deliver(ctx context.Context, e Event) {
 	wait := o.d.Backoff
 	var err error

@@ -156,6 +156,9 @@ func (r *Recorder) Run(ctx context.Context) error {
 	}
 }
 
+// record stores rec, then publishes it, even when storing failed: live
+// subscribers should not miss an event because the disk is full, though
+// a later replay will not find it.
 func (r *Recorder) record(ctx context.Context, rec Record) {
 	if r.store != nil {
 		wctx, cancel := context.WithTimeout(ctx, r.timeout)

@@ -97,6 +97,9 @@ type streamer struct {
 	replayedMax int64
 }
 
+// live writes a record from the subscription, unless replay already wrote
+// it: the store and the broker both carry records published after the
+// subscription started.
 func (s *streamer) live(rec Record) error {
 	if rec.ID <= s.replayedMax {
 		if _, dup := s.replayed[rec.ID]; dup {
@@ -109,6 +112,8 @@ func (s *streamer) live(rec Record) error {
 	return s.write(rec)
 }
 
+// write sends rec as one SSE frame and advances the cursor, so a later
+// replay (after lagging) starts after it.
 func (s *streamer) write(rec Record) error {
 	if err := WriteSSE(s.w, rec); err != nil {
 		return err
@@ -118,6 +123,8 @@ func (s *streamer) write(rec Record) error {
 	return nil
 }
 
+// flush pushes what was written to the client; without it net/http would
+// buffer the frame until the buffer fills.
 func (s *streamer) flush() {
 	if s.opts.Flush != nil {
 		s.opts.Flush()

@@ -89,6 +89,8 @@ func (w *Webhook) Run(ctx context.Context) error { return w.out.Run(ctx) }
 // Stats implements Counted.
 func (w *Webhook) Stats() Stats { return w.out.Stats() }
 
+// post makes one attempt. A 4xx answer is permanent, except 408 and 429,
+// which ask the sender to come back later.
 func (w *Webhook) post(ctx context.Context, e Event) error {
 	body, err := MarshalWire(e)
 	if err != nil {
@@ -114,6 +116,9 @@ func (w *Webhook) post(ctx context.Context, e Event) error {
 		return fmt.Errorf("post: %w", err)
 	}
 	defer resp.Body.Close()
+	// Drain a little of the body so the connection can be reused, but not
+	// all of it: a receiver answering with an endless body must not stall
+	// the queue.
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return nil

@@ -15,6 +15,7 @@ import (
 // and strictly increasing in publication order; see Recorder for how they
 // stay so across restarts. The zero ID means "not assigned".
 type Record struct {
+	// ID is the SSE id clients send back as Last-Event-ID.
 	ID int64
 	Event
 }

@@ -19,7 +19,8 @@ import (
 	"github.com/docker/docker/api/types/swarm"
 )
 
-// Spec is a Swarm object spec that a release holds.
+// Spec is a Swarm object spec that a release holds: the type parameter of
+// Fields, which walks any of them by reflection.
 type Spec interface {
 	swarm.ServiceSpec | network.CreateOptions | swarm.ConfigSpec | swarm.SecretSpec
 }
@@ -42,6 +43,7 @@ func Fields[S Spec](old, desired S, opts Options) []FieldDiff {
 	return d.diffs
 }
 
+// differ collects the FieldDiffs of one Fields call, in walk order.
 type differ struct {
 	opts  Options
 	diffs []FieldDiff
@@ -56,6 +58,8 @@ const (
 	hintSet       // []string whose order Swarm ignores
 )
 
+// fieldID names a struct field by its parent type, for the hint and ignore
+// tables: the same field name means different things in different types.
 type fieldID struct {
 	parent reflect.Type
 	name   string
@@ -106,6 +110,8 @@ func (d *differ) walk(path string, a, b reflect.Value, h hint) {
 	}
 }
 
+// walkStruct compares the fields of two values of one struct type, in
+// declaration order, under their JSON names.
 func (d *differ) walkStruct(path string, a, b reflect.Value) {
 	t := a.Type()
 	for i := range t.NumField() {
@@ -124,6 +130,8 @@ func (d *differ) walkStruct(path string, a, b reflect.Value) {
 	}
 }
 
+// walkMap compares maps key by key, in key order; a key on one side only
+// is an Added or Removed leaf.
 func (d *differ) walkMap(path string, a, b reflect.Value) {
 	keys := map[string][2]reflect.Value{}
 	for side, m := range []reflect.Value{a, b} {
@@ -196,6 +204,7 @@ func (d *differ) leaf(path string, a, b reflect.Value, h hint) {
 	d.emit(path, ra, rb, a.IsValid(), b.IsValid())
 }
 
+// emit records one differing leaf; a missing side is Added or Removed.
 func (d *differ) emit(path, old, desired string, hasOld, hasNew bool) {
 	d.diffs = append(d.diffs, FieldDiff{
 		Path: path, Old: old, New: desired,
@@ -252,6 +261,8 @@ func (d *differ) render(v reflect.Value, h hint) string {
 	return fmt.Sprint(v.Interface())
 }
 
+// renderStruct renders a whole struct as "{Name: value, ...}", for a struct
+// present on one side only.
 func (d *differ) renderStruct(v reflect.Value) string {
 	return "{" + strings.Join(d.structParts(v), ", ") + "}"
 }
@@ -278,6 +289,8 @@ func (d *differ) structParts(v reflect.Value) []string {
 	return parts
 }
 
+// renderList renders a list as one leaf. A set is sorted, so that order
+// Swarm ignores never reads as a change.
 func (d *differ) renderList(v reflect.Value, h hint) string {
 	items := make([]string, 0, v.Len())
 	for i := range v.Len() {
@@ -297,11 +310,13 @@ func (d *differ) renderList(v reflect.Value, h hint) string {
 	return "[" + strings.Join(items, ", ") + "]"
 }
 
+// envValue is one variable of an env list.
 type envValue struct {
 	value string
 	set   bool // false for an entry without "=", which passes no value
 }
 
+// envMap keys a KEY=VALUE list by KEY; a later entry wins.
 func envMap(v reflect.Value) map[string]envValue {
 	m := map[string]envValue{}
 	if !v.IsValid() {
@@ -323,6 +338,8 @@ func (d *differ) envEntry(entry string) string {
 	return strconv.Quote(entry)
 }
 
+// envValue renders one variable's value for a diff, masked with MaskEnv:
+// a live value may be a credential set outside git.
 func (d *differ) envValue(v envValue) string {
 	switch {
 	case !v.set:
@@ -428,6 +445,7 @@ func fieldName(f reflect.StructField) (name string, ok bool) {
 	return f.Name, true
 }
 
+// joinPath appends a field name to a dotted path.
 func joinPath(path, name string) string {
 	if path == "" {
 		return name
@@ -444,6 +462,8 @@ func resolve(v reflect.Value) reflect.Value {
 	return deref(v)
 }
 
+// deref follows pointers and interfaces to the value they hold; the
+// invalid Value for nil.
 func deref(v reflect.Value) reflect.Value {
 	for v.IsValid() && (v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface) {
 		if v.IsNil() {
@@ -454,6 +474,7 @@ func deref(v reflect.Value) reflect.Value {
 	return v
 }
 
+// isEmpty reports whether v counts as absent under the rules of Fields.
 func isEmpty(v reflect.Value) bool {
 	if !v.IsValid() {
 		return true
@@ -491,6 +512,8 @@ func isEmpty(v reflect.Value) bool {
 	return v.IsZero()
 }
 
+// mapKeys indexes a map's keys by their printed form, so keys of any type
+// sort and render as text.
 func mapKeys(v reflect.Value) map[string]reflect.Value {
 	m := make(map[string]reflect.Value, v.Len())
 	for _, k := range v.MapKeys() {
@@ -499,7 +522,8 @@ func mapKeys(v reflect.Value) map[string]reflect.Value {
 	return m
 }
 
-// digest renders a payload without revealing it.
+// digest renders a payload without revealing it. Twelve hex digits are
+// enough to read; sameBytes keeps a collision from hiding a change.
 func digest(data []byte) string {
 	sum := sha256.Sum256(data)
 	return "sha256:" + hex.EncodeToString(sum[:])[:12]

@@ -50,7 +50,9 @@ type Finding struct {
 // DriftField names a part of a service spec that live drift compares, by
 // the FieldDiff path prefixes it covers.
 type DriftField struct {
-	Name  string
+	// Name is what Finding.Field says, such as "image".
+	Name string
+	// Paths are FieldDiff.Path prefixes, matched on path boundaries.
 	Paths []string
 }
 
@@ -58,7 +60,8 @@ type DriftField struct {
 // specific first. A difference outside it is not drift: the Engine fills
 // in fields a spec leaves empty, and a field not listed here is one whose
 // daemon default cannot be told from a person's change. Extending the list
-// needs a test that the daemon returns the field as sent.
+// needs a test that the daemon returns the field as sent. Callers must not
+// modify it.
 var DriftFields = []DriftField{
 	{"image", []string{"TaskTemplate.ContainerSpec.Image"}},
 	{"replicas", []string{"Mode.Replicated.Replicas"}},
@@ -147,10 +150,13 @@ func Drift(desired stack.Release, live map[string]swarm.Service, opts DriftOptio
 	return out
 }
 
+// inRelease reports whether a service belongs to the release's namespace
+// as docker stack sees it: by its namespace label or its "<release>_" name.
 func inRelease(release string, spec swarm.ServiceSpec) bool {
 	return spec.Labels[stack.LabelNamespace] == release || strings.HasPrefix(spec.Name, release+"_")
 }
 
+// imageOf renders a spec's image as a Finding shows it; "" for none.
 func imageOf(spec swarm.ServiceSpec) string {
 	if cs := spec.TaskTemplate.ContainerSpec; cs != nil && cs.Image != "" {
 		return strconv.Quote(cs.Image)
@@ -162,6 +168,7 @@ func imageOf(spec swarm.ServiceSpec) string {
 func serviceDrift(release, name string, want swarm.ServiceSpec, svc swarm.Service, opts DriftOptions) []Finding {
 	desired := driftView(want, nil)
 	current := driftView(svc.Spec, &opts)
+	// apply pins tags to digests; a pin of the declared tag is no drift.
 	matchImages(desired, current)
 	diffs := namedDiffs(current, desired)
 	if len(diffs) == 0 {
@@ -209,6 +216,7 @@ func rolledBack(svc swarm.Service, desired *swarm.ServiceSpec, opts DriftOptions
 	return true, "the live spec went back to the one before the declared spec"
 }
 
+// namedDiff is a FieldDiff with the DriftField name it falls under.
 type namedDiff struct {
 	FieldDiff
 	field string
@@ -226,6 +234,8 @@ func namedDiffs(live, desired *swarm.ServiceSpec) []namedDiff {
 	return out
 }
 
+// driftField names the DriftField that covers path; the first match wins,
+// which is why DriftFields lists the most specific first.
 func driftField(path string) (string, bool) {
 	for _, f := range DriftFields {
 		for _, p := range f.Paths {

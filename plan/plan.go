@@ -1,5 +1,7 @@
 // Package plan compares the Swarm specs git asks for with the ones last
-// recorded for a release, and says what would change and why.
+// recorded for a release, and says what would change and why. It also
+// compares them with the services running live (Drift), to find changes
+// made outside Skep.
 //
 // It is pure: it takes stack.Release values and returns plain values. It does
 // no Docker, git, disk or network I/O, holds no state, and is safe to call
@@ -16,8 +18,10 @@
 //     maps and lists, env and label order, ids resolved at apply time (see
 //     TestCompareIgnoresNormalisedDifferences).
 //
-// Fields is exported so that live drift can compare a running spec with the
-// desired one using the same paths and renderings.
+// Compare, Fields and Drift share one set of paths and renderings, so a
+// recorded-revision diff and a live-drift finding about the same field read
+// the same. Drift looks only at DriftFields: a field outside that list is
+// one whose Engine default cannot be told from a person's change.
 package plan
 
 import (
@@ -71,6 +75,7 @@ const (
 	KindService Kind = "service"
 )
 
+// kindOrder is the order of kinds in a Summary.
 var kindOrder = []Kind{KindNetwork, KindConfig, KindSecret, KindService}
 
 // Options tunes how values are rendered. The zero value shows everything
@@ -85,8 +90,9 @@ type Options struct {
 // changes. Objects that are equal are not listed. Changes is never nil for a
 // plan made by Compare, so its JSON form is always a list.
 type Release struct {
-	Name    string   `json:"name"`
-	Action  Action   `json:"action"`
+	Name   string `json:"name"`
+	Action Action `json:"action"`
+	// Reason says in words why: "never deployed", "image and env changed".
 	Reason  string   `json:"reason"`
 	Changes []Change `json:"changes"`
 }
@@ -145,6 +151,9 @@ func Compare(desired stack.Release, recorded *stack.Release, opts Options) Relea
 	return r
 }
 
+// compareKind plans the objects of one kind: recorded only is a Delete,
+// desired only a Create, both with differing fields an Update. Changes come
+// sorted by name.
 func compareKind[S Spec](kind Kind, recorded, desired map[string]S, opts Options) []Change {
 	names := slices.Sorted(maps.Keys(desired))
 	for name := range recorded {
@@ -254,6 +263,7 @@ func releaseReason(changes []Change) string {
 	return strings.Join(parts, ", ")
 }
 
+// countObjects is "1 object" or "n objects".
 func countObjects(n int) string {
 	if n == 1 {
 		return "1 object"
@@ -261,6 +271,7 @@ func countObjects(n int) string {
 	return fmt.Sprintf("%d objects", n)
 }
 
+// appendNew appends the items not in list yet, keeping first-seen order.
 func appendNew(list []string, items ...string) []string {
 	for _, item := range items {
 		if !slices.Contains(list, item) {

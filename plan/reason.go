@@ -13,6 +13,8 @@ type area struct {
 	name   string
 }
 
+// serviceAreas name the parts of a service spec people change; a path
+// they do not cover is named by areaOf's fallback.
 var serviceAreas = []area{
 	{"TaskTemplate.ContainerSpec.Image", "image"},
 	{"TaskTemplate.ContainerSpec.Env", "env"},
@@ -34,6 +36,7 @@ var serviceAreas = []area{
 	{"Labels", "labels"},
 }
 
+// otherAreas name the parts of network, config and secret specs.
 var otherAreas = []area{
 	{"IPAM", "ipam"},
 	{"EnableIPv4", "ipv4"},
@@ -51,6 +54,8 @@ func areas(kind Kind, fields []FieldDiff) []string {
 	return names
 }
 
+// areaOf names the area of one path: the first matching entry of kind's
+// table, else the first field below the task or container spec.
 func areaOf(kind Kind, path string) string {
 	table := otherAreas
 	if kind == KindService {
@@ -112,6 +117,8 @@ func changedReason(names []string) string {
 	return listAreas(names) + " changed"
 }
 
+// listAreas joins names in English, showing at most three, so a reason
+// stays one short line however much changed.
 func listAreas(names []string) string {
 	const shown = 3
 	switch {

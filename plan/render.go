@@ -6,6 +6,7 @@ import (
 	"strings"
 )
 
+// opMarks are the diff marks of each op, as in a unified diff.
 var opMarks = map[Op]string{Create: "+", Update: "~", Delete: "-"}
 
 // absent stands for a missing side of a FieldDiff in the human diff.
@@ -18,7 +19,8 @@ const absent = "(absent)"
 //	      TaskTemplate.ContainerSpec.Image: "app:v1" → "app:v2"
 //	  + config web_settings-3f2a9c01be
 //
-// It makes one Write call.
+// It makes one Write call, so a plan is never half written to a shared
+// stream. Secret payloads appear only as digests, as in the plan itself.
 func Render(w io.Writer, plans []Release) error {
 	var b strings.Builder
 	for i, r := range plans {

@@ -33,6 +33,8 @@ type HeldError struct {
 	Detail string // e.g. the app set's load error, already redacted
 }
 
+// Error reads "prune held: <reason> (<names>): <detail>", leaving out
+// what is empty.
 func (e *HeldError) Error() string {
 	msg := "prune held: " + e.Reason.Error()
 	if len(e.Names) > 0 {
@@ -44,6 +46,8 @@ func (e *HeldError) Error() string {
 	return msg
 }
 
+// Unwrap returns Reason, so callers branch with errors.Is on the ErrX
+// variables.
 func (e *HeldError) Unwrap() error { return e.Reason }
 
 // Gates are the facts the safety gates check. The zero value holds prune

@@ -85,6 +85,9 @@ func Orphans(in Input) Plan {
 	return p
 }
 
+// decide applies the proof of the package doc to one object, in order:
+// the first case that holds gives the decision and its reason. Delete is
+// reached only when every earlier case failed to keep the object.
 func decide(in Input, obj Object, declared, recorded names) (Decision, string) {
 	owner, labels := in.Owner, obj.Labels
 	switch {
@@ -121,6 +124,7 @@ func renamed(in Input, labels map[string]string) bool {
 		slices.Contains(in.Applications, in.Owner.Application)
 }
 
+// foreignReason says whose an Unmanaged object is, by its labels.
 func foreignReason(labels map[string]string) string {
 	ctl, app := labels[stack.LabelController], labels[stack.LabelApplication]
 	switch {

@@ -10,8 +10,8 @@
 // An object is deleted only with the full proof (see Orphans): its labels
 // name this controller, this application and this release, a recorded
 // revision of this owner lists it, git no longer declares it, it is not
-// Skep's own bookkeeping (revision configs), not in the controller's own
-// stack, and, for a volume, volume pruning is on. Everything else in the
+// Skep's own bookkeeping (revision and hold configs), not in the
+// controller's own stack, and, for a volume, volume pruning is on. Everything else in the
 // namespace is Unmanaged (reported, never touched) or kept.
 // TestOrphansNeverDeleteWithoutFullProof checks random mixes of objects.
 //
@@ -42,6 +42,7 @@ const (
 	KindVolume  Kind = "volume"
 )
 
+// kindOrder ranks kinds for sortItems: delete order, see the Kinds.
 var kindOrder = map[Kind]int{KindService: 1, KindNetwork: 2, KindConfig: 3, KindSecret: 4, KindVolume: 5}
 
 // Object is one live swarm object as prune sees it. ID is what Execute

@@ -69,6 +69,9 @@ func Relabel(ctx context.Context, eng Relabeler, p Plan) RelabelResult {
 	return r
 }
 
+// restampOne re-reads obj and writes it back with owner's application.
+// It writes with the version it read, so a concurrent change makes the
+// Engine refuse the update instead of being overwritten.
 func restampOne(ctx context.Context, eng Relabeler, owner stack.Owner, obj Object) error {
 	switch obj.Kind {
 	case KindService:

@@ -14,6 +14,7 @@ import (
 
 	"github.com/skep-cd/skep/apply"
 	"github.com/skep-cd/skep/appset"
+	"github.com/skep-cd/skep/artifact"
 	"github.com/skep-cd/skep/gitsource"
 	"github.com/skep-cd/skep/notify"
 	"github.com/skep-cd/skep/prune"
@@ -67,6 +68,9 @@ type Options struct {
 	// OwnStack is the stack the controller itself runs in; nothing in it is
 	// ever pruned.
 	OwnStack string
+	// Images is the registry gate of release artifacts; nil means a
+	// registry with Docker's credentials (artifact.NewRegistry).
+	Images artifact.Images
 }
 
 // Controller keeps every application of an app set at what git declares.
@@ -88,6 +92,7 @@ type Controller struct {
 	live      *swarm.Watcher
 	pruneApps bool
 	ownStack  string
+	images    artifact.Images
 
 	appSetMu sync.Mutex // serialises onAppSet
 	mu       sync.Mutex
@@ -128,6 +133,10 @@ func New(opts Options) (*Controller, error) {
 		live:      opts.Live,
 		pruneApps: opts.PruneApplications,
 		ownStack:  opts.OwnStack,
+		images:    opts.Images,
+	}
+	if c.images == nil {
+		c.images = artifact.NewRegistry(artifact.RegistryOptions{})
 	}
 	if c.id == "" {
 		c.id = "default"

@@ -50,8 +50,8 @@ func (c *Controller) observeLive(ctx context.Context, app appset.Application, d 
 	// once, and never pushed again until git moves or someone syncs.
 	if why := rolledBack(d.release, snap); why != "" && !req.Sync {
 		err := &outcome.StalledError{Err: fmt.Errorf("release %s at %s: %s", app.Release, gitsource.ShortCommit(d.commit), why)}
-		if st.rolledBack != d.commit {
-			st.rolledBack = d.commit
+		if st.rolledBack != d.key() {
+			st.rolledBack = d.key()
 			c.emit(ctx, app, notify.SyncFailed, d.commit, err.Error())
 		}
 		return err

@@ -25,6 +25,10 @@ type Request struct {
 	// Prune turns resource pruning on or off for this sync; nil keeps the
 	// application's syncPolicy.pruneResources.
 	Prune *bool
+	// Force re-applies every service even when nothing changed, restarting
+	// its tasks. Only a one-shot `skep deploy --force` sets it: the
+	// controller's loop and the API never do.
+	Force bool
 }
 
 // worker runs one application's reconciles, one at a time, on the
@@ -42,7 +46,8 @@ type appState struct {
 	stalledCommit string   // a commit that failed to render: not retried until git moves
 	driftCommit   string   // the commit a drift-detected event was raised for
 	liveDrift     string   // the live drift findings last reported, as one line
-	rolledBack    string   // the commit whose rollout Swarm rolled back, reported once
+	rolledBack    string   // the commit and versions whose rollout Swarm rolled back, reported once
+	artifactWait  string   // the artifacts last reported waiting for their image, as one line
 	pending       *Request // a requested sync that must wait for a rollout
 	holdLoaded    bool     // the recorded hold was read from the swarm
 	failures      int

@@ -46,6 +46,9 @@ func (c *Controller) record(app appset.Application, out Result, err error) {
 		if out.Recorded != nil {
 			s.DeployedRevision = out.Recorded.Commit
 		}
+		if out.Artifacts != nil || app.Artifacts == nil {
+			s.Artifacts = out.Artifacts
+		}
 		if out.Plan.Action.Valid() {
 			s.Plan = []string{out.Plan.Summary()}
 			s.Sync, s.Drift = Synced, ""
@@ -54,6 +57,8 @@ func (c *Controller) record(app appset.Application, out Result, err error) {
 				s.Sync, s.Drift = OutOfSync, DriftGit
 			case out.liveDrift:
 				s.Sync, s.Drift = OutOfSync, DriftLive
+			case waitingArtifacts(out.Artifacts) != "":
+				s.Sync, s.Drift = OutOfSync, DriftArtifact
 			}
 		}
 		if out.Applied {

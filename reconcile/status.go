@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/skep-cd/skep/apply"
+	"github.com/skep-cd/skep/artifact"
 	"github.com/skep-cd/skep/health"
 	"github.com/skep-cd/skep/outcome"
 	"github.com/skep-cd/skep/plan"
@@ -22,6 +23,9 @@ const (
 	DriftGit DriftReason = "git"
 	// DriftLive: the swarm moved behind the controller's back.
 	DriftLive DriftReason = "live"
+	// DriftArtifact: git asks for an artifact version whose image is not
+	// in the registry yet; the running version stays until it is.
+	DriftArtifact DriftReason = "artifact"
 )
 
 // SyncState says whether the swarm matches git for one application.
@@ -111,6 +115,9 @@ type AppStatus struct {
 	// Unmanaged names objects in the release's namespace without this
 	// application's proof of ownership: reported, never touched.
 	Unmanaged []string
+	// Artifacts are the release artifacts as the last reconcile resolved
+	// them: desired, current, image condition.
+	Artifacts []artifact.Object
 }
 
 // clone returns st with its own copies of every slice, so that a reader
@@ -119,6 +126,7 @@ func (st AppStatus) clone() AppStatus {
 	st.Plan = slices.Clone(st.Plan)
 	st.Findings = slices.Clone(st.Findings)
 	st.Unmanaged = slices.Clone(st.Unmanaged)
+	st.Artifacts = slices.Clone(st.Artifacts)
 	return st
 }
 

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/skep-cd/skep/apply"
 	"github.com/skep-cd/skep/appset"
+	"github.com/skep-cd/skep/artifact"
 	"github.com/skep-cd/skep/gitsource"
 	"github.com/skep-cd/skep/health"
 	"github.com/skep-cd/skep/notify"
@@ -25,18 +28,29 @@ type Result struct {
 	Applied  bool
 	Applying apply.Result
 	Recorded *apply.Revision
+	// Artifacts are the release artifacts as this reconcile resolved them.
+	Artifacts []artifact.Object
 
 	applyTook time.Duration // zero when nothing was applied
 	liveDrift bool          // the swarm moved and is not corrected (yet)
 }
 
-// desired is an application rendered at one commit, with what the git
-// part of rendering took (for metrics).
+// desired is an application rendered at one commit and artifact versions,
+// with what the git part of rendering took (for metrics).
 type desired struct {
 	commit    string
 	release   stack.Release
+	artifacts []artifact.Object
 	gitTook   time.Duration
 	gitFailed bool
+}
+
+// key identifies what d deploys: the commit and the artifact versions.
+func (d desired) key() string {
+	if len(d.artifacts) == 0 {
+		return d.commit
+	}
+	return d.commit + "+" + versionsKey(d.artifacts)
 }
 
 // reconcile runs one full reconcile of app: render → compare → live drift
@@ -57,7 +71,8 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 	c.status.Update(app.Name, func(s *AppStatus) { s.Phase = PhaseReconciling })
 
 	d, err = c.render(ctx, app, req.Revision)
-	out.Commit = d.commit
+	out.Commit, out.Artifacts = d.commit, d.artifacts
+	c.reportWaiting(ctx, app, d, st)
 	if err != nil {
 		// A stalled commit is reported once, not on every tick.
 		stalled := outcome.Of(err) == outcome.Stalled
@@ -91,9 +106,20 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 	if err == nil {
 		c.pruneResources(ctx, app, d, req)
 	} else if c.live != nil && rolledBack(d.release, c.live.Current()) != "" {
-		st.rolledBack = d.commit // reported by the failed sync already
+		st.rolledBack = d.key() // reported by the failed sync already
 	}
 	return out, err
+}
+
+// reportWaiting raises one drift-detected when an artifact's desired
+// version starts waiting for its image (not one per tick), and forgets it
+// once nothing waits.
+func (c *Controller) reportWaiting(ctx context.Context, app appset.Application, d desired, st *appState) {
+	line := waitingArtifacts(d.artifacts)
+	if line != "" && line != st.artifactWait {
+		c.emit(ctx, app, notify.DriftDetected, d.commit, "artifacts waiting for their image: "+line)
+	}
+	st.artifactWait = line
 }
 
 // render resolves app's revision (commit "" = the revision it tracks),
@@ -101,30 +127,45 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 // Errors are classed.
 func (c *Controller) render(ctx context.Context, app appset.Application, commit string) (desired, error) {
 	start := time.Now()
-	if commit == "" {
-		var err error
-		commit, err = c.git.Resolve(ctx, app.Source.Repo, app.Source.Revision)
-		if err != nil {
-			return desired{gitTook: time.Since(start), gitFailed: true},
-				classifyGit(fmt.Errorf("resolve %s at %q: %w", gitsource.RedactURL(app.Source.Repo), app.Source.Revision, err))
+	arts, err := c.resolveArtifacts(ctx, app)
+	if err != nil {
+		return desired{artifacts: arts.objects, gitTook: time.Since(start), gitFailed: outcome.Of(err) == outcome.Transient}, err
+	}
+	source := app.Source
+	if arts.source != "" {
+		// The infrastructure artifact names the stack definitions and the
+		// version of them to deploy; a held commit still wins.
+		source.Repo, source.Revision = arts.source, arts.revision
+		if commit == "" {
+			commit = arts.revision
 		}
 	}
-	tree, err := c.git.Checkout(ctx, app.Source.Repo, commit)
+	if commit == "" {
+		commit, err = c.git.Resolve(ctx, source.Repo, source.Revision)
+		if err != nil {
+			return desired{artifacts: arts.objects, gitTook: time.Since(start), gitFailed: true},
+				classifyGit(fmt.Errorf("resolve %s at %q: %w", gitsource.RedactURL(source.Repo), source.Revision, err))
+		}
+	}
+	tree, err := c.git.Checkout(ctx, source.Repo, commit)
 	if err != nil {
-		return desired{commit: commit, gitTook: time.Since(start), gitFailed: true},
-			classifyGit(fmt.Errorf("fetch %s at %s: %w", gitsource.RedactURL(app.Source.Repo), gitsource.ShortCommit(commit), err))
+		return desired{commit: commit, artifacts: arts.objects, gitTook: time.Since(start), gitFailed: true},
+			classifyGit(fmt.Errorf("fetch %s at %s: %w", gitsource.RedactURL(source.Repo), gitsource.ShortCommit(commit), err))
 	}
 	defer tree.Release()
 	gitTook := time.Since(start)
+	vars := artifact.Variables(arts.objects)
+	maps.Copy(vars, app.Source.Variables) // the app set's own variables win
 	doc, err := render.Compose(ctx, render.Input{
 		Root:      tree.Dir(),
-		Path:      app.Source.Path,
-		Files:     app.Source.Files,
-		EnvFiles:  app.Source.EnvFiles,
-		Variables: app.Source.Variables,
+		Path:      source.Path,
+		Files:     source.Files,
+		EnvFiles:  source.EnvFiles,
+		Variables: vars,
 	})
+	d := desired{commit: commit, artifacts: arts.objects, gitTook: gitTook}
 	if err != nil {
-		return desired{commit: commit, gitTook: gitTook}, &outcome.StalledError{Err: fmt.Errorf("render at %s: %w", gitsource.ShortCommit(commit), err)}
+		return d, &outcome.StalledError{Err: fmt.Errorf("render at %s: %w", gitsource.ShortCommit(commit), err)}
 	}
 	rel, err := stack.Convert(doc.Config, stack.Options{
 		Owner: c.owner(app),
@@ -138,9 +179,14 @@ func (c *Controller) render(ctx context.Context, app appset.Application, commit 
 		Files: doc.Files,
 	})
 	if err != nil {
-		return desired{commit: commit, gitTook: gitTook}, &outcome.StalledError{Err: fmt.Errorf("convert at %s: %w", gitsource.ShortCommit(commit), err)}
+		return d, &outcome.StalledError{Err: fmt.Errorf("convert at %s: %w", gitsource.ShortCommit(commit), err)}
 	}
-	return desired{commit: commit, release: rel, gitTook: gitTook}, nil
+	if missing := useArtifactImages(&rel, arts.objects); len(missing) > 0 {
+		return d, &outcome.WaitingError{Err: fmt.Errorf("artifacts %s: no version to deploy yet: %s",
+			strings.Join(missing, ", "), waitingArtifacts(arts.objects)), Retry: artifact.DefaultMissingFor}
+	}
+	d.release = rel
+	return d, nil
 }
 
 // compare plans the desired release against its last recorded revision:
@@ -190,6 +236,7 @@ func (c *Controller) applyRelease(ctx context.Context, app appset.Application, d
 		ResolveImage: apply.ResolveImage(app.SyncPolicy.ResolveImage),
 		Commit:       d.commit,
 		Actor:        req.Actor,
+		Force:        req.Force,
 		Logger:       c.log.With("app", app.Name),
 	})
 	out.Applying = res

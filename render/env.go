@@ -36,6 +36,8 @@ func (r *renderer) environment(envFiles []string, vars map[string]string) (map[s
 			names = append(names, name)
 		}
 	}
+	// A nil lookup: a bare KEY in an env file must not reach into the
+	// controller's own environment.
 	for _, name := range names {
 		lines, err := r.readEnvFile(name, nil)
 		if err != nil {
@@ -117,6 +119,7 @@ func (r *renderer) inlineEnvFiles(src *source, env map[string]string) error {
 			fail := func(err error) error {
 				return &Error{File: src.name, Line: line, Field: itemField, Err: err}
 			}
+			// The loader interpolates env_file paths; so must we.
 			p, err := template.Substitute(f, lookupEnv)
 			if err != nil {
 				return fail(interpolationError(err))
@@ -134,6 +137,8 @@ func (r *renderer) inlineEnvFiles(src *source, env map[string]string) error {
 				fromFiles[k] = strings.ReplaceAll(v, "$", "$$")
 			}
 		}
+		// The service's own environment wins over its env files, as in
+		// the loader. A shape the schema will refuse is left as it is.
 		switch own := svc["environment"].(type) {
 		case nil:
 		case map[string]any:

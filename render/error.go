@@ -13,7 +13,8 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Error is a problem with the input, located in a file.
+// Error is a problem with the input, located in a file. Callers test for
+// it with errors.As; several come joined with errors.Join.
 type Error struct {
 	// File is the slash path of the file, relative to Input.Root.
 	File string
@@ -22,7 +23,8 @@ type Error struct {
 	// Field is the compose path, such as "services.web.image"; "" when the
 	// problem is not about one field.
 	Field string
-	Err   error
+	// Err is the problem itself, without the location.
+	Err error
 }
 
 // Error reads "file:line: field: message", leaving out what is unknown.
@@ -44,8 +46,11 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
+// Unwrap returns Err, so errors.Is sees causes such as fs.ErrNotExist.
 func (e *Error) Unwrap() error { return e.Err }
 
+// The loader's messages carry no line, only a field in its own words;
+// these pick the field out so locate can find its line in the YAML.
 var (
 	interpolating      = regexp.MustCompile(`^(?:error while interpolating|invalid interpolation format for) ([^:\s]+): (.*)$`)
 	additionalProperty = regexp.MustCompile(`Additional property (\S+) is not allowed`)
@@ -99,12 +104,15 @@ func locate(f *source, err error) *Error {
 // lookupValue is lookup returning the value node rather than the key.
 func lookupValue(n *yaml.Node, field string) *yaml.Node {
 	_, v := find(n, strings.Split(field, "."), 0)
+	// An alias stands for its anchor's value; callers walk into that.
 	for v != nil && v.Kind == yaml.AliasNode && v.Alias != nil {
 		v = v.Alias
 	}
 	return v
 }
 
+// forbiddenError reports the options docker stack deploy refuses (such as
+// build or links) at the first service, in file order, that uses one.
 func forbiddenError(f *source, forbidden *loader.ForbiddenPropertiesError) *Error {
 	names := slices.Sorted(maps.Keys(forbidden.Properties))
 	e := &Error{File: f.name, Field: "services"}

@@ -18,6 +18,7 @@ type lineError struct {
 	err  error
 }
 
+// Error reads "line N: message".
 func (e *lineError) Error() string { return fmt.Sprintf("line %d: %v", e.line, e.err) }
 
 // yamlLine matches the line the YAML parser puts in its messages.
@@ -87,6 +88,8 @@ func parseNode(data []byte) (*yaml.Node, error) {
 // deep, and a fuzzer's input must not exhaust the stack.
 const maxDepth = 200
 
+// checkKeys refuses non-string and duplicate mapping keys below n. YAML
+// merge keys (`<<`) may repeat; they are not keys of the mapping itself.
 func checkKeys(n *yaml.Node, depth int) error {
 	if depth > maxDepth {
 		return &lineError{line: n.Line, err: errors.New("document nests too deeply")}
@@ -130,6 +133,9 @@ func lookup(n *yaml.Node, field string) *yaml.Node {
 	return key
 }
 
+// find walks parts (a dotted field split at every dot) down from n and
+// returns the key and value nodes of the last part. In a mapping it tries
+// the longest joined prefix first, so a key containing dots matches whole.
 func find(n *yaml.Node, parts []string, depth int) (key, value *yaml.Node) {
 	if depth > maxDepth {
 		return nil, nil
@@ -183,6 +189,8 @@ func entry(n *yaml.Node, name string, depth int) (key, value *yaml.Node) {
 			return k, n.Content[i+1]
 		}
 	}
+	// Keys of the mapping itself win over merged ones; among merge
+	// sources the first that defines name wins, as YAML specifies.
 	for _, m := range merges {
 		for m.Kind == yaml.AliasNode && m.Alias != nil {
 			m = m.Alias
@@ -258,6 +266,9 @@ func variableTokens(s string) []string {
 	return tokens
 }
 
+// interpolationError rewords docker/cli's template errors: a missing
+// required variable keeps its own message, and any other bad template
+// says how to write a literal dollar, the usual cause.
 func interpolationError(err error) error {
 	var invalid *template.InvalidTemplateError
 	if errors.As(err, &invalid) {
@@ -302,6 +313,7 @@ func walkStrings(n *yaml.Node, field string, depth int, fn func(*yaml.Node, stri
 	return nil
 }
 
+// joinField appends key to a dotted field path.
 func joinField(parent, key string) string {
 	if parent == "" {
 		return key

@@ -11,6 +11,10 @@
 // git or network I/O, and never lets docker/cli's loader touch the file system
 // itself. Problems with the input are *Error values naming the file, and the
 // line and field where the YAML gives one.
+//
+// Render never panics on input: docker/cli's loader, which assumes shapes
+// its own callers checked, runs behind a recover, and YAML recursion is
+// bounded (see the fuzz targets). It keeps no state between calls.
 package render
 
 import (
@@ -94,6 +98,8 @@ func Compose(ctx context.Context, in Input) (*Document, error) {
 	if err != nil {
 		return nil, &Error{File: in.Path, Err: err}
 	}
+	// os.Root, not path checks alone, so that a symbolic link planted in
+	// the repository cannot lead a read outside it.
 	root, err := os.OpenRoot(in.Root)
 	if err != nil {
 		return nil, fmt.Errorf("render: open root: %w", err)
@@ -132,6 +138,8 @@ type source struct {
 	dict map[string]any
 }
 
+// workingDir is the compose directory as the loader sees it, under
+// virtualRoot.
 func (r *renderer) workingDir() string {
 	return path.Join(virtualRoot, r.dir)
 }
@@ -154,6 +162,8 @@ func (r *renderer) resolve(name string) (string, error) {
 	if name == "" {
 		return "", errors.New("empty file name")
 	}
+	// Both forms: a slash path is absolute on every OS, and filepath.IsAbs
+	// adds the controller OS's own (a drive letter on Windows).
 	if path.IsAbs(filepath.ToSlash(name)) || filepath.IsAbs(name) {
 		return "", fmt.Errorf("absolute path %q is outside the repository", name)
 	}
@@ -178,6 +188,8 @@ func (r *renderer) read(name string) ([]byte, error) {
 	if info.IsDir() {
 		return nil, fmt.Errorf("%s: %w", name, errors.New("is a directory, not a file"))
 	}
+	// One byte past the limit tells a file at the limit from a bigger one
+	// without reading the bigger one whole.
 	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
 		return nil, pathError(name, err)
@@ -201,6 +213,8 @@ func pathError(name string, err error) error {
 	return fmt.Errorf("%s: %w", name, err)
 }
 
+// exists reports whether name is a regular file below the root. A
+// directory of that name counts as absent, not as an error.
 func (r *renderer) exists(name string) (bool, error) {
 	info, err := r.root.Stat(filepath.FromSlash(name))
 	switch {
@@ -212,6 +226,8 @@ func (r *renderer) exists(name string) (bool, error) {
 	return !info.IsDir(), nil
 }
 
+// composeFiles resolves the compose files to read: files as given, or the
+// first of DefaultFiles present in the compose directory.
 func (r *renderer) composeFiles(files []string) ([]string, error) {
 	if len(files) > 0 {
 		names := make([]string, 0, len(files))
@@ -261,6 +277,8 @@ func (r *renderer) parse(name string, env map[string]string) error {
 		err.File = name
 		return err
 	}
+	// Parsed twice: the yaml.v3 node tree keeps the lines that errors
+	// need; the loader wants its own map form.
 	dict, err := parseDict(data)
 	if err != nil {
 		return &Error{File: name, Err: err}
@@ -294,6 +312,9 @@ func loadConfig(details composetypes.ConfigDetails) (cfg *composetypes.Config, e
 	return loader.Load(details)
 }
 
+// details is the loader's input for files: the virtual working directory
+// and a copy of env, so that nothing the loader does reaches the caller's
+// map.
 func (r *renderer) details(env map[string]string, files ...*source) composetypes.ConfigDetails {
 	details := composetypes.ConfigDetails{
 		WorkingDir:  r.workingDir(),
@@ -305,6 +326,9 @@ func (r *renderer) details(env map[string]string, files ...*source) composetypes
 	return details
 }
 
+// load merges the parsed files with the loader, checks the services, and
+// reads the files of configs and secrets. It returns every problem of the
+// merged document, joined.
 func (r *renderer) load(env map[string]string) (*Document, error) {
 	// Load each file alone first so that an error names the file it is in;
 	// the loader's own messages do not.
@@ -317,6 +341,8 @@ func (r *renderer) load(env map[string]string) (*Document, error) {
 	if err != nil {
 		return nil, &Error{File: r.files[len(r.files)-1].name, Err: err}
 	}
+	// The loader builds the service list from a map: sort it, so the same
+	// input renders the same document.
 	sort.Slice(cfg.Services, func(i, j int) bool { return cfg.Services[i].Name < cfg.Services[j].Name })
 
 	doc := &Document{Config: cfg, Files: map[string][]byte{}}
@@ -348,6 +374,7 @@ func (r *renderer) load(env map[string]string) (*Document, error) {
 // readObject reads the file of a config or secret through the root and
 // rewrites obj.File to its path relative to the root.
 func (r *renderer) readObject(doc *Document, kind, name string, obj *composetypes.FileObjectConfig) error {
+	// No file to read: the value lives in the swarm or comes from a driver.
 	if obj.External.External || obj.Driver != "" {
 		return nil
 	}
@@ -360,6 +387,7 @@ func (r *renderer) readObject(doc *Document, kind, name string, obj *composetype
 	if !ok {
 		return &Error{File: file, Line: line, Field: field, Err: fmt.Errorf("absolute path %s is outside the repository", obj.File)}
 	}
+	// The loader turns a missing `file:` into the working directory itself.
 	if rel == r.dir && obj.File == r.workingDir() {
 		return &Error{File: file, Line: line, Field: kind + "." + name, Err: errors.New("needs file, external or driver")}
 	}
@@ -420,6 +448,8 @@ func (r *renderer) checkServices(cfg *composetypes.Config) []error {
 	return errs
 }
 
+// warnings lists the options of the input that Swarm ignores, in the
+// words `docker stack deploy` prints them.
 func (r *renderer) warnings() []string {
 	dicts := make([]map[string]any, 0, len(r.files))
 	for _, f := range r.files {

@@ -60,6 +60,7 @@ type notAllowedError struct{ msg string }
 func (e *notAllowedError) Error() string        { return e.msg }
 func (e *notAllowedError) Is(target error) bool { return target == ErrNotAllowed }
 
+// notAllowed is a refusal of the compose field at path field.
 func notAllowed(field, format string, args ...any) error {
 	return &notAllowedError{msg: field + ": " + fmt.Sprintf(format, args...)}
 }

@@ -114,6 +114,7 @@ func Convert(cfg *composetypes.Config, opts Options) (Release, error) {
 	return c.release, nil
 }
 
+// ptr returns a pointer to a copy of v.
 func ptr[T any](v T) *T { return &v }
 
 // converter holds the state of one Convert call.
@@ -144,6 +145,8 @@ func (c *converter) withOwner(labels map[string]string) map[string]string {
 	return labels
 }
 
+// networks adds the networks the services use, named and defaulted as
+// stack deploy does: a service without networks joins "default".
 func (c *converter) networks(cfg *composetypes.Config) {
 	used := map[string]struct{}{}
 	for _, svc := range cfg.Services {
@@ -175,6 +178,8 @@ func contentName(base string, data []byte) string {
 	return base + "-" + hex.EncodeToString(sum[:])[:hashLength]
 }
 
+// baseName is the swarm name of a config or secret before its content
+// hash: its `name:` when given, else "<release>_<name>", as stack deploy.
 func (c *converter) baseName(name string, obj composetypes.FileObjectConfig) string {
 	if obj.Name != "" {
 		return obj.Name
@@ -191,6 +196,9 @@ func (c *converter) content(kind, name string, obj composetypes.FileObjectConfig
 	return slices.Clone(data), nil
 }
 
+// configObjects adds the release's configs under content-hashed names and
+// records, for service references, the swarm name of every config,
+// external ones included.
 func (c *converter) configObjects(cfg *composetypes.Config) []error {
 	var errs []error
 	for _, name := range slices.Sorted(maps.Keys(cfg.Configs)) {
@@ -223,6 +231,8 @@ func (c *converter) configObjects(cfg *composetypes.Config) []error {
 	return errs
 }
 
+// secretObjects is configObjects for secrets, which may also come from a
+// secret driver.
 func (c *converter) secretObjects(cfg *composetypes.Config) []error {
 	var errs []error
 	for _, name := range slices.Sorted(maps.Keys(cfg.Secrets)) {
@@ -264,6 +274,9 @@ type fileTarget struct {
 	mode                   os.FileMode
 }
 
+// resolveTarget resolves ref against names (compose name → swarm name),
+// with docker/cli's defaults: target the source name, uid and gid 0, mode
+// 0444. ok is false for an undefined source.
 func resolveTarget(ref composetypes.FileReferenceConfig, names map[string]string) (fileTarget, bool) {
 	name, ok := names[ref.Source]
 	if !ok {
@@ -285,6 +298,8 @@ func resolveTarget(ref composetypes.FileReferenceConfig, names map[string]string
 	return t, true
 }
 
+// secretRefs builds svc's secret references by swarm name. Two references
+// to one target file are an error: the Engine would refuse the spec.
 func (c *converter) secretRefs(svc composetypes.ServiceConfig) ([]*swarm.SecretReference, []error) {
 	var errs []error
 	refs := []*swarm.SecretReference{}
@@ -317,6 +332,8 @@ func (c *converter) secretRefs(svc composetypes.ServiceConfig) ([]*swarm.SecretR
 	return refs, errs
 }
 
+// configRefs is secretRefs for configs, plus the runtime reference that a
+// credential spec's config needs, added once as docker/cli adds it.
 func (c *converter) configRefs(svc composetypes.ServiceConfig) ([]*swarm.ConfigReference, []error) {
 	var errs []error
 	refs := []*swarm.ConfigReference{}
@@ -355,6 +372,9 @@ func (c *converter) configRefs(svc composetypes.ServiceConfig) ([]*swarm.ConfigR
 	return refs, errs
 }
 
+// service converts one service with docker/cli's converter and adds it to
+// the release under its scoped name, with owner labels on it and on the
+// named volumes it mounts.
 func (c *converter) service(cfg *composetypes.Config, svc composetypes.ServiceConfig) []error {
 	secrets, errs := c.secretRefs(svc)
 	configs, configErrs := c.configRefs(svc)

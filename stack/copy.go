@@ -14,6 +14,8 @@ func deepCopy[T any](v T) T {
 	return out
 }
 
+// copyValue deep-copies src into dst, which must be settable and of the
+// same type. A nil pointer, interface, slice or map stays nil.
 func copyValue(dst, src reflect.Value) {
 	switch src.Kind() {
 	case reflect.Pointer:

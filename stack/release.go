@@ -6,6 +6,11 @@
 // converter so that Skep deploys what `docker stack deploy` would. References
 // from services to secrets and configs carry names only; their ids are
 // resolved by apply at write time.
+//
+// Every label key Skep reads or writes is a constant in labels.go; no other
+// package spells one. Owner.Owns is the one test of ownership that apply and
+// prune share: it needs a controller id, so an owner without one owns
+// nothing and nothing is ever written or deleted on its behalf.
 package stack
 
 import (
@@ -21,7 +26,8 @@ type Owner struct {
 	Release     string
 }
 
-// Labels returns the ownership labels for o as a new map.
+// Labels returns the ownership labels for o as a new map, which the caller
+// may modify. It includes docker stack's namespace label.
 func (o Owner) Labels() map[string]string {
 	return map[string]string{
 		LabelNamespace:   o.Release,
@@ -31,7 +37,9 @@ func (o Owner) Labels() map[string]string {
 	}
 }
 
-// Owns reports whether labels name exactly this owner.
+// Owns reports whether labels name exactly this owner. An owner without a
+// controller id owns nothing, so a half-configured caller can never claim
+// objects. labels is only read.
 func (o Owner) Owns(labels map[string]string) bool {
 	return o.Controller != "" &&
 		labels[LabelController] == o.Controller &&
@@ -44,6 +52,7 @@ func (o Owner) Owns(labels map[string]string) bool {
 // content-hashed name of a config or secret). A Release is a value: the
 // caller that receives one owns it.
 type Release struct {
+	// Name is the release, which is also its stack namespace.
 	Name     string
 	Services map[string]swarm.ServiceSpec
 	Networks map[string]network.CreateOptions

@@ -63,6 +63,7 @@ func (s *Store) Insert(ctx context.Context, rec notify.Record) error {
 	return nil
 }
 
+// stamp sets a zero At to the store's clock.
 func (s *Store) stamp(e notify.Event) notify.Event {
 	if e.At.IsZero() {
 		e.At = s.opts.Now()
@@ -81,13 +82,19 @@ func (s *Store) LastID(ctx context.Context) (int64, error) {
 	return id, nil
 }
 
+// lastID reads the AUTOINCREMENT counter rather than MAX(id): the counter
+// keeps the highest id ever used, even after retention deleted that row,
+// so an id is never handed out twice.
 func lastID(ctx context.Context, q querier) (int64, error) {
 	var id int64
 	err := q.QueryRowContext(ctx, "SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)").Scan(&id)
 	return id, err
 }
 
-// write runs fn in a write transaction.
+// write runs fn in a write transaction and commits it when fn returns nil.
+// The DSN's _txlock=immediate makes BEGIN wait for the write lock, so a
+// concurrent writer queues rather than failing mid-transaction. The
+// deferred Rollback is a no-op after Commit.
 func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -124,6 +131,7 @@ const (
 	MaxLimit     = 10_000
 )
 
+// eventColumns are the columns scanRecords reads, in its order.
 const eventColumns = "id, application, type, swarm, revision, message, actor, at"
 
 // Events returns the records q selects, in increasing id order. The slice
@@ -172,6 +180,8 @@ func (s *Store) Events(ctx context.Context, q Query) ([]notify.Record, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read events: %w", err)
 	}
+	// The newest were read newest first, to take the limit from that end;
+	// callers get increasing ids either way.
 	if q.Newest {
 		for i, j := 0, len(recs)-1; i < j; i, j = i+1, j-1 {
 			recs[i], recs[j] = recs[j], recs[i]
@@ -189,6 +199,7 @@ func (s *Store) Replay(f notify.Filter) notify.ReplayFunc {
 	}
 }
 
+// placeholders is "?, ?, ..." for n bound values of an IN list.
 func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
 }

@@ -37,10 +37,13 @@ func (s *Store) Version(ctx context.Context) (int, error) {
 	return v, nil
 }
 
+// querier is what *sql.DB and *sql.Tx share, so version and id reads work
+// inside and outside a transaction.
 type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
+// schemaVersion is the highest migration applied; 0 for a new database.
 func schemaVersion(ctx context.Context, q querier) (int, error) {
 	var v int
 	err := q.QueryRowContext(ctx, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations").Scan(&v)
@@ -88,8 +91,9 @@ func migrate(ctx context.Context, db *sql.DB, ms []migration) error {
 }
 
 // migrateEvents creates the event log. AUTOINCREMENT keeps the highest id
-// ever used in sqlite_sequence, so ids are never reused after retention
-// deletes the newest rows' predecessors or even every row.
+// ever used in sqlite_sequence, so ids are never reused, even after
+// retention deleted every row: a client replaying from Last-Event-ID must
+// never see an old id name a new event.
 func migrateEvents(ctx context.Context, tx *sql.Tx) error {
 	_, err := tx.ExecContext(ctx, `
 CREATE TABLE events (

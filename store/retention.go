@@ -9,8 +9,8 @@ import (
 
 // Pruned counts what one retention pass deleted.
 type Pruned struct {
-	Events int64
-	Syncs  int64
+	Events int64 // events deleted
+	Syncs  int64 // syncs deleted
 }
 
 // Prune applies retention once: events older than MaxAge and beyond the
@@ -28,9 +28,13 @@ func (s *Store) Prune(ctx context.Context) (Pruned, error) {
 			on    bool
 		}{
 			{&p.Events, "DELETE FROM events WHERE at < ?", []any{cutoff}, s.opts.MaxAge > 0},
+			// The subquery finds the MaxEvents-th newest id; with fewer
+			// events it is NULL and the comparison deletes nothing.
 			{&p.Events, "DELETE FROM events WHERE id < (SELECT id FROM events ORDER BY id DESC LIMIT 1 OFFSET ?)",
 				[]any{s.opts.MaxEvents - 1}, s.opts.MaxEvents > 0},
 			{&p.Syncs, "DELETE FROM syncs WHERE COALESCE(finished, started) < ?", []any{cutoff}, s.opts.MaxAge > 0},
+			// Numbered per application, newest first: the count limit is
+			// per application, so a busy one cannot push out a quiet one.
 			{&p.Syncs, `DELETE FROM syncs WHERE id IN (SELECT id FROM (
 				SELECT id, ROW_NUMBER() OVER (PARTITION BY application ORDER BY id DESC) AS n FROM syncs) WHERE n > ?)`,
 				[]any{s.opts.MaxSyncs}, s.opts.MaxSyncs > 0},

@@ -49,6 +49,8 @@ type Options struct {
 	Now func() time.Time
 }
 
+// withDefaults fills in every zero field; negative limits stay negative
+// (off).
 func (o Options) withDefaults() Options {
 	if o.MaxAge == 0 {
 		o.MaxAge = 30 * 24 * time.Hour
@@ -68,7 +70,9 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Store is an open database. Build it with Open and Close it when done.
+// Store is an open database. Build it with Open and Close it when done; the
+// zero value is not usable. A nil *Store is allowed only as the receiver of
+// Insert, which then returns ErrNoStore.
 type Store struct {
 	db   *sql.DB
 	path string
@@ -93,6 +97,7 @@ var ErrIDNotAbove = errors.New("event id not above the last stored id")
 // An unreadable, corrupt, unwritable or too-new database is an error; the
 // caller reports it and runs without a store.
 func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	// The path becomes a DSN: '?' or '#' would start its query part.
 	if strings.ContainsAny(path, "?#") {
 		return nil, fmt.Errorf("open store %s: path must not contain '?' or '#'", path)
 	}
@@ -107,6 +112,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	s := &Store{db: db, path: path, opts: opts.withDefaults()}
+	// The DSN carries the pragmas to every pooled connection. SQLite answers
+	// a WAL switch it cannot make with the old mode, not an error, so check
+	// reads the mode back.
 	if err := s.check(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)

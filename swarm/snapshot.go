@@ -100,9 +100,6 @@ func (s Snapshot) ConfigNames() map[string]string {
 // Secrets returns every secret (the Engine never returns their data).
 func (s Snapshot) Secrets() []swarm.Secret { return slices.Clone(s.secrets) }
 
-// Nodes returns the swarm's nodes.
-func (s Snapshot) Nodes() []swarm.Node { return slices.Clone(s.nodes) }
-
 // EligibleNodes counts the nodes a global service may run on, placement
 // constraints aside: ready and active.
 func (s Snapshot) EligibleNodes() int {
@@ -171,6 +168,7 @@ type WatcherOptions struct {
 	Logger *slog.Logger
 }
 
+// withDefaults fills in every zero field.
 func (o WatcherOptions) withDefaults() WatcherOptions {
 	if o.MinInterval <= 0 {
 		o.MinInterval = 500 * time.Millisecond
@@ -244,6 +242,8 @@ func (w *Watcher) Subscribe(ctx context.Context) <-chan struct{} {
 	return ch
 }
 
+// notify wakes every subscriber without blocking: a channel that already
+// holds a wake-up needs no second one.
 func (w *Watcher) notify() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -255,6 +255,7 @@ func (w *Watcher) notify() {
 	}
 }
 
+// stop closes every subscription and refuses new ones, once Run returns.
 func (w *Watcher) stop() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -274,9 +275,9 @@ func (w *Watcher) Run(ctx context.Context) error {
 	log := w.opts.Logger
 	backoff := w.opts.MinInterval
 	for ctx.Err() == nil {
+		// Subscribe before listing, so no change falls between the two.
 		streamCtx, cancel := context.WithCancel(ctx)
 		msgs, errs := w.reader.Events(streamCtx, events.ListOptions{Filters: eventFilters()})
-		// Subscribe before listing, so no change falls between the two.
 		started := time.Now()
 		err := w.follow(ctx, msgs, errs)
 		cancel()
@@ -295,6 +296,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	return nil
 }
 
+// eventFilters subscribes to watchedTypes only.
 func eventFilters() filters.Args {
 	f := filters.NewArgs()
 	for _, t := range watchedTypes {
@@ -472,6 +474,8 @@ func (s Snapshot) fingerprint() uint64 {
 	return h.Sum64()
 }
 
+// statusOf is the part of a service that changes without its version
+// index moving: its update state and task counts.
 func statusOf(s swarm.Service) string {
 	st := ""
 	if s.UpdateStatus != nil {

@@ -35,11 +35,14 @@ type Options struct {
 // NotManagerError says the engine answered but cannot manage the swarm:
 // it is not in a swarm, or it is a worker.
 type NotManagerError struct {
-	Host             string // the engine address that answered
-	State            swarm.LocalNodeState
+	Host string // the engine address that answered
+	// State is the engine's swarm membership; "active" for a worker.
+	State swarm.LocalNodeState
+	// ControlAvailable is true only on a manager.
 	ControlAvailable bool
 }
 
+// Error says what the engine is and what to do about it.
 func (e *NotManagerError) Error() string {
 	if e.State != swarm.LocalNodeStateActive {
 		return fmt.Sprintf("engine at %s is not a swarm manager: swarm state is %q (run `docker swarm init` or join as a manager)", e.Host, e.State)
@@ -95,7 +98,8 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	return c, nil
 }
 
-// Identity names the manager a client talks to, for status pages.
+// Identity names the manager a client talks to, for status pages. Its
+// fields are those of Client.
 type Identity struct {
 	Destination   string
 	NodeID        string

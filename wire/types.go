@@ -62,6 +62,37 @@ type Application struct {
 	LastErrorClass string        `json:"lastErrorClass,omitempty"`
 	LastReconcile  *time.Time    `json:"lastReconcile,omitempty"`
 	LastSync       *SyncRecord   `json:"lastSync,omitempty"`
+	// Artifacts are the release artifacts as the last reconcile resolved
+	// them; absent for an application without artifacts.
+	Artifacts []Artifact `json:"artifacts,omitempty"`
+}
+
+// Artifact drift states: whether git asks for another version than runs,
+// and whether that version can deploy.
+const (
+	ArtifactInSync  = "none"
+	ArtifactWaiting = "waiting"
+	ArtifactReady   = "ready"
+)
+
+// Artifact is one release artifact of an application: the version git asks
+// for, the one the swarm runs, the registry's answer and the version the
+// render uses.
+type Artifact struct {
+	Name      string `json:"name"`
+	Kind      string `json:"kind"`
+	Strategy  string `json:"strategy"`
+	Suspended bool   `json:"suspended"`
+	Preview   bool   `json:"preview,omitempty"`
+	Image     string `json:"image,omitempty"`
+	Desired   string `json:"desired,omitempty"`
+	Current   string `json:"current,omitempty"`
+	Version   string `json:"version,omitempty"`
+	Condition string `json:"condition,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+	Digest    string `json:"digest,omitempty"`
+	// Drift is ArtifactInSync, ArtifactWaiting or ArtifactReady.
+	Drift string `json:"drift"`
 }
 
 // DriftFinding is one field of a live service that differs from git.

@@ -3,6 +3,13 @@
 //
 // Like testing/slogtest, it is one table of rules, each case naming the
 // rule it checks, and it reports every violation.
+//
+// The rules are what the guard in package api relies on: a missing,
+// unknown or malformed credential is ErrUnauthenticated (a 401, never a
+// 500 or a panic); a known one yields its subject exactly; the subject is
+// the caller's; Authenticate is safe for concurrent use and never reads
+// the request body, which belongs to the handler. The package is for
+// tests only and must never be imported by production code.
 package authtest
 
 import (
@@ -16,7 +23,8 @@ import (
 	"github.com/skep-cd/skep/api"
 )
 
-// Harness describes the implementation under test.
+// Harness describes the implementation under test. Every field is
+// required.
 type Harness struct {
 	// Authorizer is the implementation.
 	Authorizer api.Authorizer
@@ -30,11 +38,17 @@ type Harness struct {
 
 // Known is a subject and how to present its credential.
 type Known struct {
+	// Subject is what Authenticate must return: its Name, Role and the
+	// number of its Apps are compared.
 	Subject api.Subject
+	// Present adds the credential to r; it is called from several
+	// goroutines at once and must be safe for that.
 	Present func(r *http.Request)
 }
 
-// Run checks the rules every Authorizer must keep.
+// Run checks the rules every Authorizer must keep, one subtest per rule,
+// and reports every violation rather than stopping at the first. It calls
+// t.Fatal when the harness names no known subject.
 func Run(t *testing.T, h Harness) {
 	t.Helper()
 	if len(h.Known) == 0 {
@@ -45,6 +59,8 @@ func Run(t *testing.T, h Harness) {
 		name string
 		run  func(t *testing.T)
 	}{
+		// An authorizer that fell back to a default subject would open
+		// every protected route to anonymous callers.
 		{"a request without a credential is unauthenticated", func(t *testing.T) {
 			_, err := h.Authorizer.Authenticate(context.Background(), newRequest())
 			if !errors.Is(err, api.ErrUnauthenticated) {
@@ -59,6 +75,8 @@ func Run(t *testing.T, h Harness) {
 				t.Errorf("Authenticate(unknown) error = %v, want ErrUnauthenticated", err)
 			}
 		}},
+		// Headers a careless client or a scanner sends: a scheme with no
+		// token, another scheme, a NUL byte, stray spaces.
 		{"malformed authorization headers are unauthenticated, never a panic", func(t *testing.T) {
 			for _, v := range []string{"Bearer", "Bearer ", "Basic Zm9vOmJhcg==", "bearer\x00x", "Token abc", " Bearer  "} {
 				r := newRequest()
@@ -93,6 +111,10 @@ func Run(t *testing.T, h Harness) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// TODO: append to [:0:0] allocates, so this replaces first.Apps
+			// rather than writing through it and cannot catch a shared
+			// backing array (a subject with no apps has none to share).
+			// Tokens clones Apps, so no implementation relies on the gap.
 			first.Apps = append(first.Apps[:0:0], "changed-by-caller")
 			second, _ := h.Authorizer.Authenticate(context.Background(), r)
 			for _, a := range second.Apps {
@@ -117,6 +139,8 @@ func Run(t *testing.T, h Harness) {
 			}
 			wg.Wait()
 		}},
+		// The guard runs before the handler; a body it consumed would be
+		// gone when the handler decodes it.
 		{"the request body is not read", func(t *testing.T) {
 			k := h.Known[0]
 			body := &countingReader{}
@@ -135,8 +159,11 @@ func Run(t *testing.T, h Harness) {
 	}
 }
 
+// countingReader is a request body that counts reads and fails every one,
+// so an Authorizer that reads the body is caught.
 type countingReader struct{ reads int }
 
+// Read counts the call and fails it.
 func (c *countingReader) Read([]byte) (int, error) {
 	c.reads++
 	return 0, errors.New("body must not be read")

@@ -20,6 +20,9 @@ import (
 	"time"
 )
 
+// main is the container's entrypoint: no flags, because a Dockerfile's
+// ENTRYPOINT and HEALTHCHECK pass fixed arguments and the environment
+// carries the rest.
 func main() {
 	addr := os.Getenv("TESTAPP_ADDR")
 	if addr == "" {
@@ -36,22 +39,28 @@ func main() {
 		os.Exit(health(addr))
 	default:
 		fmt.Fprintf(os.Stderr, "testapp: unknown command %q (want serve or health)\n", cmd)
+		// 2 is a usage error, as for skep itself.
 		os.Exit(2)
 	}
 }
 
+// reply is GET /'s JSON body; tests compare Version to see which image
+// is running, and Hostname to tell replicas apart.
 type reply struct {
 	Version  string `json:"version"`
 	Hostname string `json:"hostname"`
 }
 
+// serve listens until the process is stopped and returns the exit code.
 func serve(addr string) int {
+	// Without a hostname the reply leaves it empty; no reason to fail.
 	host, _ := os.Hostname()
 	r := reply{Version: os.Getenv("TESTAPP_VERSION"), Hostname: host}
 	unhealthy := os.Getenv("TESTAPP_UNHEALTHY") == "1"
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
+		// A failed write is a client that went away; there is no one to tell.
 		_ = json.NewEncoder(w).Encode(r)
 	})
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -69,7 +78,10 @@ func serve(addr string) int {
 	return 0
 }
 
+// health is the HEALTHCHECK: exit 0 when the local server answers 200
+// within 2s, 1 otherwise (the only two codes Docker gives meaning to).
 func health(addr string) int {
+	// ":8080" is a listen address; to dial it the client needs a host.
 	if strings.HasPrefix(addr, ":") {
 		addr = "127.0.0.1" + addr
 	}

@@ -46,7 +46,9 @@ const wait = 30 * time.Second
 
 // Rule is one requirement of the contract.
 type Rule struct {
-	Name  string
+	// Name states the rule; it is the subtest's name.
+	Name string
+	// Check fails t when s breaks the rule; it gets a fresh subject.
 	Check func(t *testing.T, s Subject)
 }
 
@@ -59,7 +61,9 @@ var Rules = []Rule{
 	{"the actor delivered is the event's, never the context's", actorFromEvent},
 }
 
-// Run checks every rule in Rules against a fresh subject from newSubject.
+// Run checks every rule in Rules against a fresh subject from newSubject,
+// so that what one rule leaves queued cannot pass or fail another. The
+// subtests run one after another.
 func Run(t *testing.T, newSubject func(t *testing.T) Subject) {
 	t.Helper()
 	for _, r := range Rules {
@@ -69,8 +73,12 @@ func Run(t *testing.T, newSubject func(t *testing.T) Subject) {
 	}
 }
 
+// at is the events' time: fixed, with milliseconds and in UTC, so a far
+// end that loses precision or the zone shows up as a changed field.
 var at = time.Date(2026, 7, 1, 9, 30, 15, 123_000_000, time.UTC)
 
+// notifyNeverBlocks: Notify is called on the reconcile path, so a dead
+// receiver must cost drops, never a stuck reconcile.
 func notifyNeverBlocks(t *testing.T, s Subject) {
 	if s.Stall == nil {
 		t.Skip("this far end cannot stall")
@@ -92,6 +100,8 @@ func notifyNeverBlocks(t *testing.T, s Subject) {
 	}
 }
 
+// fieldsUnchanged: every field survives the trip, including empty ones,
+// newlines, non-ASCII and characters JSON and HTML escape.
 func fieldsUnchanged(t *testing.T, s Subject) {
 	sent := []notify.Event{
 		{Application: "web", Type: notify.SyncSucceeded, Revision: "0123456789abcdef0123456789abcdef01234567",
@@ -110,6 +120,8 @@ func fieldsUnchanged(t *testing.T, s Subject) {
 	}
 }
 
+// orderKept: a reader of one notifier sees a sync start before it ends;
+// retries and queues must not reorder events from one caller.
 func orderKept(t *testing.T, s Subject) {
 	var want []string
 	for i := range 30 {
@@ -122,6 +134,8 @@ func orderKept(t *testing.T, s Subject) {
 	}
 }
 
+// concurrentCalls: many reconciles notify at once; none may be lost. The
+// order across callers is not promised, so it is compared sorted.
 func concurrentCalls(t *testing.T, s Subject) {
 	var (
 		wg   sync.WaitGroup
@@ -146,6 +160,9 @@ func concurrentCalls(t *testing.T, s Subject) {
 	}
 }
 
+// actorFromEvent: the raiser decides who an event names. A notifier that
+// read the context instead could credit a prune to whoever's request
+// happened to be in flight.
 func actorFromEvent(t *testing.T, s Subject) {
 	ctx := notify.WithActor(t.Context(), "mallory")
 	s.Notifier.Notify(ctx, notify.Event{Application: "web", Type: notify.SyncStarted, Actor: "alice", At: at})
@@ -178,6 +195,7 @@ func awaitN(t *testing.T, s Subject, n int) []notify.Event {
 	}
 }
 
+// apps returns the application of each event, for compact messages.
 func apps(es []notify.Event) []string {
 	out := make([]string, len(es))
 	for i, e := range es {
@@ -199,7 +217,8 @@ func (g *Gate) Pass() {
 	defer g.mu.RUnlock()
 }
 
-// Stall closes the gate; release opens it again.
+// Stall closes the gate, waiting for Pass calls in progress to return;
+// release opens it again and may be called more than once.
 func (g *Gate) Stall() (release func()) {
 	g.mu.Lock()
 	var once sync.Once
