@@ -148,7 +148,48 @@ type Artifacts struct {
 	// CheckImages is the registry gate: a desired version is used only
 	// once its image exists. Off, every desired version is used at once.
 	CheckImages bool
+	// Previews says where and how service artifacts marked preview get a
+	// preview release per branch.
+	Previews Previews
 }
+
+// Previews configures the per-branch preview releases of an application's
+// artifacts. Defaults fill every field of a parsed set.
+type Previews struct {
+	// Environments are the artifact environments previews run in; in any
+	// other, preview: true is reported and ignored.
+	Environments []string
+	// BaseDomain and Domain make each preview's domain: Domain is a
+	// template of {hash}, {artifact}, {environment}, {baseDomain} and
+	// {branch}.
+	BaseDomain string
+	Domain     string
+	// Replicas is each replicated service's replica count in a preview.
+	Replicas int
+	// Branches are glob patterns of the branches previewed (empty: all);
+	// Ignore those never previewed. The default branch and a tracked
+	// branch never are.
+	Branches []string
+	Ignore   []string
+	// Max bounds the previews of one artifact.
+	Max int
+	// TTL removes a preview whose branch has not moved for this long; 0
+	// keeps previews as long as their branch exists.
+	TTL time.Duration
+	// PortShift publishes each preview's ports shifted by PortShift times
+	// its slot number; 0 drops published ports.
+	PortShift int
+}
+
+// Default preview settings.
+const (
+	DefaultPreviewReplicas = 1
+	DefaultPreviewMax      = 10
+)
+
+// DefaultPreviewEnvironments are the environments previews run in unless
+// the application says otherwise.
+var DefaultPreviewEnvironments = []string{"testing"}
 
 // DriftDetection says how an application notices that the swarm no longer
 // matches git. The zero value means DriftManifest.

@@ -51,14 +51,28 @@ type fileSource struct {
 // fileArtifacts is an application's artifacts key; see Artifacts. A nil
 // CheckImages means the default, on.
 type fileArtifacts struct {
-	Repo        string `yaml:"repo,omitempty"`
-	Revision    string `yaml:"revision"`
-	Path        string `yaml:"path"`
-	Environment string `yaml:"environment"`
-	Registry    string `yaml:"registry,omitempty"`
-	GitBase     string `yaml:"gitBase,omitempty"`
-	TagTemplate string `yaml:"tagTemplate,omitempty"`
-	CheckImages *bool  `yaml:"checkImages"`
+	Repo        string        `yaml:"repo,omitempty"`
+	Revision    string        `yaml:"revision"`
+	Path        string        `yaml:"path"`
+	Environment string        `yaml:"environment"`
+	Registry    string        `yaml:"registry,omitempty"`
+	GitBase     string        `yaml:"gitBase,omitempty"`
+	TagTemplate string        `yaml:"tagTemplate,omitempty"`
+	CheckImages *bool         `yaml:"checkImages"`
+	Previews    *filePreviews `yaml:"previews,omitempty"`
+}
+
+// filePreviews is the artifacts.previews key; see Previews.
+type filePreviews struct {
+	Environments []string `yaml:"environments,omitempty"`
+	BaseDomain   string   `yaml:"baseDomain,omitempty"`
+	Domain       string   `yaml:"domain,omitempty"`
+	Replicas     *int     `yaml:"replicas,omitempty"`
+	Branches     []string `yaml:"branches,omitempty"`
+	Ignore       []string `yaml:"ignore,omitempty"`
+	Max          *int     `yaml:"max,omitempty"`
+	TTL          duration `yaml:"ttl"`
+	PortShift    int      `yaml:"portShift,omitempty"`
 }
 
 // fileDestination is an application's destination key; see Destination.
@@ -173,6 +187,21 @@ func setDefaults(a *fileApp) {
 			on := true
 			art.CheckImages = &on
 		}
+		if art.Previews == nil {
+			art.Previews = &filePreviews{}
+		}
+		p := art.Previews
+		if p.Environments == nil {
+			p.Environments = slices.Clone(DefaultPreviewEnvironments)
+		}
+		if p.Replicas == nil {
+			n := DefaultPreviewReplicas
+			p.Replicas = &n
+		}
+		if p.Max == nil {
+			n := DefaultPreviewMax
+			p.Max = &n
+		}
 	}
 }
 
@@ -220,7 +249,25 @@ func toArtifacts(a *fileArtifacts) *Artifacts {
 		return nil
 	}
 	return &Artifacts{Repo: a.Repo, Revision: a.Revision, Path: path.Clean(a.Path), Environment: a.Environment,
-		Registry: a.Registry, GitBase: a.GitBase, TagTemplate: a.TagTemplate, CheckImages: a.CheckImages == nil || *a.CheckImages}
+		Registry: a.Registry, GitBase: a.GitBase, TagTemplate: a.TagTemplate, CheckImages: a.CheckImages == nil || *a.CheckImages,
+		Previews: toPreviews(a.Previews)}
+}
+
+// toPreviews converts a defaulted previews block.
+func toPreviews(p *filePreviews) Previews {
+	if p == nil {
+		return Previews{Environments: slices.Clone(DefaultPreviewEnvironments), Replicas: DefaultPreviewReplicas, Max: DefaultPreviewMax}
+	}
+	out := Previews{Environments: slices.Clone(p.Environments), BaseDomain: p.BaseDomain, Domain: p.Domain,
+		Branches: nilIfEmpty(slices.Clone(p.Branches)), Ignore: nilIfEmpty(slices.Clone(p.Ignore)), TTL: p.TTL.value, PortShift: p.PortShift,
+		Replicas: DefaultPreviewReplicas, Max: DefaultPreviewMax}
+	if p.Replicas != nil {
+		out.Replicas = *p.Replicas
+	}
+	if p.Max != nil {
+		out.Max = *p.Max
+	}
+	return out
 }
 
 // fromApplication is the inverse of toApplication, for MarshalYAML. It
@@ -279,8 +326,13 @@ func fromArtifacts(a *Artifacts) *fileArtifacts {
 		return nil
 	}
 	check := a.CheckImages
+	p := a.Previews
+	replicas, most := p.Replicas, p.Max
 	return &fileArtifacts{Repo: a.Repo, Revision: a.Revision, Path: a.Path, Environment: a.Environment,
-		Registry: a.Registry, GitBase: a.GitBase, TagTemplate: a.TagTemplate, CheckImages: &check}
+		Registry: a.Registry, GitBase: a.GitBase, TagTemplate: a.TagTemplate, CheckImages: &check,
+		Previews: &filePreviews{Environments: p.Environments, BaseDomain: p.BaseDomain, Domain: p.Domain,
+			Replicas: &replicas, Branches: p.Branches, Ignore: p.Ignore, Max: &most,
+			TTL: duration{value: p.TTL, set: true}, PortShift: p.PortShift}}
 }
 
 // MarshalYAML writes s as one app-set file with every default spelled out;

@@ -313,6 +313,9 @@ func validateArtifacts(d *configfile.Document, a *fileArtifacts, field string) {
 	case !stackName.MatchString(a.Environment):
 		d.Add(field+".environment", "want a directory name (lower-case letters, digits, '_' and '-'), got %s", configfile.Quote(a.Environment))
 	}
+	if p := a.Previews; p != nil {
+		validatePreviews(d, p, field+".previews")
+	}
 	if a.TagTemplate != "" {
 		used := tagPlaceholder.FindAllString(a.TagTemplate, -1)
 		for _, p := range used {
@@ -323,5 +326,43 @@ func validateArtifacts(d *configfile.Document, a *fileArtifacts, field string) {
 		if !strings.Contains(a.TagTemplate, "{commit}") && !strings.Contains(a.TagTemplate, "{short}") {
 			d.Add(field+".tagTemplate", "want {commit} or {short} in it, so each commit has its own tag, got %s", configfile.Quote(a.TagTemplate))
 		}
+	}
+}
+
+// validatePreviews checks an artifacts.previews block.
+func validatePreviews(d *configfile.Document, p *filePreviews, field string) {
+	for i, env := range p.Environments {
+		if !stackName.MatchString(env) {
+			d.Add(fmt.Sprintf("%s.environments[%d]", field, i), "want an environment directory name, got %s", configfile.Quote(env))
+		}
+	}
+	for _, list := range []struct {
+		key      string
+		patterns []string
+	}{{"branches", p.Branches}, {"ignore", p.Ignore}} {
+		for i, pat := range list.patterns {
+			if _, err := path.Match(pat, ""); err != nil || pat == "" {
+				d.Add(fmt.Sprintf("%s.%s[%d]", field, list.key, i), "want a branch glob like feature/* or dependabot/*, got %s", configfile.Quote(pat))
+			}
+		}
+	}
+	for _, p := range tagPlaceholder.FindAllString(p.Domain, -1) {
+		switch p {
+		case "{hash}", "{artifact}", "{environment}", "{baseDomain}", "{branch}":
+		default:
+			d.Add(field+".domain", "unknown placeholder %s; want {hash}, {artifact}, {environment}, {baseDomain} or {branch}", p)
+		}
+	}
+	if p.Domain != "" && !strings.Contains(p.Domain, "{hash}") && !strings.Contains(p.Domain, "{branch}") {
+		d.Add(field+".domain", "want {hash} or {branch} in it, so each preview has its own domain, got %s", configfile.Quote(p.Domain))
+	}
+	if p.Replicas != nil && (*p.Replicas < 1 || *p.Replicas > 100) {
+		d.Add(field+".replicas", "want 1 to 100, got %d", *p.Replicas)
+	}
+	if p.Max != nil && (*p.Max < 1 || *p.Max > 1000) {
+		d.Add(field+".max", "want 1 to 1000, got %d", *p.Max)
+	}
+	if p.PortShift < 0 || p.PortShift > 60000 {
+		d.Add(field+".portShift", "want 0 (drop published ports) to 60000, got %d", p.PortShift)
 	}
 }

@@ -616,3 +616,21 @@ func TestCallsGiveUpWhenTheContextEnds(t *testing.T) {
 		t.Errorf("Resolve after a cancelled call = %s, %v; want %s", got, err, h.head)
 	}
 }
+
+func TestListRefsNamesTheBranchesAndTheDefaultBranch(t *testing.T) {
+	root := t.TempDir()
+	h := newHistory(t, filepath.Join(root, "app"))
+	server := serveHTTP(t, root, "", "", "")
+	c := newCache(t, Options{})
+	refs, err := c.ListRefs(t.Context(), server.URL+"/app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"main": h.head, "feature": h.feature}
+	if diff := cmp.Diff(want, refs.Branches()); diff != "" {
+		t.Errorf("Branches (-want +got):\n%s", diff)
+	}
+	if got := refs.DefaultBranch(); got != "main" {
+		t.Errorf("DefaultBranch = %q, want main", got)
+	}
+}

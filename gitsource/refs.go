@@ -13,6 +13,7 @@ import (
 // Cache.ListRefs returns it and Cache.Resolve reads it.
 type Refs struct {
 	byName map[string]string // ref name → commit sha; never written after newRefs
+	head   string            // the branch HEAD names ("main"), "" when not advertised
 }
 
 // newRefs indexes an ls-remote answer. With git.AppendPeeled the remote
@@ -42,9 +43,28 @@ func newRefs(list []*plumbing.Reference) Refs {
 		if sha, ok := r.byName[ref.Target().String()]; ok {
 			r.byName[ref.Name().String()] = sha
 		}
+		if ref.Name() == plumbing.HEAD {
+			r.head = strings.TrimPrefix(ref.Target().String(), "refs/heads/")
+		}
 	}
 	return r
 }
+
+// Branches returns every branch the remote advertised, by short name
+// ("feature/a"), with its head commit, as a new map.
+func (r Refs) Branches() map[string]string {
+	out := map[string]string{}
+	for name, sha := range r.byName {
+		if b, ok := strings.CutPrefix(name, "refs/heads/"); ok {
+			out[b] = sha
+		}
+	}
+	return out
+}
+
+// DefaultBranch returns the branch the remote's HEAD names, or "" when the
+// remote did not say.
+func (r Refs) DefaultBranch() string { return r.head }
 
 // resolve returns the commit sha that revision names, looking only at what
 // the remote advertised:
