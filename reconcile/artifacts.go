@@ -41,7 +41,7 @@ func (c *Controller) resolveArtifacts(ctx context.Context, app appset.Applicatio
 	if err != nil {
 		return artifacts{}, err
 	}
-	opts := artifact.ResolveOptions{Git: c.git, Current: c.currentVersions(ctx, app, set), TagTemplate: spec.TagTemplate}
+	opts := artifact.ResolveOptions{Git: c.git, Current: c.currentVersions(ctx, app, c.owner(app), set.Entries()), TagTemplate: spec.TagTemplate}
 	if spec.CheckImages {
 		opts.Images = c.images
 	}
@@ -95,16 +95,16 @@ func (c *Controller) loadArtifacts(ctx context.Context, app appset.Application) 
 	return set, nil
 }
 
-// currentVersions finds what the swarm runs of each artifact: the image
-// tag of the release's live service using a service artifact's image (the
+// currentVersions finds what the swarm runs of each artifact in owner's
+// release: the image tag of the release's live service using a service artifact's image (the
 // previous spec while an update runs), and the deployed commit for the
 // infrastructure entry.
-func (c *Controller) currentVersions(ctx context.Context, app appset.Application, set *artifact.Set) map[string]string {
+func (c *Controller) currentVersions(ctx context.Context, app appset.Application, owner stack.Owner, entries []artifact.Entry) map[string]string {
 	out := map[string]string{}
-	live := c.releaseServices(ctx, app)
-	for _, e := range set.Entries() {
+	live := c.releaseServices(ctx, app, owner.Release)
+	for _, e := range entries {
 		if e.Kind == artifact.Infrastructure {
-			if rev, err := apply.LatestRevision(ctx, c.revisionSource(app.Name), c.owner(app)); err == nil && rev != nil {
+			if rev, err := apply.LatestRevision(ctx, c.revisionSource(app.Name), owner); err == nil && rev != nil {
 				out[e.Name] = rev.Commit
 			}
 			continue
@@ -119,13 +119,13 @@ func (c *Controller) currentVersions(ctx context.Context, app appset.Application
 	return out
 }
 
-// releaseServices returns the image each service of app's release runs,
+// releaseServices returns the image each service of release runs,
 // by service name, as the live snapshot (or, without one, the Engine)
 // shows it.
-func (c *Controller) releaseServices(ctx context.Context, app appset.Application) map[string]string {
+func (c *Controller) releaseServices(ctx context.Context, app appset.Application, release string) map[string]string {
 	out := map[string]string{}
 	if c.live != nil {
-		for name, s := range servicesOf(c.live.Current(), app.Release) {
+		for name, s := range servicesOf(c.live.Current(), release) {
 			out[name] = runningImage(s)
 		}
 		return out
@@ -135,7 +135,7 @@ func (c *Controller) releaseServices(ctx context.Context, app appset.Application
 		return out
 	}
 	for _, s := range services {
-		if s.Spec.Labels[stack.LabelRelease] == app.Release {
+		if s.Spec.Labels[stack.LabelRelease] == release {
 			out[s.Spec.Name] = runningImage(s)
 		}
 	}

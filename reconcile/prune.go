@@ -80,7 +80,7 @@ func (c *Controller) pruneResources(ctx context.Context, app appset.Application,
 		Applications: c.appNames(), OwnStack: c.ownStack, PruneVolumes: app.SyncPolicy.PruneVolumes,
 	})
 	c.reportUnmanaged(app.Name, p)
-	c.execute(ctx, app.Name, app.Destination.Swarm, d.commit, p)
+	c.execute(ctx, app.Name, app.Destination.Swarm, d.commit, p, "")
 }
 
 // reportUnmanaged records, and logs once per change, what sits in a
@@ -100,7 +100,7 @@ func (c *Controller) reportUnmanaged(app string, p prune.Plan) {
 
 // execute deletes what p proves orphaned and raises resources-pruned or
 // prune-failed. A failed deletion is retried on the next tick.
-func (c *Controller) execute(ctx context.Context, app, swarmName, commit string, p prune.Plan) prune.Result {
+func (c *Controller) execute(ctx context.Context, app, swarmName, commit string, p prune.Plan, why string) prune.Result {
 	if len(p.Deletions()) == 0 {
 		return prune.Result{}
 	}
@@ -109,6 +109,9 @@ func (c *Controller) execute(ctx context.Context, app, swarmName, commit string,
 	ev := notify.Event{Application: app, Revision: commit, Swarm: swarmName, Actor: notify.ActorFrom(ctx), At: c.now()}
 	if len(res.Deleted) > 0 {
 		ev.Type, ev.Message = notify.ResourcesPruned, "deleted "+describeObjects(res.Deleted)
+		if why != "" {
+			ev.Message = why + ": " + ev.Message
+		}
 		c.notifier.Dispatch(ctx, ev)
 	}
 	if err := res.Err(); err != nil {
@@ -137,6 +140,8 @@ func (c *Controller) pruneReleases(ctx context.Context) {
 		switch {
 		case inSet && app.Release == owner.Release:
 			continue // still declared
+		case inSet && previewName(app.Release).MatchString(owner.Release):
+			continue // a preview: its application's worker keeps or removes it
 		case !inSet && declares(set, owner.Release):
 			continue // renamed: the new application re-stamps what it keeps
 		case inSet && !app.SyncPolicy.Prune:
@@ -149,7 +154,7 @@ func (c *Controller) pruneReleases(ctx context.Context) {
 			c.log.Warn("prune held", "app", owner.Application, "release", owner.Release, "err", err)
 			continue
 		}
-		c.pruneRelease(ctx, owner, app.Destination.Swarm, snap)
+		c.pruneRelease(ctx, owner, app.Destination.Swarm, snap, "")
 	}
 }
 
@@ -175,7 +180,7 @@ func (c *Controller) recordedOwners(snap swarm.Snapshot) []stack.Owner {
 // pruneRelease deletes what owner's recorded revisions prove it created in
 // a release nobody declares any more, then, once nothing of the release is
 // left but its records, the records themselves.
-func (c *Controller) pruneRelease(ctx context.Context, owner stack.Owner, swarmName string, snap swarm.Snapshot) {
+func (c *Controller) pruneRelease(ctx context.Context, owner stack.Owner, swarmName string, snap swarm.Snapshot, why string) {
 	revs, err := apply.Revisions(ctx, c.engine, owner)
 	if err != nil || len(revs) == 0 {
 		return
@@ -183,7 +188,7 @@ func (c *Controller) pruneRelease(ctx context.Context, owner stack.Owner, swarmN
 	p := prune.Orphans(prune.Input{Owner: owner, Live: liveObjects(snap), Recorded: records(revs),
 		Applications: c.appNames(), OwnStack: c.ownStack, PruneVolumes: false})
 	c.reportUnmanaged(owner.Application, p)
-	res := c.execute(ctx, owner.Application, swarmName, revs[len(revs)-1].Commit, p)
+	res := c.execute(ctx, owner.Application, swarmName, revs[len(revs)-1].Commit, p, why)
 	if res.Err() != nil {
 		return
 	}

@@ -118,6 +118,11 @@ type AppStatus struct {
 	// Artifacts are the release artifacts as the last reconcile resolved
 	// them: desired, current, image condition.
 	Artifacts []artifact.Object
+	// Previews are the application's preview releases, one per branch;
+	// PreviewProblems say why a branch has none (a hash collision, the
+	// bound, an unreadable source).
+	Previews        []PreviewStatus
+	PreviewProblems []string
 }
 
 // clone returns st with its own copies of every slice, so that a reader
@@ -127,6 +132,8 @@ func (st AppStatus) clone() AppStatus {
 	st.Findings = slices.Clone(st.Findings)
 	st.Unmanaged = slices.Clone(st.Unmanaged)
 	st.Artifacts = slices.Clone(st.Artifacts)
+	st.Previews = slices.Clone(st.Previews)
+	st.PreviewProblems = slices.Clone(st.PreviewProblems)
 	return st
 }
 

@@ -39,6 +39,7 @@ type Result struct {
 // with what the git part of rendering took (for metrics).
 type desired struct {
 	commit    string
+	source    appset.AppSource // where the release was rendered from
 	release   stack.Release
 	artifacts []artifact.Object
 	gitTook   time.Duration
@@ -99,12 +100,14 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 		}
 		if !p.Changed() {
 			c.pruneResources(ctx, app, d, req)
+			c.reconcilePreviews(ctx, app, d)
 		}
 		return out, nil
 	}
 	out, err = c.applyRelease(ctx, app, d, p, req, out)
 	if err == nil {
 		c.pruneResources(ctx, app, d, req)
+		c.reconcilePreviews(ctx, app, d)
 	} else if c.live != nil && rolledBack(d.release, c.live.Current()) != "" {
 		st.rolledBack = d.key() // reported by the failed sync already
 	}
@@ -153,22 +156,36 @@ func (c *Controller) render(ctx context.Context, app appset.Application, commit 
 			classifyGit(fmt.Errorf("fetch %s at %s: %w", gitsource.RedactURL(source.Repo), gitsource.ShortCommit(commit), err))
 	}
 	defer tree.Release()
-	gitTook := time.Since(start)
-	vars := artifact.Variables(arts.objects)
-	maps.Copy(vars, app.Source.Variables) // the app set's own variables win
+	d := desired{commit: commit, source: source, artifacts: arts.objects, gitTook: time.Since(start)}
+	rel, err := c.compose(ctx, app, tree.Dir(), d, nil, c.owner(app))
+	if err != nil {
+		return d, err
+	}
+	d.release = rel
+	return d, nil
+}
+
+// compose renders d's source, checked out in root, with d's artifact
+// versions and extra variables (the app set's own variables win over
+// both), into the Swarm specs of the release owner names. Services using
+// an artifact's image get its resolved reference; an artifact without a
+// version is a waiting error.
+func (c *Controller) compose(ctx context.Context, app appset.Application, root string, d desired, extra map[string]string, owner stack.Owner) (stack.Release, error) {
+	vars := artifact.Variables(d.artifacts)
+	maps.Copy(vars, extra)
+	maps.Copy(vars, app.Source.Variables)
 	doc, err := render.Compose(ctx, render.Input{
-		Root:      tree.Dir(),
-		Path:      source.Path,
-		Files:     source.Files,
-		EnvFiles:  source.EnvFiles,
+		Root:      root,
+		Path:      d.source.Path,
+		Files:     d.source.Files,
+		EnvFiles:  d.source.EnvFiles,
 		Variables: vars,
 	})
-	d := desired{commit: commit, artifacts: arts.objects, gitTook: gitTook}
 	if err != nil {
-		return d, &outcome.StalledError{Err: fmt.Errorf("render at %s: %w", gitsource.ShortCommit(commit), err)}
+		return stack.Release{}, &outcome.StalledError{Err: fmt.Errorf("render at %s: %w", gitsource.ShortCommit(d.commit), err)}
 	}
 	rel, err := stack.Convert(doc.Config, stack.Options{
-		Owner: c.owner(app),
+		Owner: owner,
 		Allow: stack.Allow{
 			HostPaths: app.Allow.HostPaths,
 			Networks:  app.Allow.Networks,
@@ -179,14 +196,13 @@ func (c *Controller) render(ctx context.Context, app appset.Application, commit 
 		Files: doc.Files,
 	})
 	if err != nil {
-		return d, &outcome.StalledError{Err: fmt.Errorf("convert at %s: %w", gitsource.ShortCommit(commit), err)}
+		return stack.Release{}, &outcome.StalledError{Err: fmt.Errorf("convert at %s: %w", gitsource.ShortCommit(d.commit), err)}
 	}
-	if missing := useArtifactImages(&rel, arts.objects); len(missing) > 0 {
-		return d, &outcome.WaitingError{Err: fmt.Errorf("artifacts %s: no version to deploy yet: %s",
-			strings.Join(missing, ", "), waitingArtifacts(arts.objects)), Retry: artifact.DefaultMissingFor}
+	if missing := useArtifactImages(&rel, d.artifacts); len(missing) > 0 {
+		return stack.Release{}, &outcome.WaitingError{Err: fmt.Errorf("artifacts %s: no version to deploy yet: %s",
+			strings.Join(missing, ", "), waitingArtifacts(d.artifacts)), Retry: artifact.DefaultMissingFor}
 	}
-	d.release = rel
-	return d, nil
+	return rel, nil
 }
 
 // compare plans the desired release against its last recorded revision:

@@ -1,0 +1,122 @@
+package reconcile_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/swarm"
+
+	"github.com/skep-cd/skep/appset"
+	"github.com/skep-cd/skep/harness"
+	"github.com/skep-cd/skep/notify"
+	"github.com/skep-cd/skep/preview"
+	"github.com/skep-cd/skep/reconcile"
+)
+
+// previewService returns the web service of the preview release named, or
+// nil.
+func (e *artifactEnv) previewService(ctx context.Context, release string) (*swarm.Service, error) {
+	list, err := e.cli.ServiceList(ctx, swarm.ServiceListOptions{Filters: filters.NewArgs(filters.Arg("name", release+"_web"))})
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range list {
+		if s.Spec.Name == release+"_web" {
+			return &s, nil
+		}
+	}
+	return nil, nil
+}
+
+func TestPreviewPerBranchFollowsItsImageAndGoesWithTheBranch(t *testing.T) {
+	e := newArtifactEnv(t)
+	main, other := harness.FreePort(t), harness.FreePort(t)
+	if other < main {
+		main, other = other, main
+	}
+	shift := other - main
+	head := e.source.Commit(t, "main", map[string]string{"README": "main\n"})
+	e.registry.Push(t, e.cli, e.v1, "team/web", head)
+	files := e.webArtifact("branch: main\n    preview: true")
+	files["compose.yaml"], files["settings.txt"] = imageCompose(main), "one\n"
+	e.repo.Commit(t, "main", files)
+	app := e.artifactApp("") + fmt.Sprintf("      previews:\n        baseDomain: example.org\n        portShift: %d\n", shift)
+	ctrl := e.controller(t, appset.FileSource{Path: writeFile(t, t.TempDir(), "apps.yaml", appSet(app))})
+	run(t, ctrl)
+	mainImage := e.waitImagePrefix(t, e.image+":"+head+"@sha256:", 2*time.Minute)
+	mainSvc, err := e.service(t.Context(), "web")
+	if err != nil || mainSvc == nil {
+		t.Fatal(err)
+	}
+
+	// A branch with its image pushed gets a preview that answers on its own
+	// (shifted) host port with the branch's version.
+	feature := e.source.Commit(t, "feature/login", map[string]string{"README": "feature\n"})
+	e.registry.Push(t, e.cli, e.v2, "team/web", feature)
+	release := preview.Name(e.ns, "feature/login")
+	harness.CleanupStack(t, e.cli, release)
+	var svc *swarm.Service
+	harness.Eventually(t, 2*time.Minute, func(ctx context.Context) (bool, string) {
+		svc, err = e.previewService(ctx, release)
+		if err != nil || svc == nil {
+			return false, fmt.Sprintf("preview service %s_web: %v (absent)", release, err)
+		}
+		return strings.HasPrefix(svc.Spec.TaskTemplate.ContainerSpec.Image, e.image+":"+feature+"@"), "image " + svc.Spec.TaskTemplate.ContainerSpec.Image
+	})
+	domain := preview.Hash("feature/login") + ".web.testing.example.org"
+	if got := svc.Spec.Labels[preview.LabelDomain]; got != domain {
+		t.Errorf("preview domain label = %q, want %q", got, domain)
+	}
+	if got := svc.Spec.Labels[preview.LabelBranch]; got != "feature/login" {
+		t.Errorf("preview branch label = %q", got)
+	}
+	if body := harness.HTTPGet(t, fmt.Sprintf("http://127.0.0.1:%d/", other), 2*time.Minute); !strings.Contains(body, `"v2"`) {
+		t.Errorf("the preview answered %s, want the branch's v2", body)
+	}
+	st := waitStatus(t, ctrl, "web", time.Minute, func(s reconcile.AppStatus) bool { return len(s.Previews) == 1 && s.Previews[0].Deployed })
+	if p := st.Previews[0]; p.Branch != "feature/login" || p.Domain != domain || p.Commit != feature {
+		t.Errorf("preview status = %+v", p)
+	}
+
+	// A commit on the branch without its image: the preview keeps the old
+	// version until the image appears.
+	second := e.source.Commit(t, "feature/login", map[string]string{"README": "feature two\n"})
+	waitStatus(t, ctrl, "web", time.Minute, func(s reconcile.AppStatus) bool {
+		return len(s.Previews) == 1 && s.Previews[0].Commit == second
+	})
+	if s, _ := e.previewService(t.Context(), release); s == nil || !strings.Contains(s.Spec.TaskTemplate.ContainerSpec.Image, feature) {
+		t.Fatalf("the preview moved before the new commit's image was pushed: %v", s)
+	}
+	e.registry.Push(t, e.cli, e.v1, "team/web", second)
+	harness.Eventually(t, 2*time.Minute, func(ctx context.Context) (bool, string) {
+		s, err := e.previewService(ctx, release)
+		if err != nil || s == nil {
+			return false, fmt.Sprint(err)
+		}
+		return strings.Contains(s.Spec.TaskTemplate.ContainerSpec.Image, second), s.Spec.TaskTemplate.ContainerSpec.Image
+	})
+
+	// The branch goes: so does its preview, and nothing of the main release.
+	e.source.DeleteBranch(t, "feature/login")
+	harness.Eventually(t, 2*time.Minute, func(ctx context.Context) (bool, string) {
+		s, err := e.previewService(ctx, release)
+		return err == nil && s == nil, fmt.Sprintf("preview service still there: %v", err)
+	})
+	var pruned []notify.Event
+	for _, ev := range e.events.of(notify.ResourcesPruned) {
+		if strings.Contains(ev.Message, release) {
+			pruned = append(pruned, ev)
+		}
+	}
+	if len(pruned) == 0 {
+		t.Errorf("no resources-pruned event names %s: %+v", release, e.events.of(notify.ResourcesPruned))
+	}
+	after, err := e.service(t.Context(), "web")
+	if err != nil || after == nil || after.ID != mainSvc.ID || after.Version.Index != mainSvc.Version.Index || after.Spec.TaskTemplate.ContainerSpec.Image != mainImage {
+		t.Errorf("the main release was touched: %v → %v (%v)", mainSvc.Version, after, err)
+	}
+}
