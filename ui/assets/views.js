@@ -204,7 +204,7 @@ export function appView(ctx, name, tab) {
           : h('div', { class: 'table-wrap' }, h('table', { class: 'drift stack' },
             h('thead', {}, h('tr', {}, ['Service', 'Kind', 'Field', 'Desired', 'Live'].map((c) => h('th', { scope: 'col' }, c)))),
             h('tbody', {}, a.drift.map((f) => h('tr', {},
-              h('td', { 'data-label': 'Service' }, f.release, '/', f.service),
+              h('td', { 'data-label': 'Service' }, f.service),
               h('td', { 'data-label': 'Kind' }, badge('drift-detected', f.kind)),
               h('td', { 'data-label': 'Field' }, h('code', {}, f.field || f.path)),
               h('td', { 'data-label': 'Desired' }, h('code', {}, f.desired || '—')),
@@ -250,7 +250,7 @@ export function appView(ctx, name, tab) {
             h('td', { 'data-label': 'Actor' }, s.actor || 'the controller'),
             h('td', { 'data-label': 'Started' }, time(s.startedAt)),
             h('td', { 'data-label': 'Finished' }, time(s.finishedAt)),
-            h('td', { 'data-label': 'Result' }, s.error ? h('span', { class: 'bad-text' }, s.error) : s.summary || s.result || '')))))))),
+            h('td', { 'data-label': 'Result' }, s.error ? h('span', { class: 'bad-text' }, s.error) : s.summary || s.result || ''))))))),
     ];
   }
 
