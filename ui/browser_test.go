@@ -292,7 +292,7 @@ func (p *page) eval(t *testing.T, expression string) bool {
 // do runs a JavaScript statement for its effect.
 func (p *page) do(t *testing.T, statement string) {
 	t.Helper()
-	p.eval(t, "(() => { " + statement + "; return true })()")
+	p.eval(t, "(() => { "+statement+"; return true })()")
 }
 
 func (p *page) screenshot(t *testing.T, name string) {
