@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -126,8 +128,20 @@ func (c *consoleLog) String() string {
 // on one port.
 type liveUI struct {
 	url string
+	ts  *httptest.Server
 	cli *client.Client
 	ns  string
+
+	mu sync.Mutex
+	// lastEventIDs holds the Last-Event-ID of each event-stream request.
+	lastEventIDs []string
+}
+
+// streams returns the Last-Event-ID header of every stream opened so far.
+func (l *liveUI) streams() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.lastEventIDs)
 }
 
 // startLiveUI runs a controller with a store, an event stream, the live
@@ -220,7 +234,14 @@ applications:
 	go func() { defer wg.Done(); _ = ctrl.Run(ctx) }()
 	go func() { defer wg.Done(); _ = recorder.Run(ctx) }()
 	go func() { defer wg.Done(); srv.Run(ctx) }()
-	ts := httptest.NewServer(srv)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/v1/events" && r.Header.Get("Accept") == "text/event-stream" {
+			l.mu.Lock()
+			l.lastEventIDs = append(l.lastEventIDs, r.Header.Get("Last-Event-ID"))
+			l.mu.Unlock()
+		}
+		srv.ServeHTTP(w, r)
+	}))
 	t.Cleanup(func() {
 		broker.Close()
 		ts.CloseClientConnections()
@@ -234,7 +255,7 @@ applications:
 			t.Error("controller did not stop within 30s")
 		}
 	})
-	l.url = ts.URL
+	l.url, l.ts = ts.URL, ts
 	harness.Eventually(t, time.Minute, func(context.Context) (bool, string) {
 		return ctrl.Ready(t.Context()) == nil, "controller not ready"
 	})
@@ -403,10 +424,23 @@ func TestBrowserFollowsSyncAndDriftLiveAndOffersOnlyWhatTheRoleAllows(t *testing
 			t.Fatalf("out-of-band update: %v", err)
 		}
 		p.waitFor(t, "the drift finding", has("table.drift", "env"), 2*time.Minute)
-		p.waitFor(t, "the list to show drift", `true`, time.Second)
 		p.screenshot(t, "07-drift")
+		p.open(t, "#/")
+		p.waitFor(t, "the list to show the finding", has(`tr[data-app="web"]`, "1 finding"), 30*time.Second)
 		if !p.eval(t, `window.skepNoReload === true`) {
 			t.Error("the page reloaded")
+		}
+	})
+
+	t.Run("a dropped stream shows reconnecting and resumes with Last-Event-ID", func(t *testing.T) {
+		p.do(t, `window.liveStates = []; new MutationObserver(() => liveStates.push(document.getElementById('live').textContent))
+			.observe(document.getElementById('live'), {childList: true, subtree: true, characterData: true})`)
+		before := len(l.streams())
+		l.ts.CloseClientConnections()
+		p.waitFor(t, "reconnecting, then live", `liveStates.includes('Reconnecting…') && liveStates[liveStates.length - 1] === 'Live'`, 30*time.Second)
+		streams := l.streams()
+		if len(streams) <= before || streams[len(streams)-1] == "" {
+			t.Errorf("event streams opened (Last-Event-ID of each) %q; want a new one that names the last event seen", streams)
 		}
 	})
 
@@ -456,6 +490,50 @@ func emulateMedia(features []*emulation.MediaFeature) chromedp.Action[chromedp.V
 		_, err := cdp.Call(ctx, t, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{Features: features})
 		return err
 	})
+}
+
+// The stream parser must give the same frames however the network splits
+// the bytes: heartbeats are comments, data lines join, CRLF works, and an
+// id without data moves the last id without dispatching.
+func TestBrowserStreamParserReadsFramesSplitAnywhere(t *testing.T) {
+	chromium := requireChromium(t)
+	webUI, err := ui.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(webUI)
+	defer ts.Close()
+	console := &consoleLog{}
+	p := &page{console: console, ctx: browser(t, chromium, console)}
+	p.run(t, "load the page", chromedp.Navigate(ts.URL+"/"))
+	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+	defer cancel()
+	results, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`(async () => {
+		const { FrameParser } = await import('/ui/api.js');
+		const text = ': heartbeat\n\nid: 7\nevent: sync-started\ndata: {"application":"web"}\n\n' +
+			': heartbeat\r\n\r\nid: 8\r\nevent: x\r\ndata: a\r\ndata:b\r\n\r\nid: 9\n\n';
+		const out = [];
+		for (const size of [1, 2, 3, 5, 7, 1000]) {
+			const frames = [];
+			let comments = 0;
+			const parser = new FrameParser((f) => frames.push(f), () => comments++);
+			for (let i = 0; i < text.length; i += size) parser.push(text.slice(i, i + size));
+			out.push(JSON.stringify({ frames, comments, lastId: parser.lastId }));
+		}
+		return out;
+	})()`, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatalf("run the parser: %v\nconsole:\n%s", err, console)
+	}
+	want := `{"frames":[{"id":"7","event":"sync-started","data":"{\"application\":\"web\"}"},{"id":"8","event":"x","data":"a\nb"}],"comments":2,"lastId":"9"}`
+	if len(results) != 6 {
+		t.Fatalf("got %d results, want 6", len(results))
+	}
+	for i, got := range results {
+		if got != want {
+			t.Errorf("split %d: parsed\n%s\nwant\n%s", i, got, want)
+		}
+	}
 }
 
 func findService(ctx context.Context, cli *client.Client, name string) (dswarm.Service, error) {
