@@ -263,6 +263,7 @@ applications:
 }
 
 // page drives one tab and saves screenshots.
+
 type page struct {
 	console *consoleLog
 	ctx     context.Context
@@ -466,7 +467,10 @@ func TestBrowserFollowsSyncAndDriftLiveAndOffersOnlyWhatTheRoleAllows(t *testing
 			emulateMedia([]*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}))
 		p.waitFor(t, "the rows", `document.querySelectorAll('tr[data-app]').length === 2`, 20*time.Second)
 		p.screenshot(t, "11-applications-phone-dark")
-		p.run(t, "desktop", chromedp.EmulateReset(), emulateMedia(nil))
+		p.run(t, "desktop", chromedp.Func(func(ctx context.Context, target *chromedp.Target) error {
+			_, err := cdp.Call(ctx, target, emulation.ClearDeviceMetricsOverride, cdp.Empty{})
+			return err
+		}), emulateMedia(nil))
 	})
 
 	t.Run("a viewer gets no sync button and a 403 shown as such", func(t *testing.T) {

@@ -378,7 +378,7 @@ export function controllerView(ctx) {
           set.error ? h('div', { class: 'alert bad', role: 'alert' }, h('strong', {}, 'The last app-set load failed; the running set is kept. '), set.error) : null,
           set.stale ? h('div', { class: 'alert warn', role: 'alert' }, 'The app set is stale: the source could not be read again.') : null,
           h('section', {}, h('h2', {}, 'App set'), h('dl', { class: 'facts' },
-            h('dt', {}, 'Source'), h('dd', {}, h('code', {}, set.source)),
+            h('dt', {}, 'Source'), h('dd', {}, set.source ? h('code', {}, set.source) : h('span', { class: 'muted' }, 'not named')),
             h('dt', {}, 'Revision'), h('dd', {}, set.revision ? h('code', { title: set.revision }, short(set.revision.replace(/^sha256:/, ''))) : '—'),
             h('dt', {}, 'State'), h('dd', {}, badge(set.loaded ? (set.stale ? 'out-of-sync' : 'synced') : 'failed', set.loaded ? (set.stale ? 'loaded, stale' : 'loaded') : 'not loaded')),
             h('dt', {}, 'Loaded'), h('dd', {}, time(set.loadedAt)),
