@@ -344,7 +344,7 @@ func (p *page) signIn(t *testing.T, token string) {
 		chromedp.WaitVisible(chromedp.ID("token")),
 		chromedp.SendKeys(chromedp.ID("token"), token),
 		chromedp.Click(chromedp.CSS(`form.signin button[type="submit"]`)))
-	p.waitFor(t, "the live indicator", `document.querySelector('#live.live.live') !== null`, 20*time.Second)
+	p.waitFor(t, "the live indicator", `document.querySelector('#live[data-state="live"]') !== null`, 20*time.Second)
 }
 
 func screenshotDir(t *testing.T) string {

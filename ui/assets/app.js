@@ -81,7 +81,7 @@ const liveText = { connecting: 'Connecting…', live: 'Live', reconnecting: 'Rec
 
 function setLive(state, resumed) {
   live.hidden = false;
-  live.className = 'live ' + state;
+  live.dataset.state = state;
   live.textContent = liveText[state] || state;
   live.title = state === 'live' ? 'Updates arrive as they happen' : 'Updates paused; the page re-reads every 30 s';
   if (state === 'live' && resumed) schedule(0);

@@ -263,7 +263,7 @@ export function appView(ctx, name, tab) {
         current = d.application;
         renderHead(current);
         if (tab === 'events') {
-          if (!content.firstChild) fill(content, inner.el);
+          if (inner.el.parentNode !== content) fill(content, inner.el);
           await inner.load();
         } else if (tab === 'diff') {
           fill(content, diffView(await api.get(api.app(name, '/diff'))));
