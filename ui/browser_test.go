@@ -455,6 +455,10 @@ func TestBrowserFollowsSyncAndDriftLiveAndOffersOnlyWhatTheRoleAllows(t *testing
 	t.Run("events of every application and the controller screen", func(t *testing.T) {
 		p.open(t, "#/events")
 		p.waitFor(t, "web's events", has(`li.event a`, "web"), 20*time.Second)
+		if !p.eval(t, `(() => { const types = [...document.querySelectorAll('li.event')].map(e => e.dataset.type);
+			return types.indexOf('sync-succeeded') < types.indexOf('sync-started'); })()`) {
+			t.Error("the timeline does not show the newest event first")
+		}
 		p.screenshot(t, "09-events")
 		p.open(t, "#/controller")
 		p.waitFor(t, "the admin details", has("main", "Swarm node"), 20*time.Second)

@@ -333,7 +333,7 @@ export function eventsView(ctx, app) {
       const data = await api.get('/api/v1/events?' + q);
       seen.clear();
       fill(errors);
-      fill(list, data.events.length === 0 ? h('li', { class: 'muted empty' }, 'No events yet.') : data.events.map((ev) => { seen.add(String(ev.id)); return item(ev.id, ev); }));
+      fill(list, data.events.length === 0 ? h('li', { class: 'muted empty' }, 'No events yet.') : [...data.events].sort((x, y) => y.id - x.id).map((ev) => { seen.add(String(ev.id)); return item(ev.id, ev); }));
     } catch (err) {
       if (err.status === 401) throw err;
       fill(errors, errorBox(err, ctx.me));
