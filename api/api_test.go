@@ -86,6 +86,9 @@ func TestResponsesMatchTheOpenAPIContract(t *testing.T) {
 		{"GET", "/healthz", "", nil, nil, 200},
 		{"GET", "/readyz", "", nil, nil, 200},
 		{"GET", "/api/v1/version", viewerToken, nil, nil, 200},
+		{"GET", "/api/v1/whoami", viewerToken, nil, nil, 200},
+		{"GET", "/api/v1/whoami", scopedToken, nil, nil, 200},
+		{"GET", "/api/v1/whoami", "", nil, nil, 401},
 		{"GET", "/api/v1/status", adminToken, nil, nil, 200},
 		{"GET", "/api/v1/status", viewerToken, nil, nil, 200},
 		{"GET", "/api/v1/applications", viewerToken, nil, nil, 200},
@@ -219,6 +222,62 @@ func TestSecurityHeadersAreOnEveryResponse(t *testing.T) {
 	}
 }
 
+func TestWhoamiNamesTheSubjectRoleAndScope(t *testing.T) {
+	s := newTestServer(t, api.Options{})
+	for _, tc := range []struct {
+		token string
+		want  wire.Whoami
+	}{
+		{adminToken, wire.Whoami{Name: "root", Role: "admin", Apps: []string{}}},
+		{viewerToken, wire.Whoami{Name: "eve", Role: "viewer", Apps: []string{}}},
+		{scopedToken, wire.Whoami{Name: "webteam", Role: "deployer", Apps: []string{"web*"}}},
+	} {
+		status, _, body := s.call(t, "GET", "/api/v1/whoami", tc.token, nil)
+		var got wire.Whoami
+		if status != 200 || json.Unmarshal(body, &got) != nil {
+			t.Fatalf("whoami as %s = %d %s", tokenName(tc.token), status, body)
+		}
+		if d := cmp.Diff(tc.want, got); d != "" {
+			t.Errorf("whoami as %s (-want +got):\n%s", tokenName(tc.token), d)
+		}
+	}
+}
+
+// uiStub stands for the web UI: it answers with its own CSP.
+var uiStub = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; script-src 'self'")
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_, _ = w.Write([]byte("ui " + r.URL.Path))
+})
+
+func TestUIServesItsPathsWithItsOwnHeadersAndTheAPIKeepsTheRest(t *testing.T) {
+	s := newTestServer(t, api.Options{UI: uiStub})
+	for _, tc := range []struct {
+		path      string
+		wantUI    bool
+		wantCode  int
+		wantCSP   string
+		wantCType string
+	}{
+		{"/", true, 200, "default-src 'none'; script-src 'self'", "text/html; charset=utf-8"},
+		{"/ui/app.js", true, 200, "default-src 'none'; script-src 'self'", "text/html; charset=utf-8"},
+		{"/api/v1/nothing", false, 404, "default-src 'none'; frame-ancestors 'none'", "application/json"},
+		{"/index.html", false, 404, "default-src 'none'; frame-ancestors 'none'", "application/json"},
+		{"/api/v1/applications", false, 401, "default-src 'none'; frame-ancestors 'none'", "application/json"},
+	} {
+		status, h, body := s.call(t, "GET", tc.path, "", nil)
+		if status != tc.wantCode || strings.HasPrefix(string(body), "ui ") != tc.wantUI {
+			t.Errorf("GET %s = %d %q, want %d from the UI: %v", tc.path, status, body, tc.wantCode, tc.wantUI)
+		}
+		if got := h.Get("Content-Security-Policy"); got != tc.wantCSP {
+			t.Errorf("GET %s: CSP %q, want %q", tc.path, got, tc.wantCSP)
+		}
+		if got := h.Get("Content-Type"); got != tc.wantCType {
+			t.Errorf("GET %s: Content-Type %q, want %q", tc.path, got, tc.wantCType)
+		}
+	}
+}
+
 // routeRequest is one request per route, for the role matrix.
 type routeRequest struct {
 	method, path string
@@ -229,6 +288,7 @@ func everyGuardedRoute() []routeRequest {
 	return []routeRequest{
 		{"GET", "/metrics", nil},
 		{"GET", "/api/v1/version", nil},
+		{"GET", "/api/v1/whoami", nil},
 		{"GET", "/api/v1/status", nil},
 		{"GET", "/api/v1/applications", nil},
 		{"GET", "/api/v1/applications/web", nil},

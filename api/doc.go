@@ -21,4 +21,7 @@
 //
 // Errors are JSON objects {"code", "message"} with the stable codes of
 // wire.ErrorCode; unknown routes answer 404 and wrong methods 405 with Allow.
+// Options.UI, when set, serves the web UI at / and /ui/ beside the route
+// table: public, since the page holds no data, and with the UI's own
+// Content-Security-Policy; every other path keeps the API's headers.
 package api

@@ -16,6 +16,7 @@ func (s *Server) table() []route {
 		{method: "GET", pattern: "/readyz", handle: s.readyz},
 		{method: "GET", pattern: "/metrics", need: RoleAdmin, handle: s.serveMetrics},
 		{method: "GET", pattern: "/api/v1/version", need: RoleViewer, handle: s.version},
+		{method: "GET", pattern: "/api/v1/whoami", need: RoleViewer, handle: s.whoami},
 		{method: "GET", pattern: "/api/v1/status", need: RoleViewer, handle: s.status},
 		{method: "GET", pattern: "/api/v1/applications", need: RoleViewer, handle: s.list},
 		{method: "GET", pattern: "/api/v1/applications/{name}", need: RoleViewer, app: true, handle: s.get},
@@ -55,6 +56,16 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request, _ Subject)
 // version names the build and the capabilities clients adapt to.
 func (s *Server) version(w http.ResponseWriter, _ *http.Request, _ Subject) {
 	writeJSON(w, http.StatusOK, s.versionInfo())
+}
+
+// whoami names the caller's role and application scope, so the UI offers
+// only the actions the token may take.
+func (s *Server) whoami(w http.ResponseWriter, _ *http.Request, subj Subject) {
+	apps := subj.Apps
+	if apps == nil {
+		apps = []string{}
+	}
+	writeJSON(w, http.StatusOK, wire.Whoami{Name: subj.Name, Role: string(subj.Role), Apps: apps})
 }
 
 // status describes the controller. The details (node and cluster ids,

@@ -64,6 +64,11 @@ type Options struct {
 	MaxBody int64
 	// Heartbeat is the event stream's heartbeat interval; 0 means 15s.
 	Heartbeat time.Duration
+	// UI, when set, serves GET / and everything under /ui/ without a
+	// token (the page holds no data; each API call it makes needs one).
+	// It sets its own security headers, Content-Security-Policy included;
+	// the API's headers stay on every other response. nil leaves / a 404.
+	UI http.Handler
 	// Logger receives handler failures and panics; nil discards them.
 	Logger *slog.Logger
 }
@@ -80,6 +85,7 @@ type Server struct {
 	syncs     SyncHistory
 	maxBody   int64
 	heartbeat time.Duration
+	ui        http.Handler
 	log       *slog.Logger
 	mux       *http.ServeMux
 	routes    []route
@@ -97,7 +103,7 @@ func New(opts Options) (*Server, error) {
 	s := &Server{
 		rec: opts.Reconciler, auth: opts.Authorizer, metrics: opts.Metrics, webhooks: opts.Webhooks,
 		broker: opts.Broker, events: opts.EventLog, syncs: opts.Syncs,
-		maxBody: opts.MaxBody, heartbeat: opts.Heartbeat, log: opts.Logger,
+		maxBody: opts.MaxBody, heartbeat: opts.Heartbeat, ui: opts.UI, log: opts.Logger,
 		mux: http.NewServeMux(),
 	}
 	if s.metrics == nil {
@@ -156,25 +162,32 @@ var securityHeaders = map[string]string{
 
 // ServeHTTP sets the security headers, answers unknown routes (404) and
 // wrong methods (405 with Allow) in JSON, recovers a handler's panic as a
-// 500, and counts the request by route pattern and code.
+// 500, and counts the request by route pattern and code. The UI's paths
+// (see Options.UI) go to the UI handler, which sets its own headers.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	h := w.Header()
-	for k, v := range securityHeaders {
-		h.Set(k, v)
-	}
 	// Browsers ignore HSTS over plain HTTP (RFC 6797); sent there it would
 	// only mislead whoever reads the headers.
 	if r.TLS != nil {
 		h.Set("Strict-Transport-Security", "max-age=31536000")
 	}
 	sw := &statusWriter{ResponseWriter: w}
+	ui := s.isUI(r)
+	if !ui {
+		for k, v := range securityHeaders {
+			h.Set(k, v)
+		}
+	}
 	// ServeMux answers unmatched paths and methods in plain text; asking
 	// for the pattern first lets the server answer both in JSON, and gives
 	// the metrics a route label that does not grow with the paths asked.
 	_, pattern := s.mux.Handler(r)
 	route := pattern
-	if route == "" {
+	switch {
+	case ui:
+		route = "ui"
+	case route == "":
 		route = "unmatched"
 	}
 	defer func() {
@@ -193,6 +206,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.metrics.request(route, sw.code(), time.Since(start))
 	}()
+	if ui {
+		s.ui.ServeHTTP(sw, r)
+		return
+	}
 	if pattern != "" {
 		s.mux.ServeHTTP(sw, r)
 		return
@@ -204,6 +221,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeError(sw, http.StatusNotFound, wire.CodeNotFound, "no route "+r.URL.Path)
+}
+
+// isUI reports whether r is for the UI handler: the page at / and its
+// files under /ui/. Everything else, /api/ above all, stays the API's.
+func (s *Server) isUI(r *http.Request) bool {
+	return s.ui != nil && (r.URL.Path == "/" || strings.HasPrefix(r.URL.Path, "/ui/"))
 }
 
 // allowed returns the methods the mux serves for r's path, for the Allow

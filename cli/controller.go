@@ -25,6 +25,7 @@ import (
 	"github.com/skep-cd/skep/reconcile"
 	"github.com/skep-cd/skep/store"
 	"github.com/skep-cd/skep/swarm"
+	"github.com/skep-cd/skep/ui"
 	"github.com/skep-cd/skep/version"
 	"github.com/skep-cd/skep/wire"
 )
@@ -401,9 +402,13 @@ func runController(ctx context.Context, logger *slog.Logger, flags *controllerFl
 	// reads at start-up is the list that is counted.
 	notifier.LogActive(logger)
 
+	webUI, err := ui.New()
+	if err != nil {
+		return err
+	}
 	srvOpts := api.Options{
 		Reconciler: api.NewController(ctrl), Authorizer: tokens, Metrics: metrics, Webhooks: hooks,
-		Broker: broker, Logger: logger,
+		Broker: broker, UI: webUI, Logger: logger,
 	}
 	if db != nil {
 		// Without a store the API still serves, but has no history to answer

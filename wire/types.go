@@ -338,3 +338,14 @@ type VersionInfo struct {
 	APIVersion   string   `json:"apiVersion"`
 	Capabilities []string `json:"capabilities"`
 }
+
+// Whoami is the body of GET /api/v1/whoami: the subject the presented
+// token names, so that a client offers only what the role allows.
+type Whoami struct {
+	Name string `json:"name"`
+	// Role is viewer, deployer or admin; each includes the one before.
+	Role string `json:"role"`
+	// Apps are the globs of application names the subject may see; empty
+	// means every application.
+	Apps []string `json:"apps"`
+}

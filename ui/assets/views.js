@@ -1,0 +1,406 @@
+// The screens. Each view is built once when its route is opened and
+// re-reads what it shows on load(); onEvent(frame) says whether an event
+// concerns it, so a live event refreshes only the screen it touches.
+
+import * as api from './api.js';
+import { h, fill, short, time, badge, revisionPair, errorBox, diffView } from './dom.js';
+
+const healthRank = { degraded: 4, missing: 4, unknown: 1, progressing: 2, healthy: 0 };
+
+// problem scores how much an application needs attention; higher first.
+export function problem(a) {
+  let score = healthRank[a.health] || 0;
+  if (a.lastError || (a.lastSync && a.lastSync.outcome === 'failed')) score = Math.max(score, 4);
+  if (a.sync === 'out-of-sync' || (a.drift && a.drift.length)) score = Math.max(score, 3);
+  return score;
+}
+
+const appLink = (name, rest = '') => '#/app/' + encodeURIComponent(name) + rest;
+
+function lastSync(s) {
+  if (!s) return h('span', { class: 'muted' }, 'never');
+  return h('span', {}, badge(s.outcome), ' by ', s.actor || 'the controller', ' ', time(s.finishedAt || s.startedAt));
+}
+
+function drift(a) {
+  const n = (a.drift || []).length;
+  if (n) return badge('drift-detected', n + (n === 1 ? ' finding' : ' findings'));
+  if (a.driftReason) return badge('out-of-sync', a.driftReason + ' moved');
+  return h('span', { class: 'muted' }, 'none');
+}
+
+// Applications: one row each, problems first, with filters.
+export function listView(ctx) {
+  const filter = ctx.memory.list || (ctx.memory.list = { q: '', sync: '', health: '', problems: false });
+  const body = h('tbody');
+  const caption = h('p', { class: 'summary', role: 'status' });
+  const errors = h('div');
+  const control = (label, el) => h('label', { class: 'control' }, h('span', {}, label), el);
+  const select = (key, options) => {
+    const el = h('select', { onchange: () => { filter[key] = el.value; render(); } },
+      options.map(([v, t]) => h('option', { value: v }, t)));
+    el.value = filter[key];
+    return el;
+  };
+  const search = h('input', { type: 'search', value: filter.q, placeholder: 'name, repo, release', oninput: () => { filter.q = search.value; render(); } });
+  const problems = h('input', { type: 'checkbox', onchange: () => { filter.problems = problems.checked; render(); } });
+  problems.checked = filter.problems;
+  let data = { applications: [] };
+
+  const el = h('section', { 'aria-labelledby': 'h-apps' },
+    h('h1', { id: 'h-apps' }, 'Applications'),
+    h('div', { class: 'filters' },
+      control('Search', search),
+      control('Sync', select('sync', [['', 'any'], ['synced', 'synced'], ['out-of-sync', 'out of sync'], ['unknown', 'unknown']])),
+      control('Health', select('health', [['', 'any'], ['healthy', 'healthy'], ['progressing', 'progressing'], ['degraded', 'degraded'], ['missing', 'missing'], ['unknown', 'unknown']])),
+      h('label', { class: 'control check' }, problems, h('span', {}, 'Problems only'))),
+    caption, errors,
+    h('div', { class: 'table-wrap' }, h('table', { class: 'apps stack' },
+      h('thead', {}, h('tr', {}, ['Application', 'Sync', 'Health', 'Drift', 'Services', 'Revision', 'Last sync'].map((c) => h('th', { scope: 'col' }, c)))),
+      body)));
+
+  function render() {
+    const q = filter.q.trim().toLowerCase();
+    const all = data.applications || [];
+    const rows = all
+      .filter((a) => !filter.sync || a.sync === filter.sync)
+      .filter((a) => !filter.health || a.health === filter.health)
+      .filter((a) => !filter.problems || problem(a) >= 3)
+      .filter((a) => !q || [a.name, a.repo, a.path, ...(a.releases || [])].some((s) => (s || '').toLowerCase().includes(q)))
+      .sort((x, y) => problem(y) - problem(x) || x.name.localeCompare(y.name));
+    const attention = all.filter((a) => problem(a) >= 3).length;
+    fill(caption, `${all.length} application${all.length === 1 ? '' : 's'}, ${attention} need${attention === 1 ? 's' : ''} attention`,
+      rows.length < all.length ? `; ${rows.length} shown` : '');
+    fill(body, rows.length === 0
+      ? h('tr', {}, h('td', { colspan: 7, class: 'muted' }, all.length ? 'No application matches the filters.' : 'No applications.'))
+      : rows.map((a) => h('tr', { class: problem(a) >= 3 ? 'problem' : '', 'data-app': a.name },
+        h('th', { scope: 'row', 'data-label': 'Application' }, h('a', { href: appLink(a.name) }, a.name),
+          a.held ? h('span', { class: 'badge warn' }, 'held') : null,
+          a.phase && a.phase !== 'idle' ? h('span', { class: 'badge info' }, a.phase) : null),
+        h('td', { 'data-label': 'Sync' }, badge(a.sync)),
+        h('td', { 'data-label': 'Health', title: a.healthMessage || '' }, badge(a.health)),
+        h('td', { 'data-label': 'Drift' }, drift(a)),
+        h('td', { 'data-label': 'Services' }, `${a.services.running}/${a.services.desired}`, h('span', { class: 'muted' }, ` in ${a.services.services}`)),
+        h('td', { 'data-label': 'Revision' }, revisionPair(a.deployedRevision, a.revision)),
+        h('td', { 'data-label': 'Last sync' }, lastSync(a.lastSync)))));
+  }
+
+  return {
+    el,
+    title: 'Applications',
+    async load() {
+      try {
+        data = await api.get('/api/v1/applications');
+        fill(errors, data.liveError ? h('div', { class: 'alert warn', role: 'alert' }, 'Live counts are missing: ', data.liveError) : null);
+      } catch (err) {
+        fill(errors, errorBox(err, ctx.me));
+        if (err.status === 401) throw err;
+      }
+      render();
+    },
+    onEvent: () => true,
+  };
+}
+
+// Application: header with state and actions, then one of its tabs.
+export function appView(ctx, name, tab) {
+  const head = h('div', { class: 'app-head' });
+  const actions = h('div', { class: 'actions' });
+  const panel = h('div', { class: 'panel-slot', 'aria-live': 'polite' });
+  const content = h('div', { class: 'tab-body' });
+  const tabs = [['', 'Overview'], ['/diff', 'Diff'], ['/history', 'History'], ['/events', 'Events']];
+  const inner = tab === 'events' ? eventsView(ctx, name) : null;
+  let current = null;
+  let polling = 0;
+
+  const el = h('section', { 'aria-labelledby': 'h-app' },
+    h('p', { class: 'crumbs' }, h('a', { href: '#/' }, 'Applications'), ' / '),
+    head, actions, panel,
+    h('nav', { class: 'tabs', 'aria-label': 'Application' }, tabs.map(([path, label]) =>
+      h('a', { href: appLink(name, path), 'aria-current': (tab || '') === path.slice(1) ? 'page' : null }, label))),
+    content);
+
+  const say = (node) => fill(panel, node);
+  const done = (text) => say(h('div', { class: 'alert ok', role: 'status' }, text));
+
+  async function act(label, fn) {
+    say(h('p', { class: 'muted', role: 'status' }, label, '…'));
+    try {
+      await fn();
+    } catch (err) {
+      say(errorBox(err, ctx.me));
+    }
+  }
+
+  // Sync shows the dry run first; only its confirmation syncs.
+  const syncFirst = () => act('Planning the sync', async () => {
+    const plan = await api.post(api.app(name, '/sync'), { dryRun: true });
+    const confirm = h('button', { type: 'button', class: 'primary', onclick: () => act('Queueing the sync', async () => {
+      const r = await api.post(api.app(name, '/sync'), {});
+      done(`Sync ${r.status} (id ${r.id}).`);
+      ctx.reload();
+    }) }, 'Sync now');
+    say(h('div', { class: 'panel', role: 'region', 'aria-label': 'Sync preview' },
+      h('h2', {}, 'What a sync would change'),
+      diffView(plan.diff),
+      h('div', { class: 'actions' }, confirm, h('button', { type: 'button', onclick: () => say(null) }, 'Cancel'))));
+    confirm.focus();
+  });
+
+  const simple = (path, label) => () => act(label, async () => {
+    const r = await api.post(api.app(name, path));
+    done(`${label}: ${r.status}.`);
+    ctx.reload();
+  });
+
+  // rollback asks first, then syncs the release back to revision n.
+  const rollback = (release, rev) => {
+    const go = h('button', { type: 'button', class: 'primary', onclick: () => act('Queueing the rollback', async () => {
+      const r = await api.post(api.app(name, '/rollback'), { revision: rev.number, release });
+      done(`Rollback ${r.status} (id ${r.id}) to ${short(r.revision)}.`);
+      ctx.reload();
+    }) }, 'Roll back');
+    say(h('div', { class: 'panel', role: 'region', 'aria-label': 'Rollback' },
+      h('p', {}, `Roll release ${release} back to revision ${rev.number} (`, h('code', {}, short(rev.commit)), ')? The application is then held there until a sync or unhold.'),
+      h('div', { class: 'actions' }, go, h('button', { type: 'button', onclick: () => say(null) }, 'Cancel'))));
+    go.focus();
+    window.scrollTo(0, 0);
+  };
+
+  function renderHead(a) {
+    fill(head,
+      h('h1', { id: 'h-app' }, a.name),
+      h('div', { class: 'states' }, badge(a.sync), badge(a.health), a.phase !== 'idle' ? badge(a.phase) : null,
+        a.held ? h('span', { class: 'badge warn' }, 'held at ', short(a.held.revision)) : null,
+        a.automated ? h('span', { class: 'badge muted' }, 'automated') : h('span', { class: 'badge muted' }, 'manual')),
+      h('dl', { class: 'facts' },
+        h('dt', {}, 'Source'), h('dd', {}, h('code', {}, a.repo), ' @ ', a.targetRevision, a.path ? [' / ', h('code', {}, a.path)] : null),
+        h('dt', {}, 'Swarm'), h('dd', {}, a.swarm || 'local'),
+        h('dt', {}, 'Revision'), h('dd', {}, revisionPair(a.deployedRevision, a.revision)),
+        h('dt', {}, 'Services'), h('dd', {}, `${a.services.running}/${a.services.desired} tasks running in ${a.services.services} services`),
+        h('dt', {}, 'Last sync'), h('dd', {}, lastSync(a.lastSync)),
+        h('dt', {}, 'Last reconcile'), h('dd', {}, time(a.lastReconcile))),
+      a.healthMessage ? h('p', { class: 'muted' }, a.healthMessage) : null,
+      a.lastError ? h('div', { class: 'alert bad', role: 'alert' }, h('strong', {}, (a.lastErrorClass || 'error') + ': '), a.lastError) : null);
+    if (!ctx.can('deployer')) {
+      fill(actions, h('p', { class: 'muted' }, `Role ${ctx.me.role}: read only.`));
+      return;
+    }
+    fill(actions,
+      h('button', { type: 'button', class: 'primary', onclick: syncFirst }, 'Sync…'),
+      h('button', { type: 'button', onclick: simple('/refresh', 'Refresh') }, 'Refresh'),
+      a.held ? h('button', { type: 'button', onclick: simple('/unhold', 'Unhold') }, 'Unhold') : null,
+      h('a', { class: 'button', href: appLink(name, '/history') }, 'Roll back…'));
+  }
+
+  function overview(d) {
+    const a = d.application;
+    return [
+      d.liveError ? h('div', { class: 'alert warn', role: 'alert' }, 'The swarm did not answer: ', d.liveError) : null,
+      (a.plan || []).length ? h('section', {}, h('h2', {}, 'Plan'), h('ul', {}, a.plan.map((p) => h('li', {}, p)))) : null,
+      h('section', { 'aria-labelledby': 'h-drift' }, h('h2', { id: 'h-drift' }, 'Drift'),
+        (a.drift || []).length === 0
+          ? h('p', { class: 'muted' }, a.driftReason ? `Git moved past the deployed revision (${a.driftReason}).` : 'No live drift found.')
+          : h('div', { class: 'table-wrap' }, h('table', { class: 'drift stack' },
+            h('thead', {}, h('tr', {}, ['Service', 'Kind', 'Field', 'Desired', 'Live'].map((c) => h('th', { scope: 'col' }, c)))),
+            h('tbody', {}, a.drift.map((f) => h('tr', {},
+              h('td', { 'data-label': 'Service' }, f.service),
+              h('td', { 'data-label': 'Kind' }, badge('drift-detected', f.kind)),
+              h('td', { 'data-label': 'Field' }, h('code', {}, f.field || f.path)),
+              h('td', { 'data-label': 'Desired' }, h('code', {}, f.desired || '—')),
+              h('td', { 'data-label': 'Live' }, h('code', {}, f.live || '—'), f.message ? h('div', { class: 'muted' }, f.message) : null))))))),
+      h('section', { 'aria-labelledby': 'h-rel' }, h('h2', { id: 'h-rel' }, 'Releases'),
+        (d.releases || []).length === 0 ? h('p', { class: 'muted' }, 'Nothing deployed yet.') : null,
+        (d.releases || []).map((r) => h('article', { class: 'release' },
+          h('h3', {}, r.name, ' ', r.revision ? h('span', { class: 'muted' }, `revision ${r.revision} · `, h('code', {}, short(r.commit)), ' · ', time(r.appliedAt)) : h('span', { class: 'muted' }, 'no revision')),
+          (r.services || []).length === 0 ? h('p', { class: 'muted' }, 'No live services.') : null,
+          (r.services || []).map((s) => h('div', { class: 'service' },
+            h('h4', {}, s.name, ' ', badge(s.running >= s.desired && s.desired > 0 ? 'healthy' : s.running > 0 ? 'progressing' : 'missing', `${s.running}/${s.desired} running`),
+              s.updateState ? [' ', badge(s.updateState === 'completed' ? 'healthy' : s.updateState.includes('rollback') ? 'degraded' : 'progressing', 'update ' + s.updateState)] : null),
+            h('p', { class: 'muted' }, h('code', {}, s.image), ' · ', s.mode),
+            h('ul', { class: 'tasks' }, (s.tasks || []).map((t) => h('li', {},
+              badge(t.state === 'running' ? 'healthy' : ['failed', 'rejected'].includes(t.state) ? 'failed' : 'progressing', t.state),
+              ` desired ${t.desiredState}`, t.slot ? ` · slot ${t.slot}` : '', t.node ? ` · ${t.node}` : '', ' · ', time(t.updatedAt),
+              t.error || t.message ? h('span', { class: 'muted' }, ' — ', t.error || t.message) : null)))))))),
+      artifacts(d),
+    ];
+  }
+
+  async function history() {
+    const hist = await api.get(api.app(name, '/history'));
+    return [
+      (hist.releases || []).map((r) => h('section', {}, h('h2', {}, 'Revisions of ', r.name),
+        h('div', { class: 'table-wrap' }, h('table', { class: 'stack' },
+          h('thead', {}, h('tr', {}, ['Revision', 'Commit', 'Applied', 'Actor', 'Images', ''].map((c) => h('th', { scope: 'col' }, c)))),
+          h('tbody', {}, [...(r.revisions || [])].reverse().map((v, i) => h('tr', {},
+            h('td', { 'data-label': 'Revision' }, '#', v.number, i === 0 ? h('span', { class: 'badge ok' }, 'current') : null),
+            h('td', { 'data-label': 'Commit' }, h('code', { title: v.commit }, short(v.commit))),
+            h('td', { 'data-label': 'Applied' }, time(v.appliedAt)),
+            h('td', { 'data-label': 'Actor' }, v.actor || 'the controller'),
+            h('td', { 'data-label': 'Images' }, Object.entries(v.images || {}).map(([svc, img]) => h('div', {}, svc, ': ', h('code', {}, img)))),
+            h('td', {}, i > 0 && ctx.can('deployer') ? h('button', { type: 'button', onclick: () => rollback(r.name, v) }, `Roll back to #${v.number}`) : null)))))))),
+      h('section', {}, h('h2', {}, 'Syncs'),
+        hist.syncsError ? h('div', { class: 'alert warn' }, 'Sync history unavailable: ', hist.syncsError) : null,
+        (hist.syncs || []).length === 0 ? h('p', { class: 'muted' }, 'No syncs recorded.') : h('div', { class: 'table-wrap' }, h('table', { class: 'stack' },
+          h('thead', {}, h('tr', {}, ['Sync', 'Outcome', 'Revision', 'Actor', 'Started', 'Finished', 'Result'].map((c) => h('th', { scope: 'col' }, c)))),
+          h('tbody', {}, hist.syncs.map((s) => h('tr', {},
+            h('td', { 'data-label': 'Sync' }, '#', s.id),
+            h('td', { 'data-label': 'Outcome' }, badge(s.outcome)),
+            h('td', { 'data-label': 'Revision' }, h('code', { title: s.revision || '' }, short(s.revision))),
+            h('td', { 'data-label': 'Actor' }, s.actor || 'the controller'),
+            h('td', { 'data-label': 'Started' }, time(s.startedAt)),
+            h('td', { 'data-label': 'Finished' }, time(s.finishedAt)),
+            h('td', { 'data-label': 'Result' }, s.error ? h('span', { class: 'bad-text' }, s.error) : s.summary || s.result || ''))))))),
+    ];
+  }
+
+  return {
+    el,
+    title: name,
+    async load() {
+      try {
+        const d = await api.get(api.app(name));
+        current = d.application;
+        renderHead(current);
+        if (tab === 'events') {
+          if (inner.el.parentNode !== content) fill(content, inner.el);
+          await inner.load();
+        } else if (tab === 'diff') {
+          fill(content, diffView(await api.get(api.app(name, '/diff'))));
+        } else if (tab === 'history') {
+          fill(content, await history());
+        } else {
+          fill(content, overview(d));
+        }
+      } catch (err) {
+        if (err.status === 401) throw err;
+        fill(content, errorBox(err, ctx.me));
+        if (!current) fill(head, h('h1', { id: 'h-app' }, name));
+      }
+      // While a sync runs, look again soon: its events say when it starts
+      // and ends, the state in between has no event of its own.
+      clearTimeout(polling);
+      if (current && (current.phase !== 'idle' || current.pendingSync || (current.lastSync && current.lastSync.outcome === 'running'))) {
+        polling = setTimeout(() => ctx.reload(), 2000);
+      }
+    },
+    onEvent(frame) {
+      if (frame.event.application !== name) return false;
+      if (inner) inner.onEvent(frame);
+      return true;
+    },
+    dispose() { clearTimeout(polling); },
+  };
+}
+
+// artifacts keeps the place for release artifacts and previews: shown
+// when the API carries them, said plainly when it does not.
+function artifacts(d) {
+  const items = d.artifacts || d.application.artifacts;
+  const previews = d.previews || d.application.previews;
+  return h('section', { class: 'reserved', 'aria-labelledby': 'h-art' },
+    h('h2', { id: 'h-art' }, 'Artifacts and previews'),
+    !items && !previews ? h('p', { class: 'muted' }, 'This controller\'s API does not report artifacts or previews yet; they will show here when it does.') : null,
+    items ? h('ul', {}, items.map((x) => h('li', {}, x.name || '', ' ', h('code', {}, x.current || x.version || ''), x.desired ? [' → ', h('code', {}, x.desired)] : null))) : null,
+    previews ? h('ul', {}, previews.map((p) => h('li', {}, p.branch || p.name || '', ' ', p.url ? h('code', {}, p.url) : null))) : null);
+}
+
+export const eventTypes = ['sync-started', 'sync-succeeded', 'sync-failed', 'drift-detected', 'live-drift-detected', 'drift-converged', 'resources-pruned', 'prune-failed'];
+
+// Events: the newest kept events, then live ones as they arrive.
+export function eventsView(ctx, app) {
+  const state = ctx.memory.events || (ctx.memory.events = { type: '' });
+  const list = h('ol', { class: 'timeline', 'aria-live': 'polite', 'aria-relevant': 'additions' });
+  const errors = h('div');
+  const type = h('select', { onchange: () => { state.type = type.value; load(); } },
+    h('option', { value: '' }, 'all types'), eventTypes.map((t) => h('option', { value: t }, t)));
+  type.value = state.type;
+  const seen = new Set();
+
+  const item = (id, e) => h('li', { class: 'event', 'data-type': e.type },
+    h('span', { class: 'when' }, time(e.at)),
+    badge(e.type),
+    app ? null : h('a', { href: appLink(e.application) }, e.application),
+    e.revision ? h('code', { title: e.revision }, short(e.revision)) : null,
+    h('span', { class: 'actor' }, e.actor ? 'by ' + e.actor : 'by the controller'),
+    e.message ? h('span', { class: 'msg' }, e.message) : null);
+
+  async function load() {
+    const q = new URLSearchParams({ limit: '100' });
+    if (app) q.set('app', app);
+    if (state.type) q.set('type', state.type);
+    try {
+      const data = await api.get('/api/v1/events?' + q);
+      seen.clear();
+      fill(errors);
+      fill(list, data.events.length === 0 ? h('li', { class: 'muted empty' }, 'No events yet.') : [...data.events].sort((x, y) => y.id - x.id).map((ev) => { seen.add(String(ev.id)); return item(ev.id, ev); }));
+    } catch (err) {
+      if (err.status === 401) throw err;
+      fill(errors, errorBox(err, ctx.me));
+    }
+  }
+
+  const el = h('section', { 'aria-labelledby': 'h-events' },
+    h(app ? 'h2' : 'h1', { id: 'h-events' }, app ? 'Events' : 'Events of every application'),
+    h('div', { class: 'filters' }, h('label', { class: 'control' }, h('span', {}, 'Type'), type)),
+    errors, list);
+  return {
+    el,
+    title: 'Events',
+    load,
+    onEvent(frame) {
+      const e = frame.event;
+      if ((app && e.application !== app) || (state.type && e.type !== state.type) || seen.has(frame.id)) return false;
+      if (frame.id) seen.add(frame.id);
+      const empty = list.querySelector('.empty');
+      if (empty) empty.remove();
+      list.prepend(item(frame.id, e));
+      return false;
+    },
+  };
+}
+
+// Controller: the app set's source and state, orphaned and pruned
+// applications, and for admins the controller's details.
+export function controllerView(ctx) {
+  const body = h('div');
+  const el = h('section', { 'aria-labelledby': 'h-ctl' }, h('h1', { id: 'h-ctl' }, 'Controller'), body);
+  const names = (list, none) => (list || []).length === 0 ? h('p', { class: 'muted' }, none)
+    : h('ul', {}, list.map((n) => h('li', {}, h('code', {}, n))));
+  return {
+    el,
+    title: 'Controller',
+    async load() {
+      try {
+        const [st, v] = await Promise.all([api.get('/api/v1/status'), api.get('/api/v1/version')]);
+        const set = st.appSet;
+        fill(body,
+          set.error ? h('div', { class: 'alert bad', role: 'alert' }, h('strong', {}, 'The last app-set load failed; the running set is kept. '), set.error) : null,
+          set.stale ? h('div', { class: 'alert warn', role: 'alert' }, 'The app set is stale: the source could not be read again.') : null,
+          h('section', {}, h('h2', {}, 'App set'), h('dl', { class: 'facts' },
+            h('dt', {}, 'Source'), h('dd', {}, set.source ? h('code', {}, set.source) : h('span', { class: 'muted' }, 'not named')),
+            h('dt', {}, 'Revision'), h('dd', {}, set.revision ? h('code', { title: set.revision }, short(set.revision.replace(/^sha256:/, ''))) : '—'),
+            h('dt', {}, 'State'), h('dd', {}, badge(set.loaded ? (set.stale ? 'out-of-sync' : 'synced') : 'failed', set.loaded ? (set.stale ? 'loaded, stale' : 'loaded') : 'not loaded')),
+            h('dt', {}, 'Loaded'), h('dd', {}, time(set.loadedAt)),
+            h('dt', {}, 'Applications'), h('dd', {}, String(st.applications)),
+            h('dt', {}, 'Controller'), h('dd', {}, h('code', {}, st.controllerId), ' ', badge(st.ready ? 'healthy' : 'progressing', st.ready ? 'ready' : 'not ready')))),
+          h('section', {}, h('h2', {}, 'Orphaned applications'), h('p', { class: 'muted' }, 'Deployed, no longer declared, kept because pruning of applications is off.'), names(st.orphaned, 'None.')),
+          h('section', {}, h('h2', {}, 'Pruned applications'), names(st.pruned, 'None.')),
+          h('section', {}, h('h2', {}, 'Details'), st.details ? h('dl', { class: 'facts' },
+            h('dt', {}, 'Swarm node'), h('dd', {}, h('code', {}, st.details.swarm.nodeId || '—')),
+            h('dt', {}, 'Cluster'), h('dd', {}, h('code', {}, st.details.swarm.clusterId || '—')),
+            h('dt', {}, 'Engine'), h('dd', {}, st.details.swarm.engineVersion || '—'),
+            h('dt', {}, 'Workers'), h('dd', {}, String(st.details.workers)),
+            h('dt', {}, 'Git'), h('dd', {}, `${st.details.git.listRefs} ls-remote, ${st.details.git.fetches} fetches, ${st.details.git.exports} exports`))
+            : h('p', { class: 'muted' }, 'Shown to admins only.')),
+          h('section', {}, h('h2', {}, 'Build'), h('dl', { class: 'facts' },
+            h('dt', {}, 'Version'), h('dd', {}, v.version, ' ', h('code', {}, short(v.commit))),
+            h('dt', {}, 'API'), h('dd', {}, v.apiVersion, ' · ', v.capabilities.join(', ')))));
+      } catch (err) {
+        if (err.status === 401) throw err;
+        fill(body, errorBox(err, ctx.me));
+      }
+    },
+    onEvent: (frame) => frame.event.type === 'resources-pruned' || frame.event.type === 'prune-failed',
+  };
+}
