@@ -110,6 +110,17 @@ func (a *Controller) summary(app appset.Application) wire.Application {
 	for _, o := range st.Artifacts {
 		v.Artifacts = append(v.Artifacts, ArtifactView(o))
 	}
+	for _, p := range st.Previews {
+		pv := wire.Preview{Branch: p.Branch, Hash: p.Hash, Release: p.Release, Commit: p.Commit, Domain: p.Domain,
+			Health: cmp.Or(string(p.Health), wire.HealthUnknown), Deployed: p.Deployed, Error: p.Error}
+		for _, o := range p.Artifacts {
+			if o.Entry.Deploy.Preview {
+				pv.Artifacts = append(pv.Artifacts, ArtifactView(o))
+			}
+		}
+		v.Previews = append(v.Previews, pv)
+	}
+	v.PreviewProblems = st.PreviewProblems
 	if h := st.Held; h.Revision != "" {
 		v.Held = &wire.Hold{Revision: h.Revision, Actor: h.Actor, Since: h.Since}
 	}

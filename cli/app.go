@@ -153,6 +153,9 @@ func printAppDetail(w io.Writer, d wire.ApplicationDetail) error {
 	if err := printArtifacts(w, a.Artifacts); err != nil {
 		return err
 	}
+	if err := printPreviews(w, a.Previews, a.PreviewProblems); err != nil {
+		return err
+	}
 	for _, r := range d.Releases {
 		// Each release gets a tabwriter of its own, so its table aligns its own
 		// columns and the release line between tables is not padded.
@@ -194,6 +197,31 @@ func printArtifacts(w io.Writer, arts []wire.Artifact) error {
 			orDash(short(a.Desired)), orDash(short(a.Current)), orDash(short(a.Version)), image, a.Drift)
 	}
 	return tw.Flush()
+}
+
+// printPreviews prints an application's preview releases: branch, commit,
+// domain, health, and why one is not at its branch's version.
+func printPreviews(w io.Writer, previews []wire.Preview, problems []string) error {
+	if len(previews) == 0 && len(problems) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w, "\nPreviews:")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  BRANCH\tCOMMIT\tRELEASE\tDOMAIN\tHEALTH\tNOTE")
+	for _, p := range previews {
+		note := p.Error
+		if !p.Deployed && note == "" {
+			note = "not deployed"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", p.Branch, short(p.Commit), p.Release, orDash(p.Domain), p.Health, orDash(oneLine(note, 80)))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, p := range problems {
+		fmt.Fprintf(w, "  ! %s\n", p)
+	}
+	return nil
 }
 
 // newAppDiffCommand builds `skep app diff`: the plan of a sync, computed by

@@ -65,6 +65,27 @@ type Application struct {
 	// Artifacts are the release artifacts as the last reconcile resolved
 	// them; absent for an application without artifacts.
 	Artifacts []Artifact `json:"artifacts,omitempty"`
+	// Previews are the application's preview releases, one per branch;
+	// PreviewProblems say why a branch has none.
+	Previews        []Preview `json:"previews,omitempty"`
+	PreviewProblems []string  `json:"previewProblems,omitempty"`
+}
+
+// Preview is one preview release of an application: a copy of its stack
+// for a branch, at the branch's version of the previewed artifacts.
+type Preview struct {
+	Branch  string `json:"branch"`
+	Hash    string `json:"hash"`
+	Release string `json:"release"`
+	// Commit is the branch head the preview's version comes from.
+	Commit string `json:"commit"`
+	Domain string `json:"domain,omitempty"`
+	// Health is the preview release's health; Deployed whether any version
+	// of it runs.
+	Health    string     `json:"health"`
+	Deployed  bool       `json:"deployed"`
+	Error     string     `json:"error,omitempty"`
+	Artifacts []Artifact `json:"artifacts,omitempty"`
 }
 
 // Artifact drift states: whether git asks for another version than runs,

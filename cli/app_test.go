@@ -1,0 +1,51 @@
+package cli
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/skep-cd/skep/wire"
+)
+
+func TestAppGetShowsArtifactsAndPreviews(t *testing.T) {
+	d := wire.ApplicationDetail{Application: wire.Application{Name: "web", Sync: "out-of-sync", Health: "healthy", Phase: "idle",
+		Artifacts: []wire.Artifact{
+			{Name: "web", Kind: "service", Strategy: "release", Desired: "v2", Current: "v1", Version: "v1", Condition: "waiting",
+				Reason: "image r/web:v2 is not in the registry yet", Drift: wire.ArtifactWaiting},
+			{Name: "infrastructure", Kind: "infrastructure", Strategy: "branch", Desired: "aaaaaaaaaaaabbbb", Current: "aaaaaaaaaaaabbbb",
+				Version: "aaaaaaaaaaaabbbb", Condition: "pushed", Drift: wire.ArtifactInSync},
+		},
+		Previews: []wire.Preview{{Branch: "feature/a", Hash: "1d0fd508", Release: "web-1d0fd508", Commit: "cccccccccccccccc",
+			Domain: "1d0fd508.web.testing.example.org", Health: "healthy", Deployed: true}},
+		PreviewProblems: []string{"artifact web: more than 10 branches to preview; left out: x"},
+	}}
+	var out bytes.Buffer
+	if err := printAppDetail(&out, d); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	for _, want := range []string{
+		"Artifacts:",
+		"web             service         release   v2            v1            v1            waiting: image r/web:v2 is not in the registry yet  waiting",
+		"Previews:",
+		"feature/a  cccccccccccc  web-1d0fd508  1d0fd508.web.testing.example.org  healthy",
+		"! artifact web: more than 10 branches to preview",
+	} {
+		if !containsFields(text, want) {
+			t.Errorf("app get output lacks %q:\n%s", want, text)
+		}
+	}
+}
+
+// containsFields reports whether some line of text has want's fields in
+// order, whatever the column padding.
+func containsFields(text, want string) bool {
+	w := strings.Join(strings.Fields(want), " ")
+	for _, line := range strings.Split(text, "\n") {
+		if strings.Contains(strings.Join(strings.Fields(line), " "), w) {
+			return true
+		}
+	}
+	return false
+}
