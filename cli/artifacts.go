@@ -52,7 +52,8 @@ pushed, as with checkImages: false.
 
 An invalid directory prints every problem, one per line, as
 file:line:column: field: message (on stderr with -o json). With -o json,
-stdout holds a list of artifacts, shaped as in skep app get -o json.
+stdout holds a list of artifacts, each shaped as an entry of "artifacts"
+in skep app get -o json.
 
 Exit status: 0 when every entry resolved (waiting for an image is not a
 failure), 1 when the directory is invalid or an entry could not be resolved
