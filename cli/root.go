@@ -3,7 +3,8 @@
 // into text, JSON or YAML and an exit code (ExitOK, ExitFailure, ExitUsage).
 //
 // Commands fall in three groups. Offline commands (validate, render,
-// version) read files and print; they need no daemon and no controller.
+// version, and artifacts, which also asks git and a registry) read files and
+// print; they need no daemon and no controller.
 // Process commands (controller, deploy) wire the reconcile steps together
 // here, so that main stays one call and tests build the same controller
 // that main does; demo runs such a controller as a child process. API
@@ -109,6 +110,7 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 	})
 	root.AddCommand(newVersionCommand())
 	root.AddCommand(newValidateCommand())
+	root.AddCommand(newArtifactsCommand())
 	root.AddCommand(newRenderCommand())
 	root.AddCommand(newControllerCommand())
 	root.AddCommand(newDeployCommand())

@@ -1,12 +1,17 @@
 // Package examples holds ready-to-push repositories; this test keeps them
 // valid (appset tests check the example app set; this one renders the
-// compose application).
+// compose application and loads the example artifact directory).
 package examples
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/skep-cd/skep/artifact"
 	"github.com/skep-cd/skep/render"
 	"github.com/skep-cd/skep/stack"
 )
@@ -27,5 +32,24 @@ func TestExampleComposeAppRendersWithItsEnvFile(t *testing.T) {
 	}
 	if len(rel.Configs) != 1 {
 		t.Errorf("configs = %v, want the content-hashed site config", rel.Configs)
+	}
+}
+
+func TestExampleReleasesTestingIsAValidNativeArtifactDirectory(t *testing.T) {
+	fsys := os.DirFS("releases")
+	if shape, ok := artifact.Detect(fsys, "testing"); !ok || shape != artifact.NativeShape {
+		t.Fatalf("examples/releases/testing detected as %q (%t), want the native shape", shape, ok)
+	}
+	set, err := artifact.Load(fsys, "testing", artifact.LoadOptions{})
+	if err != nil {
+		t.Fatalf("examples/releases/testing: %v", err)
+	}
+	var got []string
+	for _, e := range set.Entries() {
+		got = append(got, fmt.Sprintf("%s %s %s", e.Kind, e.Name, e.Deploy.Strategy()))
+	}
+	want := []string{"infrastructure stack branch", "service web release", "service api branch", "service worker suspend"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("examples/releases/testing entries differ (-want +got):\n%s", diff)
 	}
 }
