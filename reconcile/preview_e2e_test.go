@@ -120,3 +120,27 @@ func TestPreviewPerBranchFollowsItsImageAndGoesWithTheBranch(t *testing.T) {
 		t.Errorf("the main release was touched: %v → %v (%v)", mainSvc.Version, after, err)
 	}
 }
+
+func TestPreviewIsReportedAndIgnoredOutsideItsEnvironments(t *testing.T) {
+	e := newArtifactEnv(t)
+	port := harness.FreePort(t)
+	head := e.source.Commit(t, "main", map[string]string{"README": "main\n"})
+	e.source.Commit(t, "feature/x", map[string]string{"README": "x\n"})
+	e.registry.Push(t, e.cli, e.v1, "team/web", head)
+	files := map[string]string{"compose.yaml": imageCompose(port), "settings.txt": "one\n"}
+	for name, content := range e.webArtifact("branch: main\n    preview: true") {
+		files[strings.Replace(name, "/testing/", "/production/", 1)] = content
+	}
+	e.repo.Commit(t, "main", files)
+	app := strings.Replace(e.artifactApp(""), "environment: testing", "environment: production", 1)
+	ctrl := e.controller(t, appset.FileSource{Path: writeFile(t, t.TempDir(), "apps.yaml", appSet(app))})
+	run(t, ctrl)
+	e.waitImagePrefix(t, e.image+":"+head+"@", 2*time.Minute)
+	st := waitStatus(t, ctrl, "web", time.Minute, func(s reconcile.AppStatus) bool { return len(s.PreviewProblems) > 0 })
+	if !strings.Contains(st.PreviewProblems[0], "ignored in environment production") || len(st.Previews) != 0 {
+		t.Errorf("preview problems %q, previews %+v; want preview: true reported as ignored and no preview", st.PreviewProblems, st.Previews)
+	}
+	if s, _ := e.previewService(t.Context(), preview.Name(e.ns, "feature/x")); s != nil {
+		t.Errorf("a preview runs outside its environments: %s", s.Spec.Name)
+	}
+}

@@ -70,11 +70,16 @@ func (c *Controller) reconcilePreviews(ctx context.Context, app appset.Applicati
 			previewed = append(previewed, o)
 		}
 	}
+	var ignored []string
 	if len(previewed) > 0 && !slices.Contains(cfg.Environments, app.Artifacts.Environment) {
-		c.log.Debug("previews ignored outside their environments", "app", app.Name, "environment", app.Artifacts.Environment, "environments", cfg.Environments)
+		for _, o := range previewed {
+			ignored = append(ignored, fmt.Sprintf("artifact %s: preview: true is ignored in environment %s; previews run in %s",
+				o.Entry.Name, app.Artifacts.Environment, strings.Join(cfg.Environments, ", ")))
+		}
 		previewed = nil
 	}
 	branches, problems := c.previewBranches(ctx, cfg, previewed)
+	problems = append(ignored, problems...)
 	var statuses []PreviewStatus
 	wanted := map[string]bool{}
 	slots := preview.Slots(previewNames(app.Release, branches), c.previewSlots(app))
