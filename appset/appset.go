@@ -171,6 +171,9 @@ type Previews struct {
 	// branch never are.
 	Branches []string
 	Ignore   []string
+	// PullRequests also previews the pull- and merge-request heads the
+	// forge advertises (refs/pull/<n>/head, refs/merge-requests/<n>/head).
+	PullRequests bool
 	// Max bounds the previews of one artifact.
 	Max int
 	// TTL removes a preview whose branch has not moved for this long; 0

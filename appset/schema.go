@@ -70,6 +70,7 @@ type filePreviews struct {
 	Replicas     *int     `yaml:"replicas,omitempty"`
 	Branches     []string `yaml:"branches,omitempty"`
 	Ignore       []string `yaml:"ignore,omitempty"`
+	PullRequests bool     `yaml:"pullRequests,omitempty"`
 	Max          *int     `yaml:"max,omitempty"`
 	TTL          duration `yaml:"ttl"`
 	PortShift    int      `yaml:"portShift,omitempty"`
@@ -259,7 +260,7 @@ func toPreviews(p *filePreviews) Previews {
 		return Previews{Environments: slices.Clone(DefaultPreviewEnvironments), Replicas: DefaultPreviewReplicas, Max: DefaultPreviewMax}
 	}
 	out := Previews{Environments: slices.Clone(p.Environments), BaseDomain: p.BaseDomain, Domain: p.Domain,
-		Branches: nilIfEmpty(slices.Clone(p.Branches)), Ignore: nilIfEmpty(slices.Clone(p.Ignore)), TTL: p.TTL.value, PortShift: p.PortShift,
+		Branches: nilIfEmpty(slices.Clone(p.Branches)), Ignore: nilIfEmpty(slices.Clone(p.Ignore)), PullRequests: p.PullRequests, TTL: p.TTL.value, PortShift: p.PortShift,
 		Replicas: DefaultPreviewReplicas, Max: DefaultPreviewMax}
 	if p.Replicas != nil {
 		out.Replicas = *p.Replicas
@@ -331,7 +332,7 @@ func fromArtifacts(a *Artifacts) *fileArtifacts {
 	return &fileArtifacts{Repo: a.Repo, Revision: a.Revision, Path: a.Path, Environment: a.Environment,
 		Registry: a.Registry, GitBase: a.GitBase, TagTemplate: a.TagTemplate, CheckImages: &check,
 		Previews: &filePreviews{Environments: p.Environments, BaseDomain: p.BaseDomain, Domain: p.Domain,
-			Replicas: &replicas, Branches: p.Branches, Ignore: p.Ignore, Max: &most,
+			Replicas: &replicas, Branches: p.Branches, Ignore: p.Ignore, PullRequests: p.PullRequests, Max: &most,
 			TTL: duration{value: p.TTL, set: true}, PortShift: p.PortShift}}
 }
 

@@ -620,6 +620,8 @@ func TestCallsGiveUpWhenTheContextEnds(t *testing.T) {
 func TestListRefsNamesTheBranchesAndTheDefaultBranch(t *testing.T) {
 	root := t.TempDir()
 	h := newHistory(t, filepath.Join(root, "app"))
+	h.repo.git("update-ref", "refs/pull/7/head", h.feature)
+	h.repo.git("update-ref", "refs/merge-requests/3/head", h.root)
 	server := serveHTTP(t, root, "", "", "")
 	c := newCache(t, Options{})
 	refs, err := c.ListRefs(t.Context(), server.URL+"/app")
@@ -632,5 +634,9 @@ func TestListRefsNamesTheBranchesAndTheDefaultBranch(t *testing.T) {
 	}
 	if got := refs.DefaultBranch(); got != "main" {
 		t.Errorf("DefaultBranch = %q, want main", got)
+	}
+	wantPRs := map[string]string{"refs/pull/7/head": h.feature, "refs/merge-requests/3/head": h.root}
+	if diff := cmp.Diff(wantPRs, refs.PullRequests()); diff != "" {
+		t.Errorf("PullRequests (-want +got):\n%s", diff)
 	}
 }

@@ -62,6 +62,20 @@ func (r Refs) Branches() map[string]string {
 	return out
 }
 
+// PullRequests returns the pull- and merge-request heads the remote
+// advertises (refs/pull/<n>/head as GitHub and Gitea keep them,
+// refs/merge-requests/<n>/head as GitLab does), by full ref name, as a new
+// map.
+func (r Refs) PullRequests() map[string]string {
+	out := map[string]string{}
+	for name, sha := range r.byName {
+		if (strings.HasPrefix(name, "refs/pull/") || strings.HasPrefix(name, "refs/merge-requests/")) && strings.HasSuffix(name, "/head") {
+			out[name] = sha
+		}
+	}
+	return out
+}
+
 // DefaultBranch returns the branch the remote's HEAD names, or "" when the
 // remote did not say.
 func (r Refs) DefaultBranch() string { return r.head }

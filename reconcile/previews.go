@@ -111,7 +111,11 @@ func (c *Controller) previewBranches(ctx context.Context, cfg appset.Previews, p
 			problems = append(problems, fmt.Sprintf("artifact %s: list branches of %s: %v", o.Entry.Name, gitsource.RedactURL(o.Entry.Source), err))
 			continue
 		}
-		chosen, over, collisions := preview.Select(refs.Branches(), preview.Selection{
+		candidates := refs.Branches()
+		if cfg.PullRequests {
+			maps.Copy(candidates, refs.PullRequests())
+		}
+		chosen, over, collisions := preview.Select(candidates, preview.Selection{
 			Include: cfg.Branches, Ignore: cfg.Ignore, Max: cfg.Max,
 			Exclude: []string{refs.DefaultBranch(), o.Entry.Deploy.Branch},
 		})
