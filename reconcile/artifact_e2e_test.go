@@ -191,3 +191,49 @@ func TestArtifactSuspendFreezesTheRunningVersion(t *testing.T) {
 		t.Errorf("the suspended service changed: %v %v, want %s", s, err, before)
 	}
 }
+
+func TestArtifactInfrastructureNamesTheStackRevisionAndFallsBackToTheDeployedOne(t *testing.T) {
+	e := newArtifactEnv(t)
+	port := harness.FreePort(t)
+	// The stack definitions live in their own repository, versioned by tags.
+	stacks := e.git.CreateRepo(t, "stacks")
+	v1 := stacks.Commit(t, "main", map[string]string{"compose.yaml": compose(port), "settings.txt": "one\n", ".env": "IMAGE=" + e.v1 + "\n"})
+	stacks.Tag(t, "v1.0.0", "main", "")
+	v2 := stacks.Commit(t, "main", map[string]string{".env": "IMAGE=" + e.v2 + "\n"})
+	stacks.Tag(t, "v1.1.0", "main", "")
+	infra := func(tag string) map[string]string {
+		return map[string]string{"releases/testing/infrastructure.yaml": fmt.Sprintf(`- kind: infrastructure
+  name: infrastructure
+  source: %s
+  deploy:
+    release: %s
+`, stacks.URL, tag)}
+	}
+	e.repo.Commit(t, "main", infra("v1.0.0"))
+	app := strings.Replace(e.artifactApp(""), "      repo: "+e.repo.URL+"\n", "", 1)
+	app = strings.Replace(app, "    artifacts:\n", "    artifacts:\n      repo: "+e.repo.URL+"\n", 1)
+	ctrl := e.controller(t, appset.FileSource{Path: writeFile(t, t.TempDir(), "apps.yaml", appSet(app))})
+	run(t, ctrl)
+	e.waitImage(t, e.v1, 2*time.Minute)
+	waitStatus(t, ctrl, "web", time.Minute, func(s reconcile.AppStatus) bool { return s.DeployedRevision == v1 })
+
+	e.repo.Commit(t, "main", infra("v1.1.0"))
+	e.waitImage(t, e.v2, 2*time.Minute)
+	waitStatus(t, ctrl, "web", time.Minute, func(s reconcile.AppStatus) bool { return s.DeployedRevision == v2 })
+
+	// A tag git does not have: the deployed revision stays, never nothing.
+	e.repo.Commit(t, "main", infra("v9.9.9"))
+	st := waitStatus(t, ctrl, "web", time.Minute, func(s reconcile.AppStatus) bool {
+		o, ok := artifactOf(s, "infrastructure")
+		return ok && o.Condition == artifact.Failed
+	})
+	if o, _ := artifactOf(st, "infrastructure"); o.Version() != v2 || o.Current != v2 {
+		t.Errorf("infrastructure with an unknown tag = %+v (version %q), want the deployed %s kept", o, o.Version(), v2)
+	}
+	if st.Revision != v2 || st.LastErrorClass != "" {
+		t.Errorf("status = revision %s, error %q (%s); want %s compared and no error", st.Revision, st.LastError, st.LastErrorClass, v2)
+	}
+	if s, _ := e.service(t.Context(), "web"); s == nil || s.Spec.TaskTemplate.ContainerSpec.Image != e.v2 {
+		t.Errorf("the service moved off v2: %v", s)
+	}
+}
