@@ -220,7 +220,7 @@ var (
 	// names: traefik.http.routers.<name>.rule.
 	traefikName = regexp.MustCompile(`^(traefik\.(?:http|tcp|udp)\.(?:routers|services|middlewares))\.([^.]+)(\..*)?$`)
 	// hostRule finds the host matchers of a Traefik rule.
-	hostRule = regexp.MustCompile("(Host|HostSNI|HostRegexp)\\(([^)]*)\\)")
+	hostRule = regexp.MustCompile(`(Host|HostSNI|HostRegexp)\(([^)]*)\)`)
 	// caddySite finds Caddy-docker-proxy's site address labels: caddy, caddy_0, caddy_1…
 	caddySite = regexp.MustCompile(`^caddy(_\d+)?$`)
 )

@@ -19,9 +19,6 @@ func TestHashIsEightHexDigitsOfTheBranchsSHA256(t *testing.T) {
 	if Hash("feature/a") == Hash("feature/b") {
 		t.Error("different branches gave the same hash")
 	}
-	if Hash("feature/a") != Hash("feature/a") {
-		t.Error("the same branch gave two hashes")
-	}
 	if got := Name("web", "feature/a"); got != "web-"+Hash("feature/a") {
 		t.Errorf("Name = %q", got)
 	}
