@@ -528,3 +528,15 @@ func TestEventStreamReplaysScopesAndFilters(t *testing.T) {
 	}
 	_ = heartbeat // heartbeats are pinned by notify's own tests
 }
+
+func TestStatusNamesTheActiveNotifiers(t *testing.T) {
+	s := newTestServer(t, api.Options{Notifiers: func() []string { return []string{"log", "store", "webhook:ops"} }})
+	status, _, body := s.call(t, "GET", "/api/v1/status", viewerToken, nil)
+	var st wire.ControllerStatus
+	if status != 200 || json.Unmarshal(body, &st) != nil {
+		t.Fatalf("status = %d %s", status, body)
+	}
+	if got := strings.Join(st.Notifiers, ","); got != "log,store,webhook:ops" {
+		t.Errorf("notifiers = %q, want log,store,webhook:ops", got)
+	}
+}

@@ -80,6 +80,9 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request, subj Subject) {
 	if !subj.Allows(RoleAdmin) {
 		st.Details = nil
 	}
+	if s.notifiers != nil {
+		st.Notifiers = s.notifiers()
+	}
 	writeJSON(w, http.StatusOK, st)
 }
 

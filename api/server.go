@@ -69,6 +69,9 @@ type Options struct {
 	// It sets its own security headers, Content-Security-Policy included;
 	// the API's headers stay on every other response. nil leaves / a 404.
 	UI http.Handler
+	// Notifiers names the registered notifiers for the status route; nil
+	// leaves them out.
+	Notifiers func() []string
 	// Logger receives handler failures and panics; nil discards them.
 	Logger *slog.Logger
 }
@@ -86,6 +89,7 @@ type Server struct {
 	maxBody   int64
 	heartbeat time.Duration
 	ui        http.Handler
+	notifiers func() []string
 	log       *slog.Logger
 	mux       *http.ServeMux
 	routes    []route
@@ -103,7 +107,7 @@ func New(opts Options) (*Server, error) {
 	s := &Server{
 		rec: opts.Reconciler, auth: opts.Authorizer, metrics: opts.Metrics, webhooks: opts.Webhooks,
 		broker: opts.Broker, events: opts.EventLog, syncs: opts.Syncs,
-		maxBody: opts.MaxBody, heartbeat: opts.Heartbeat, ui: opts.UI, log: opts.Logger,
+		maxBody: opts.MaxBody, heartbeat: opts.Heartbeat, ui: opts.UI, notifiers: opts.Notifiers, log: opts.Logger,
 		mux: http.NewServeMux(),
 	}
 	if s.metrics == nil {

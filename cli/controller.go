@@ -407,7 +407,7 @@ func runController(ctx context.Context, logger *slog.Logger, flags *controllerFl
 		return err
 	}
 	srvOpts := api.Options{
-		Reconciler: api.NewController(ctrl), Authorizer: tokens, Metrics: metrics, Webhooks: hooks,
+		Notifiers: notifier.Names, Reconciler: api.NewController(ctrl), Authorizer: tokens, Metrics: metrics, Webhooks: hooks,
 		Broker: broker, UI: webUI, Logger: logger,
 	}
 	if db != nil {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -36,6 +37,9 @@ func newStatusCommand() *cobra.Command {
 				fmt.Fprintf(tw, "  error:\t%s\n", st.AppSet.Error)
 			}
 			fmt.Fprintf(tw, "Applications:\t%d\n", st.Applications)
+			if len(st.Notifiers) > 0 {
+				fmt.Fprintf(tw, "Notifiers:\t%s\n", strings.Join(st.Notifiers, ", "))
+			}
 			if len(st.Orphaned) > 0 {
 				fmt.Fprintf(tw, "Orphaned:\t%v\n", st.Orphaned)
 			}

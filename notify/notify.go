@@ -141,9 +141,10 @@ func (r *Registry) Dispatch(ctx context.Context, e Event) {
 	}
 }
 
-// LogActive logs, once at start, which notifiers are registered.
-func (r *Registry) LogActive(logger *slog.Logger) {
-	var names []string
+// Names returns the names of the registered notifiers in registration
+// order ("unnamed" for one that does not say), as a new slice.
+func (r *Registry) Names() []string {
+	names := []string{}
 	for _, n := range r.Notifiers() {
 		name := "unnamed"
 		if nn, ok := n.(Named); ok {
@@ -151,5 +152,11 @@ func (r *Registry) LogActive(logger *slog.Logger) {
 		}
 		names = append(names, name)
 	}
+	return names
+}
+
+// LogActive logs, once at start, which notifiers are registered.
+func (r *Registry) LogActive(logger *slog.Logger) {
+	names := r.Names()
 	logger.Info("notifiers active", "count", len(names), "notifiers", names)
 }

@@ -315,9 +315,12 @@ type ControllerStatus struct {
 	// Orphaned names applications whose releases are deployed but that the
 	// app set no longer declares (kept: the controller runs without
 	// --prune); Pruned those whose releases were removed.
-	Orphaned []string       `json:"orphaned"`
-	Pruned   []string       `json:"pruned"`
-	Details  *StatusDetails `json:"details,omitempty"`
+	Orphaned []string `json:"orphaned"`
+	Pruned   []string `json:"pruned"`
+	// Notifiers names the notifiers events go to (log, store, webhooks,
+	// chat), in registration order; absent when the server was not told.
+	Notifiers []string       `json:"notifiers,omitempty"`
+	Details   *StatusDetails `json:"details,omitempty"`
 }
 
 // AppSetStatus is the state of the app-set source.
