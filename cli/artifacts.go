@@ -141,6 +141,8 @@ func runArtifacts(ctx context.Context, stdout, stderr io.Writer, dir string, f a
 		}
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("artifacts: %s in %s", plural(len(problems), "problem"), dir)}
 	}
+	// Nothing here asks a swarm: without --current, the table shows what a
+	// first deploy would use.
 	current, err := f.currentVersions(set)
 	if err != nil {
 		return err
@@ -149,6 +151,9 @@ func runArtifacts(ctx context.Context, stdout, stderr io.Writer, dir string, f a
 	if err != nil {
 		return err
 	}
+	// Waiting is what an unpushed image looks like and no failure; only an
+	// entry nobody could resolve (git or the registry did not answer, a tag
+	// that does not exist) fails the command, so CI can gate on it.
 	views := make([]wire.Artifact, 0, len(objs))
 	failed := 0
 	for _, o := range objs {
@@ -231,6 +236,8 @@ func resolveArtifacts(ctx context.Context, set *artifact.Set, current map[string
 
 // writeArtifacts prints views as a JSON list or as a table.
 func writeArtifacts(w io.Writer, output string, views []wire.Artifact) error {
+	// The JSON is the wire model's Artifact, the shape `skep app get -o
+	// json` prints, so one script reads both.
 	if output == "json" {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
@@ -243,6 +250,8 @@ func writeArtifacts(w io.Writer, output string, views []wire.Artifact) error {
 		if a.Reason != "" {
 			condition += ": " + oneLine(a.Reason, 100)
 		}
+		// The algorithm prefix is always sha256 here; the hex is what a
+		// reader compares with the registry.
 		_, digest, _ := strings.Cut(a.Digest, ":")
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Name, a.Kind, a.Strategy,
 			orDash(shortHex(a.Desired)), condition, short(digest), orDash(shortHex(a.Version)), a.Drift)

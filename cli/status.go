@@ -37,6 +37,8 @@ func newStatusCommand() *cobra.Command {
 				fmt.Fprintf(tw, "  error:\t%s\n", st.AppSet.Error)
 			}
 			fmt.Fprintf(tw, "Applications:\t%d\n", st.Applications)
+			// Which notifiers run tells an operator where events go, without
+			// reading the controller's flags.
 			if len(st.Notifiers) > 0 {
 				fmt.Fprintf(tw, "Notifiers:\t%s\n", strings.Join(st.Notifiers, ", "))
 			}

@@ -42,6 +42,8 @@ func (c *Controller) runRequest(ctx context.Context, app appset.Application, req
 				Outcome: SyncRunning, StartedAt: now}
 		}
 	})
+	// The hold is written before the reconcile, so a controller killed
+	// mid-sync restarts held where the request meant it to be.
 	if hold != nil {
 		if err := apply.SaveHold(ctx, c.engine, c.owner(app), *hold); err != nil {
 			c.log.Warn("hold not recorded in the swarm; it lasts until the controller restarts", "app", app.Name, "err", err)
@@ -58,6 +60,8 @@ func (c *Controller) runRequest(ctx context.Context, app appset.Application, req
 func (c *Controller) finishSync(app string, req Request, out Result, err error) {
 	done := c.now().UTC()
 	c.status.Update(app, func(s *AppStatus) {
+		// A later sync replaced the record while this one ran: its result
+		// belongs to the request the record now names, not to this one.
 		if s.LastRequestedSync.ID != req.ID {
 			return
 		}
@@ -86,6 +90,8 @@ func (c *Controller) restoreHold(ctx context.Context, app appset.Application, st
 	if st.holdLoaded {
 		return
 	}
+	// Read from the Engine, not the snapshot: the snapshot may not have
+	// run yet when the first worker starts.
 	h, err := apply.LoadHold(ctx, c.engine, c.owner(app))
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {
@@ -97,6 +103,8 @@ func (c *Controller) restoreHold(ctx context.Context, app appset.Application, st
 	if h.Revision == "" {
 		return
 	}
+	// A sync requested before the swarm was read may have set or cleared
+	// a hold already; the newer decision wins over the recorded one.
 	c.status.Update(app.Name, func(s *AppStatus) {
 		if s.Held.Revision == "" {
 			s.Held = h

@@ -80,10 +80,14 @@ func (c *Controller) reconcilePreviews(ctx context.Context, app appset.Applicati
 	}
 	branches, problems := c.previewBranches(ctx, cfg, previewed)
 	problems = append(ignored, problems...)
+	// Slots are handed out in branch order but kept by the previews that
+	// hold one, so a preview's shifted ports never move while it lives.
 	var statuses []PreviewStatus
 	wanted := map[string]bool{}
 	slots := preview.Slots(previewNames(app.Release, branches), c.previewSlots(app))
 	for _, b := range branches {
+		// One branch's failure is its own: it is recorded in its status and
+		// never stops the others nor the main release.
 		st := c.deployPreview(ctx, app, d, cfg, b, slots[preview.Name(app.Release, b.Name)])
 		if c.expired(ctx, app, cfg, st) {
 			c.log.Info("preview expired", "app", app.Name, "release", st.Release, "branch", b.Name, "ttl", cfg.TTL)
@@ -198,6 +202,8 @@ func (c *Controller) deployPreview(ctx context.Context, app appset.Application, 
 		}
 	}
 	st.Artifacts = pd.artifacts
+	// No image for the branch yet is a render that waits, as for the main
+	// release: a preview never runs a version its registry does not have.
 	rel, err := c.renderPreview(ctx, app, pd, owner, b, st.Domain, cfg, slot)
 	if err != nil {
 		st.Error = err.Error()
@@ -215,6 +221,8 @@ func (c *Controller) deployPreview(ctx context.Context, app appset.Application, 
 	if recorded != nil {
 		before = &recorded.Release
 	}
+	// As for the main release, nothing is written while the render matches
+	// what was recorded: a no-op tick makes no Engine write per preview.
 	p := plan.Compare(apply.RedactSecrets(rel), before, plan.Options{})
 	if !p.Changed() {
 		return st

@@ -71,6 +71,8 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 	}()
 	c.status.Update(app.Name, func(s *AppStatus) { s.Phase = PhaseReconciling })
 
+	// Render: the artifact versions, then the compose files at the commit
+	// (a held revision wins over what the application tracks).
 	d, err = c.render(ctx, app, req.Revision)
 	out.Commit, out.Artifacts = d.commit, d.artifacts
 	c.reportWaiting(ctx, app, d, st)
@@ -84,6 +86,8 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 		return out, err
 	}
 	st.stalledCommit = ""
+	// Compare: git moved when the render differs from the last recorded
+	// revision; the swarm moved when live services differ from the render.
 	p, recorded, err := c.compare(ctx, app, d)
 	out.Plan, out.Recorded = p, recorded
 	if err != nil {
@@ -93,17 +97,22 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 	if err := c.observeLive(ctx, app, d, p, req, st, &out); err != nil {
 		return out, err
 	}
+	// Gate on policy: a manual application (or an automated one with
+	// nothing to write) only reports, once per commit and versions.
 	if !req.Sync && !(app.SyncPolicy.Automated && p.Changed()) {
-		if p.Changed() && st.driftCommit != d.commit {
-			st.driftCommit = d.commit
+		if p.Changed() && st.driftCommit != d.key() {
+			st.driftCommit = d.key()
 			c.emit(ctx, app, notify.DriftDetected, d.commit, p.Summary())
 		}
+		// Prune and previews follow a main release that is where git wants
+		// it; while it waits for a sync they wait too.
 		if !p.Changed() {
 			c.pruneResources(ctx, app, d, req)
 			c.reconcilePreviews(ctx, app, d)
 		}
 		return out, nil
 	}
+	// Apply, wait, then prune what the new revision stopped declaring.
 	out, err = c.applyRelease(ctx, app, d, p, req, out)
 	if err == nil {
 		c.pruneResources(ctx, app, d, req)
@@ -137,7 +146,8 @@ func (c *Controller) render(ctx context.Context, app appset.Application, commit 
 	source := app.Source
 	if arts.source != "" {
 		// The infrastructure artifact names the stack definitions and the
-		// version of them to deploy; a held commit still wins.
+		// version of them to deploy; a held commit still wins, since a
+		// rollback must keep its commit whatever the artifact files say.
 		source.Repo, source.Revision = arts.source, arts.revision
 		if commit == "" {
 			commit = arts.revision
@@ -171,6 +181,9 @@ func (c *Controller) render(ctx context.Context, app appset.Application, commit 
 // an artifact's image get its resolved reference; an artifact without a
 // version is a waiting error.
 func (c *Controller) compose(ctx context.Context, app appset.Application, root string, d desired, extra map[string]string, owner stack.Owner) (stack.Release, error) {
+	// Precedence, lowest first: artifact versions, the caller's extras
+	// (a preview's domain), then what the app set states, so an operator
+	// can always pin a variable by hand.
 	vars := artifact.Variables(d.artifacts)
 	maps.Copy(vars, extra)
 	maps.Copy(vars, app.Source.Variables)
@@ -258,6 +271,9 @@ func (c *Controller) applyRelease(ctx context.Context, app appset.Application, d
 	out.Applying = res
 	out.applyTook = time.Since(start)
 	if err != nil {
+		// apply classes what it knows (a spec the Engine refuses, someone
+		// else's objects in the way: stalled); anything else may pass on
+		// a later attempt.
 		err = fmt.Errorf("apply %s at %s: %w", app.Release, gitsource.ShortCommit(d.commit), err)
 		if outcome.Of(err) != outcome.Stalled {
 			err = &outcome.TransientError{Err: err}
