@@ -189,6 +189,8 @@ func printArtifacts(w io.Writer, arts []wire.Artifact) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  NAME\tKIND\tSTRATEGY\tDESIRED\tCURRENT\tUSED\tIMAGE\tDRIFT")
 	for _, a := range arts {
+		// A pushed image needs no reason; a waiting or failed one says why,
+		// which is the line an operator looks for.
 		image := orDash(a.Condition)
 		if a.Reason != "" && a.Condition != "pushed" {
 			image += ": " + oneLine(a.Reason, 80)
@@ -209,6 +211,8 @@ func printPreviews(w io.Writer, previews []wire.Preview, problems []string) erro
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  BRANCH\tCOMMIT\tRELEASE\tDOMAIN\tHEALTH\tNOTE")
 	for _, p := range previews {
+		// A preview not running anything yet without an error is one whose
+		// branch image is not pushed: say so rather than leave a blank.
 		note := p.Error
 		if !p.Deployed && note == "" {
 			note = "not deployed"
@@ -218,6 +222,8 @@ func printPreviews(w io.Writer, previews []wire.Preview, problems []string) erro
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	// Problems (a hash collision, the bound, an ignored environment) name
+	// branches without a preview, so they go below the table.
 	for _, p := range problems {
 		fmt.Fprintf(w, "  ! %s\n", p)
 	}
@@ -521,6 +527,8 @@ func simplePost(use, summary, suffix, done string) *cobra.Command {
 // plansOf turns the API's plans back into plan's type, which knows how to
 // print them.
 func plansOf(in []wire.ReleasePlan) []plan.Release {
+	// The wire model holds plans as plain strings (it imports no server
+	// package); plan's own types are what its printer understands.
 	out := make([]plan.Release, 0, len(in))
 	for _, p := range in {
 		r := plan.Release{Name: p.Name, Action: plan.Action(p.Action), Reason: p.Reason}
