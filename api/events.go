@@ -104,6 +104,14 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, filter notify.Fi
 		}
 		after = n
 	}
+	// Subscribe before the headers go out: a client that sees the stream
+	// open must not miss an event published right after (see
+	// TestEventStreamReplaysScopesAndFilters, which raced here).
+	var sub *notify.Subscription
+	if s.broker != nil {
+		sub = s.broker.Subscribe(filter)
+		defer sub.Close()
+	}
 	rc := http.NewResponseController(w)
 	// The server's write timeout is for ordinary responses; a stream lives
 	// as long as its client.
@@ -121,12 +129,10 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, filter notify.Fi
 	s.metrics.subscribers(1)
 	defer s.metrics.subscribers(-1)
 
-	if s.broker == nil {
+	if sub == nil {
 		s.heartbeats(r.Context(), w, flush)
 		return
 	}
-	sub := s.broker.Subscribe(filter)
-	defer sub.Close()
 	opts := notify.StreamOptions{AfterID: after, Heartbeat: s.heartbeat, Flush: flush, Logger: s.log}
 	if s.events != nil {
 		opts.Replay = s.events.Replay(filter)
