@@ -279,7 +279,7 @@ func extractContent(file string, merged map[string]any, files map[string][]byte)
 			}
 			key := path.Join(contentDir, kind, name)
 			if _, taken := files[key]; taken {
-				problems = append(problems, configfile.Problem{File: key, Message: "a chart may hold no file under " + contentDir + "/; Skep keeps config and secret content there"})
+				problems = append(problems, configfile.Problem{File: path.Join(path.Dir(file), key), Message: "a chart may hold no file under " + contentDir + "/; Skep keeps config and secret content there"})
 				continue
 			}
 			files[key] = data

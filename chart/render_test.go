@@ -154,7 +154,7 @@ func TestRenderReportsEveryProblemWithItsLocation(t *testing.T) {
 		},
 		{
 			name: "a schema violation names the value's path", chart: "web",
-			set:  map[string]string{"replicas": "many", "image.tag": "5"},
+			set: map[string]string{"replicas": "many", "image.tag": "5"},
 			want: []string{
 				"web/values.schema.json: image.tag: got number, want string",
 				"web/values.schema.json: replicas: got string, want integer",

@@ -57,7 +57,7 @@ func parseValues(file string, data []byte) (map[string]any, error) {
 	return out.(map[string]any), nil
 }
 
-var yamlLine = regexp.MustCompile(`^yaml: line (\d+): `)
+var yamlLine = regexp.MustCompile(`^yaml: (?:unmarshal errors:\n\s*)?line (\d+): `)
 
 // yamlProblem turns a yaml.v3 error into a Problem at its line.
 func yamlProblem(file string, err error) configfile.Problems {
