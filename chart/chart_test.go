@@ -115,7 +115,6 @@ func TestLoadReportsEveryProblemOfAChart(t *testing.T) {
 			fsys: minimal(map[string]string{"c/ci/prod-values.yaml": "just text\n"}), dir: "c",
 			want: []string{"c/ci/prod-values.yaml:1:1: want a mapping of values, got \"just text\""},
 		},
-
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var err error
