@@ -29,9 +29,9 @@ type renderFlags struct {
 	files, envFiles []string
 	// values and set are a chart's --values files and --set pairs.
 	values, set []string
-	release         string
-	controller      string
-	output          string
+	release     string
+	controller  string
+	output      string
 	// allow is what the app set's allow list would grant: without it, host
 	// paths and external objects are refused, as they would be in git.
 	allow stack.Allow
