@@ -171,6 +171,11 @@ func TestRenderReportsEveryProblemWithItsLocation(t *testing.T) {
 			want:   []string{"bad.yaml:2: invalid YAML: did not find expected node content"},
 		},
 		{
+			name: "a values file over the size cap is refused", chart: "web",
+			values: []ValuesFile{{Name: "big.yaml", Data: []byte("x: " + strings.Repeat("y", MaxFileSize))}},
+			want:   []string{"big.yaml: larger than 1048576 bytes"},
+		},
+		{
 			name: "a values file that is a list is refused", chart: "web",
 			values: []ValuesFile{{Name: "bad.yaml", Data: []byte("- a\n")}},
 			want:   []string{"bad.yaml:1:1: want a mapping of values, got a list"},

@@ -39,15 +39,9 @@ func diffPaths(at string, a, b any, out *[]string) {
 	am, aok := a.(map[string]any)
 	bm, bok := b.(map[string]any)
 	if aok && bok {
-		keys := maps.Keys(am)
-		seen := map[string]bool{}
+		keys := maps.Clone(am)
+		maps.Copy(keys, bm)
 		for k := range keys {
-			seen[k] = true
-		}
-		for k := range bm {
-			seen[k] = true
-		}
-		for k := range seen {
 			diffPaths(join(at, k), am[k], bm[k], out)
 		}
 		return

@@ -24,6 +24,9 @@ const maxValuesDepth = 64
 // that are not strings are written as strings, as Helm does, so templates
 // and the schema see JSON's shape.
 func parseValues(file string, data []byte) (map[string]any, error) {
+	if len(data) > MaxFileSize {
+		return nil, configfile.Problems{{File: file, Message: fmt.Sprintf("larger than %d bytes", MaxFileSize)}}
+	}
 	var root yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&root); err != nil {
