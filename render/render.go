@@ -9,8 +9,10 @@
 // Every read is confined to Input.Root: `..` and symbolic links that leave the
 // tree are refused, and absolute paths are never opened. Render does no Docker,
 // git or network I/O, and never lets docker/cli's loader touch the file system
-// itself. Problems with the input are *Error values naming the file, and the
-// line and field where the YAML gives one.
+// itself. Load renders a document held in memory (a chart's merged
+// templates) through the same steps and reads nothing at all. Problems with
+// the input are *Error values naming the file, and the line and field where
+// the YAML gives one.
 //
 // Render never panics on input: docker/cli's loader, which assumes shapes
 // its own callers checked, runs behind a recover, and YAML recursion is
