@@ -27,9 +27,11 @@ import (
 // The zero value renders nothing useful; the command's flags set it.
 type renderFlags struct {
 	files, envFiles []string
-	release         string
-	controller      string
-	output          string
+	// values and set are a chart's --values files and --set pairs.
+	values, set []string
+	release     string
+	controller  string
+	output      string
 	// allow is what the app set's allow list would grant: without it, host
 	// paths and external objects are refused, as they would be in git.
 	allow stack.Allow
@@ -50,6 +52,12 @@ merges the -f files after it, interpolates variables from the env files
 apply: {"services", "networks", "configs", "secrets"}, each keyed by name in
 the Engine API's shape. Secret values are never printed. No daemon is needed.
 
+A directory holding Chart.yaml is a chart (see docs/charts.md): its values
+(values.yaml, then each --values file, then --set) are checked against
+values.schema.json, its templates rendered and merged into one compose
+document, and that document converted the same way, exactly as the
+controller renders the chart.
+
 Reads stay inside the deepest directory holding PATH and every -f and
 --env-file; host paths and external objects must be allowed by flag, as an
 app set's allow list does.
@@ -68,11 +76,28 @@ Exit status: 0 on success, 1 on bad input (printed as file:line: message),
 			if f.output != "yaml" && f.output != "json" {
 				return usageError("--output: want yaml or json, got %q", f.output)
 			}
-			rel, warnings, err := renderRelease(cmd, args[0], f)
+			var rel stack.Release
+			var warnings []string
+			var err error
+			if isChartDir(args[0]) {
+				if len(f.files) > 0 || len(f.envFiles) > 0 {
+					return usageError("render: -f and --env-file are for compose files; a chart takes --values and --set")
+				}
+				rel, warnings, err = renderChart(cmd, args[0], f)
+			} else {
+				if len(f.values) > 0 || len(f.set) > 0 {
+					return usageError("render: --values and --set are for charts (a directory holding Chart.yaml)")
+				}
+				rel, warnings, err = renderRelease(cmd, args[0], f)
+			}
 			// Warnings go to stderr before the error or the output, so stdout stays
 			// a clean document for a pipe.
 			for _, w := range warnings {
 				fmt.Fprintln(cmd.ErrOrStderr(), "skep: warning:", w)
+			}
+			var exit *ExitError
+			if errors.As(err, &exit) {
+				return err // a usage error in --set
 			}
 			if err != nil {
 				return &ExitError{Code: ExitFailure, Err: err}
@@ -82,6 +107,8 @@ Exit status: 0 on success, 1 on bad input (printed as file:line: message),
 	}
 	flags := cmd.Flags()
 	flags.StringArrayVarP(&f.files, "file", "f", nil, "compose file merged after PATH's, in order (repeatable)")
+	flags.StringArrayVar(&f.values, "values", nil, "chart values file merged over the chart's values.yaml, in order (repeatable; charts only)")
+	flags.StringArrayVar(&f.set, "set", nil, "chart value key=value, merged last; a.b=c nests, numbers and true/false are typed (repeatable; charts only)")
 	flags.StringArrayVar(&f.envFiles, "env-file", nil, "file of KEY=VALUE lines for interpolation, later ones winning (repeatable; default .env beside the compose file)")
 	flags.StringVar(&f.release, "release", "", "release (stack) name; default: the compose directory's name")
 	flags.StringVar(&f.controller, "controller-id", "default", "controller id stamped in the ownership labels")

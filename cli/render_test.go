@@ -17,6 +17,9 @@ const (
 	imageEnv        = renderTestInput + "image.env"
 )
 
+// chartInput holds the chart package's test charts.
+const chartInput = "../chart/testdata/"
+
 func TestRenderGolden(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -37,6 +40,12 @@ func TestRenderGolden(t *testing.T) {
 		{name: "missing-path", args: []string{renderTestInput + "missing"}, wantCode: ExitFailure},
 		{name: "no-arguments-is-usage", args: nil, wantCode: ExitUsage},
 		{name: "bad-output-is-usage", args: []string{"-o", "xml", renderTestInput + "host-path"}, wantCode: ExitUsage},
+		{name: "chart-with-values-and-set", args: []string{chartInput + "web", "--values", chartInput + "values/staging.yaml", "--set", "replicas=4", "--allow-network", "traefik-public", "--release", "web"}, wantCode: ExitOK},
+		{name: "chart-schema-error-names-the-value", args: []string{chartInput + "web", "--set", "replicas=many"}, wantCode: ExitFailure},
+		{name: "chart-template-error-names-template-and-line", args: []string{chartInput + "index-error"}, wantCode: ExitFailure},
+		{name: "chart-set-without-value-is-usage", args: []string{chartInput + "web", "--set", "replicas"}, wantCode: ExitUsage},
+		{name: "chart-env-file-is-usage", args: []string{chartInput + "web", "--env-file", imageEnv}, wantCode: ExitUsage},
+		{name: "compose-values-is-usage", args: []string{renderTestInput + "host-path", "--values", imageEnv}, wantCode: ExitUsage},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

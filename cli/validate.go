@@ -24,9 +24,14 @@ func newValidateCommand() *cobra.Command {
 	var artifactOptions artifact.LoadOptions
 	cmd := &cobra.Command{
 		Use:   "validate PATH...",
-		Short: "Check app-set files, app-set directories or artifact directories offline",
+		Short: "Check app-set files, app-set directories, artifact directories or charts offline",
 		Long: `Validate checks each app set offline: a file, or a directory whose *.yaml and
 *.yml files form one set. Each PATH is checked on its own.
+
+A directory holding Chart.yaml is a chart (see docs/charts.md): Chart.yaml,
+values.schema.json and the templates are checked, and the chart is rendered
+with every ci/*-values.yaml (with its defaults when there is none), twice, so
+that a template that renders differently each time is reported.
 
 A directory with service/ or infrastructure/ folders, or whose YAML files
 each hold a list, is an environment's artifact directory instead (see
@@ -99,6 +104,8 @@ type validatedAppSet struct {
 	// Artifacts.
 	Shape     artifact.Shape `json:"shape,omitempty"`
 	Artifacts int            `json:"artifacts,omitempty"`
+	// Renders counts the values sets a chart (Shape "chart") rendered.
+	Renders int `json:"renders,omitempty"`
 	// problems are this set's share of validateReport.Problems.
 	// Unexported, so the JSON lists each problem once, in
 	// validateReport.Problems.
@@ -112,6 +119,13 @@ func validatePaths(ctx context.Context, paths []string, opts artifact.LoadOption
 	// take its length without a null check.
 	report := validateReport{Valid: true, Problems: []configfile.Problem{}}
 	for _, path := range paths {
+		if isChartDir(path) {
+			result := validateChart(ctx, path)
+			report.Problems = append(report.Problems, result.problems...)
+			report.Valid = report.Valid && result.Valid
+			report.Sets = append(report.Sets, result)
+			continue
+		}
 		if result, ok := validateArtifacts(path, opts); ok {
 			report.Problems = append(report.Problems, result.problems...)
 			report.Valid = report.Valid && result.Valid
@@ -153,7 +167,11 @@ func (r validateReport) write(w io.Writer, output string) error {
 	for _, set := range r.Sets {
 		if set.Valid {
 			what := plural(set.Applications, "application")
-			if set.Shape != "" {
+			switch set.Shape {
+			case "chart":
+				what = "chart, " + plural(set.Renders, "values set") + " rendered"
+			case "":
+			default:
 				what = fmt.Sprintf("%s artifact directory, %s", set.Shape, plural(set.Artifacts, "artifact"))
 			}
 			if _, err := fmt.Fprintf(w, "%s: %s, valid\n", set.Path, what); err != nil {

@@ -38,6 +38,9 @@ func TestValidateGolden(t *testing.T) {
 		{name: "artifact-native-directory-lists-every-problem", args: []string{artifactInput + "invalid/native-rules"}, wantCode: ExitFailure},
 		{name: "artifact-release-repository-lists-every-problem", args: []string{artifactInput + "invalid/release-rules", validateInput + "valid.yaml"}, wantCode: ExitFailure},
 		{name: "artifact-json", args: []string{"-o", "json", artifactInput + "native/production", artifactInput + "invalid/release-no-infrastructure"}, wantCode: ExitFailure},
+		{name: "chart-renders-every-ci-values-file", args: []string{"../chart/testdata/web"}, wantCode: ExitOK},
+		{name: "chart-lists-every-problem", args: []string{"../chart/testdata/bad-metadata", "../chart/testdata/uses-env", "../chart/testdata/unstable"}, wantCode: ExitFailure},
+		{name: "chart-json", args: []string{"-o", "json", "../chart/testdata/web", "../chart/testdata/required-missing"}, wantCode: ExitFailure},
 		{name: "artifact-bad-registry-is-usage", args: []string{"--registry", "Registry.Example.org", artifactInput + "release-repo/testing"}, wantCode: ExitUsage},
 	}
 	for _, tt := range tests {

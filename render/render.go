@@ -9,8 +9,10 @@
 // Every read is confined to Input.Root: `..` and symbolic links that leave the
 // tree are refused, and absolute paths are never opened. Render does no Docker,
 // git or network I/O, and never lets docker/cli's loader touch the file system
-// itself. Problems with the input are *Error values naming the file, and the
-// line and field where the YAML gives one.
+// itself. Load renders a document held in memory (a chart's merged
+// templates) through the same steps and reads nothing at all. Problems with
+// the input are *Error values naming the file, and the line and field where
+// the YAML gives one.
 //
 // Render never panics on input: docker/cli's loader, which assumes shapes
 // its own callers checked, runs behind a recover, and YAML recursion is
@@ -105,7 +107,7 @@ func Compose(ctx context.Context, in Input) (*Document, error) {
 		return nil, fmt.Errorf("render: open root: %w", err)
 	}
 	defer root.Close()
-	r := &renderer{ctx: ctx, root: root, dir: dir}
+	r := &renderer{ctx: ctx, fsys: root.FS(), dir: dir}
 
 	env, err := r.environment(in.EnvFiles, in.Variables)
 	if err != nil {
@@ -126,7 +128,7 @@ func Compose(ctx context.Context, in Input) (*Document, error) {
 // renderer holds the state of one Compose call.
 type renderer struct {
 	ctx   context.Context
-	root  *os.Root
+	fsys  fs.FS  // the root: an os.Root's, or Load's files in memory
 	dir   string // compose directory, relative to root
 	files []*source
 }
@@ -170,13 +172,13 @@ func (r *renderer) resolve(name string) (string, error) {
 	return localPath(path.Join(r.dir, filepath.ToSlash(name)))
 }
 
-// read reads a file relative to the root. os.Root refuses symbolic links and
-// `..` that would leave it.
+// read reads a file relative to the root, a slash path. os.Root refuses
+// symbolic links and `..` that would leave it.
 func (r *renderer) read(name string) ([]byte, error) {
 	if err := r.ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	f, err := r.root.Open(filepath.FromSlash(name))
+	f, err := r.fsys.Open(name)
 	if err != nil {
 		return nil, pathError(name, err)
 	}
@@ -216,7 +218,7 @@ func pathError(name string, err error) error {
 // exists reports whether name is a regular file below the root. A
 // directory of that name counts as absent, not as an error.
 func (r *renderer) exists(name string) (bool, error) {
-	info, err := r.root.Stat(filepath.FromSlash(name))
+	info, err := fs.Stat(r.fsys, name)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return false, nil

@@ -1,0 +1,182 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/skep-cd/skep/chart"
+	"github.com/skep-cd/skep/configfile"
+	"github.com/skep-cd/skep/render"
+	"github.com/skep-cd/skep/stack"
+)
+
+// isChartDir reports whether path is a directory holding Chart.yaml.
+func isChartDir(path string) bool {
+	info, err := os.Stat(filepath.Join(path, "Chart.yaml"))
+	return err == nil && !info.IsDir()
+}
+
+// loadChart loads the chart directory dir through an os.Root, so that a
+// symbolic link in it cannot lead outside it. Problems name files under
+// dir, as the user typed it.
+func loadChart(dir string) (*chart.Chart, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, unwrapPathError(err))
+	}
+	defer root.Close()
+	c, err := chart.Load(root.FS(), ".")
+	if err != nil {
+		return nil, chartProblems(dir, err, nil)
+	}
+	return c, nil
+}
+
+// chartProblems names the chart's files under dir; the values files the
+// user named on the command line, and --set, keep their names.
+func chartProblems(dir string, err error, keep map[string]bool) error {
+	var ps configfile.Problems
+	if errors.As(err, &ps) {
+		out := make(configfile.Problems, len(ps))
+		for i, p := range ps {
+			if !keep[p.File] && p.File != "--set" {
+				p.File = filepath.Join(dir, p.File)
+			}
+			out[i] = p
+		}
+		return out
+	}
+	var re *render.Error
+	if errors.As(err, &re) {
+		abs, absErr := filepath.Abs(dir)
+		if absErr == nil {
+			return relativeToCwd(abs, err)
+		}
+	}
+	return err
+}
+
+// readValuesFiles reads the --values files in order.
+func readValuesFiles(names []string) ([]chart.ValuesFile, error) {
+	var out []chart.ValuesFile
+	for _, name := range names {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, unwrapPathError(err))
+		}
+		out = append(out, chart.ValuesFile{Name: name, Data: data})
+	}
+	return out, nil
+}
+
+// parseSetFlags turns --set key=value flags into RenderOptions.Set; a later
+// flag for the same key wins.
+func parseSetFlags(flags []string) (map[string]string, error) {
+	set := map[string]string{}
+	for _, s := range flags {
+		k, v, ok := strings.Cut(s, "=")
+		if !ok || k == "" {
+			return nil, usageError("--set: want key=value, got %q", s)
+		}
+		set[k] = v
+	}
+	return set, nil
+}
+
+// renderChart renders and converts the chart in dir, as the controller
+// would, with the --values and --set flags.
+func renderChart(cmd *cobra.Command, dir string, f renderFlags) (stack.Release, []string, error) {
+	c, err := loadChart(dir)
+	if err != nil {
+		return stack.Release{}, nil, err
+	}
+	values, err := readValuesFiles(f.values)
+	if err != nil {
+		return stack.Release{}, nil, err
+	}
+	set, err := parseSetFlags(f.set)
+	if err != nil {
+		return stack.Release{}, nil, err
+	}
+	release := f.release
+	if release == "" {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return stack.Release{}, nil, err
+		}
+		release = filepath.Base(abs)
+	}
+	doc, _, err := chart.Render(cmd.Context(), c, chart.RenderOptions{ReleaseName: release, ValuesFiles: values, Set: set})
+	if err != nil {
+		keep := map[string]bool{}
+		for _, v := range values {
+			keep[v.Name] = true
+		}
+		return stack.Release{}, nil, chartProblems(dir, err, keep)
+	}
+	rel, err := stack.Convert(doc.Config, stack.Options{
+		Owner: stack.Owner{Controller: f.controller, Application: release, Release: release},
+		Allow: f.allow,
+		Files: doc.Files,
+	})
+	return rel, doc.Warnings, err
+}
+
+// validateChart checks the chart in path offline: Chart.yaml, the schema
+// and the templates, then a render with every ci/*values.yaml (or with the
+// defaults when there is none), each rendered twice to find templates that
+// are not stable.
+func validateChart(ctx context.Context, path string) validatedAppSet {
+	result := validatedAppSet{Path: path, Shape: "chart"}
+	fail := func(err error) {
+		var ps configfile.Problems
+		if errors.As(err, &ps) {
+			result.problems = append(result.problems, ps...)
+			return
+		}
+		result.problems = append(result.problems, configfile.Problem{File: path, Message: err.Error()})
+	}
+	c, err := loadChart(path)
+	if err != nil {
+		fail(err)
+		return result
+	}
+	if err := c.CheckSkepVersion(""); err != nil {
+		fail(err)
+	}
+	runs := [][]chart.ValuesFile{nil}
+	if ci := c.CIValues(); len(ci) > 0 {
+		runs = nil
+		for _, f := range ci {
+			runs = append(runs, []chart.ValuesFile{f})
+		}
+	}
+	for _, values := range runs {
+		opts := chart.RenderOptions{ReleaseName: c.Metadata().Name, ValuesFiles: values}
+		if _, _, err := chart.Render(ctx, c, opts); err != nil {
+			fail(chartProblems(path, err, nil))
+			continue
+		}
+		result.Renders++
+		diffs, err := chart.CheckStable(ctx, c, opts)
+		switch {
+		case err != nil:
+			fail(chartProblems(path, err, nil))
+		case len(diffs) > 0:
+			file := filepath.Join(path, "templates")
+			if len(values) > 0 {
+				file = filepath.Join(path, values[0].Name)
+			}
+			result.problems = append(result.problems, configfile.Problem{File: file,
+				Message: fmt.Sprintf("renders differently each time (a random value or the clock) at %s; the controller holds such a chart", strings.Join(diffs, ", "))})
+		}
+	}
+	result.Valid = len(result.problems) == 0
+	return result
+}
