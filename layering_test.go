@@ -32,7 +32,7 @@ var allowed = map[string][]string{
 	"client":            {"wire"},
 	"api":               {"appset", "artifact", "configfile", "notify", "plan", "reconcile", "secret", "stack", "store", "version", "wire"},
 	"api/authtest":      {"api"},
-	"reconcile":         {"apply", "appset", "artifact", "gitsource", "health", "notify", "outcome", "plan", "preview", "prune", "render", "stack", "swarm"},
+	"reconcile":         {"apply", "appset", "artifact", "chart", "gitsource", "health", "notify", "outcome", "plan", "preview", "prune", "render", "stack", "swarm", "version"},
 	"render":            {},
 	"chart":             {"configfile", "render", "version"},
 	"stack":             {},

@@ -111,6 +111,9 @@ type Options struct {
 	// recorded revision after out-of-band drift: the desired state did not
 	// change, so no revision is written (unless the release has none).
 	Correction bool
+	// Chart is recorded in the revision of a chart release; nil for a
+	// compose one.
+	Chart *ChartRecord
 	// Force re-applies every service even when its spec is unchanged,
 	// restarting its tasks (`skep deploy --force`). The controller's own
 	// loop never sets it.

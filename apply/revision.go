@@ -58,6 +58,8 @@ type Revision struct {
 	// Images maps each service to the image written to the swarm, after
 	// digest resolution.
 	Images map[string]string
+	// Chart is what a chart release was rendered from; nil for compose.
+	Chart *ChartRecord
 	// ConfigID is the id of the Docker config holding the revision; it is
 	// not part of the stored document.
 	ConfigID string
@@ -102,6 +104,17 @@ func digest(data []byte) []byte {
 // revisionDoc is the stored form of a Revision: JSON, then gzip. It is
 // separate from Revision so that the stored format changes only with
 // revisionSchema, whatever happens to the Go types.
+// ChartRecord is what a revision keeps of a chart render: the chart and
+// its version, the values files merged, and the merged values and compose
+// document with secrets masked. It never holds a secret's value.
+type ChartRecord struct {
+	Name        string   `json:"name"`
+	Version     string   `json:"version"`
+	ValuesFiles []string `json:"valuesFiles,omitempty"`
+	Values      string   `json:"values,omitempty"`
+	Manifest    string   `json:"manifest,omitempty"`
+}
+
 type revisionDoc struct {
 	Schema          int               `json:"schema"`
 	Number          int               `json:"number"`
@@ -112,6 +125,7 @@ type revisionDoc struct {
 	Release         releaseDoc        `json:"release"`
 	ConfigsRedacted bool              `json:"configsRedacted,omitempty"`
 	Images          map[string]string `json:"images,omitempty"`
+	Chart           *ChartRecord      `json:"chart,omitempty"`
 }
 
 // releaseDoc is the stored form of a stack.Release, which has no JSON tags
@@ -136,6 +150,7 @@ func encodeRevision(rev Revision) ([]byte, error) {
 		Application:     rev.Application,
 		ConfigsRedacted: rev.ConfigsRedacted,
 		Images:          rev.Images,
+		Chart:           rev.Chart,
 		Release: releaseDoc{
 			Name:     rev.Release.Name,
 			Services: rev.Release.Services,
@@ -187,6 +202,7 @@ func decodeRevision(data []byte) (Revision, error) {
 		Application:     doc.Application,
 		ConfigsRedacted: doc.ConfigsRedacted,
 		Images:          doc.Images,
+		Chart:           doc.Chart,
 		Release: stack.Release{
 			Name:     doc.Release.Name,
 			Services: doc.Release.Services,
@@ -310,8 +326,17 @@ func (a *applier) writeRevision(ctx context.Context, existing []swarm.Config) (i
 		Application: owner.Application,
 		Release:     RedactSecrets(a.rel),
 		Images:      maps.Clone(a.images),
+		Chart:       a.opts.Chart,
 	}
 	data, err := encodeRevision(rev)
+	if err == nil && len(data) > maxConfigData && rev.Chart != nil {
+		// The rendered manifest is the largest part and can be rendered
+		// again from git; the chart, version and values stay.
+		c := *rev.Chart
+		c.Manifest = ""
+		rev.Chart = &c
+		data, err = encodeRevision(rev)
+	}
 	if err == nil && len(data) > maxConfigData {
 		a.log.Warn("revision too large; storing config digests only", "revision", n, "bytes", len(data))
 		rev.Release, rev.ConfigsRedacted = redactConfigs(rev.Release), true

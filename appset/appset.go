@@ -123,6 +123,24 @@ type Application struct {
 	// Artifacts points at the application's release artifacts; nil means
 	// it has none and renders its compose files as they are.
 	Artifacts *Artifacts
+	// Chart renders the release from a chart instead of compose files;
+	// nil means compose.
+	Chart *Chart
+}
+
+// Chart names the chart an application renders and the values it gives
+// it. Exactly one of Path and (Repo, Name, Version) is set.
+type Chart struct {
+	// Path is the chart's directory in the application's repository.
+	Path string
+	// Repo, Name and Version fetch the chart from a chart repository
+	// (index.yaml over HTTPS), at exactly that version.
+	Repo, Name, Version string
+	// Values are values files in the application's repository, merged in
+	// order over the chart's values.yaml.
+	Values []string
+	// Set holds inline values (dotted keys), merged last.
+	Set map[string]string
 }
 
 // Artifacts locates an application's artifact directory in git and says

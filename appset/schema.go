@@ -32,6 +32,7 @@ type fileApp struct {
 	DriftDetection DriftDetection `yaml:"driftDetection"`
 	Allow          fileAllow      `yaml:"allow,omitempty"`
 	Artifacts      *fileArtifacts `yaml:"artifacts,omitempty"`
+	Chart          *fileChart     `yaml:"chart,omitempty"`
 
 	// releaseDefaulted records that setDefaults copied Name into Release,
 	// so that a clash names the application, not a key nobody wrote.
@@ -46,6 +47,16 @@ type fileSource struct {
 	Files     []string          `yaml:"files,omitempty"`
 	EnvFiles  []string          `yaml:"envFiles,omitempty"`
 	Variables map[string]string `yaml:"variables,omitempty"`
+}
+
+// fileChart is an application's chart key; see Chart.
+type fileChart struct {
+	Path    string            `yaml:"path,omitempty"`
+	Repo    string            `yaml:"repo,omitempty"`
+	Name    string            `yaml:"name,omitempty"`
+	Version string            `yaml:"version,omitempty"`
+	Values  []string          `yaml:"values,omitempty"`
+	Set     map[string]string `yaml:"set,omitempty"`
 }
 
 // fileArtifacts is an application's artifacts key; see Artifacts. A nil
@@ -241,7 +252,20 @@ func toApplication(a fileApp) Application {
 			Volumes:   nilIfEmpty(slices.Clone(a.Allow.Volumes)),
 		},
 		Artifacts: toArtifacts(a.Artifacts),
+		Chart:     toChart(a.Chart),
 	}
+}
+
+// toChart converts a valid chart block, cleaning its paths; nil stays nil.
+func toChart(c *fileChart) *Chart {
+	if c == nil {
+		return nil
+	}
+	out := &Chart{Repo: c.Repo, Name: c.Name, Version: c.Version, Values: cleanAll(c.Values), Set: nilIfEmpty(maps.Clone(c.Set))}
+	if c.Path != "" {
+		out.Path = path.Clean(c.Path)
+	}
+	return out
 }
 
 // toArtifacts converts a defaulted artifacts block; nil stays nil.
@@ -318,7 +342,16 @@ func fromApplication(a Application) fileApp {
 			Volumes:   a.Allow.Volumes,
 		},
 		Artifacts: fromArtifacts(a.Artifacts),
+		Chart:     fromChart(a.Chart),
 	}
+}
+
+// fromChart is the inverse of toChart.
+func fromChart(c *Chart) *fileChart {
+	if c == nil {
+		return nil
+	}
+	return &fileChart{Path: c.Path, Repo: c.Repo, Name: c.Name, Version: c.Version, Values: c.Values, Set: c.Set}
 }
 
 // fromArtifacts is the inverse of toArtifacts.

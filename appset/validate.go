@@ -64,6 +64,9 @@ func validateApp(d *configfile.Document, a *fileApp, field string) {
 	if a.Artifacts != nil {
 		validateArtifacts(d, a.Artifacts, field+".artifacts")
 	}
+	if a.Chart != nil {
+		validateChart(d, a.Chart, field+".chart")
+	}
 	if msg := checkRevision(a.Source.Revision); msg != "" {
 		d.Add(src+".revision", "%s", msg)
 	}
@@ -364,5 +367,37 @@ func validatePreviews(d *configfile.Document, p *filePreviews, field string) {
 	}
 	if p.PortShift < 0 || p.PortShift > 60000 {
 		d.Add(field+".portShift", "want 0 (drop published ports) to 60000, got %d", p.PortShift)
+	}
+}
+
+// validateChart checks an application's chart block: a path in the
+// repository, or a repository, name and exact version.
+func validateChart(d *configfile.Document, c *fileChart, field string) {
+	fromRepo := c.Repo != "" || c.Name != "" || c.Version != ""
+	switch {
+	case c.Path != "" && fromRepo:
+		d.Add(field, "both path and repo; want a chart directory in the application's repository (path) or one from a chart repository (repo, name, version)")
+	case c.Path == "" && !fromRepo:
+		d.Add(field, "want path (a chart directory in the application's repository) or repo, name and version")
+	case c.Path != "":
+		if msg := checkRelative(c.Path, "the repository", false); msg != "" {
+			d.Add(field+".path", "%s", msg)
+		}
+	default:
+		if !strings.HasPrefix(c.Repo, "https://") {
+			d.Add(field+".repo", "want an https:// chart repository URL, got %s", configfile.Quote(c.Repo))
+		}
+		if c.Name == "" {
+			d.Add(field+".name", "missing; want the chart's name in the repository's index.yaml")
+		}
+		if c.Version == "" || strings.ContainsAny(c.Version, "<>=~^* ") {
+			d.Add(field+".version", "want an exact chart version like 1.2.3, got %s", configfile.Quote(c.Version))
+		}
+	}
+	checkFiles(d, field+".values", c.Values)
+	for k := range c.Set {
+		if k == "" || strings.HasPrefix(k, ".") || strings.HasSuffix(k, ".") {
+			d.Add(field+".set", "want dotted keys like image.tag, got %s", configfile.Quote(k))
+		}
 	}
 }

@@ -71,6 +71,9 @@ type Options struct {
 	// Images is the registry gate of release artifacts; nil means a
 	// registry with Docker's credentials (artifact.NewRegistry).
 	Images artifact.Images
+	// Charts fetches charts from chart repositories; nil means an
+	// application naming one stalls with a clear error.
+	Charts ChartSource
 }
 
 // Controller keeps every application of an app set at what git declares.
@@ -93,6 +96,7 @@ type Controller struct {
 	pruneApps bool
 	ownStack  string
 	images    artifact.Images
+	charts    ChartSource
 
 	appSetMu sync.Mutex // serialises onAppSet
 	mu       sync.Mutex
@@ -134,6 +138,7 @@ func New(opts Options) (*Controller, error) {
 		pruneApps: opts.PruneApplications,
 		ownStack:  opts.OwnStack,
 		images:    opts.Images,
+		charts:    opts.Charts,
 	}
 	if c.images == nil {
 		c.images = artifact.NewRegistry(artifact.RegistryOptions{})

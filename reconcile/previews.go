@@ -263,7 +263,7 @@ func (c *Controller) renderPreview(ctx context.Context, app appset.Application, 
 	}
 	defer tree.Release()
 	extra := map[string]string{"PREVIEW_DOMAIN": domain, "PREVIEW_HASH": b.Hash, "PREVIEW_BRANCH": b.Name}
-	rel, err := c.compose(ctx, app, tree.Dir(), pd, extra, owner)
+	rel, _, err := c.compose(ctx, app, tree.Dir(), pd, extra, owner)
 	if err != nil {
 		return stack.Release{}, err
 	}

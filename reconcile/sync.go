@@ -42,6 +42,7 @@ type desired struct {
 	source    appset.AppSource // where the release was rendered from
 	release   stack.Release
 	artifacts []artifact.Object
+	chart     *chartRender // nil for a compose release
 	gitTook   time.Duration
 	gitFailed bool
 }
@@ -167,11 +168,11 @@ func (c *Controller) render(ctx context.Context, app appset.Application, commit 
 	}
 	defer tree.Release()
 	d := desired{commit: commit, source: source, artifacts: arts.objects, gitTook: time.Since(start)}
-	rel, err := c.compose(ctx, app, tree.Dir(), d, nil, c.owner(app))
+	rel, cr, err := c.compose(ctx, app, tree.Dir(), d, nil, c.owner(app))
 	if err != nil {
 		return d, err
 	}
-	d.release = rel
+	d.release, d.chart = rel, cr
 	return d, nil
 }
 
@@ -180,22 +181,33 @@ func (c *Controller) render(ctx context.Context, app appset.Application, commit 
 // both), into the Swarm specs of the release owner names. Services using
 // an artifact's image get its resolved reference; an artifact without a
 // version is a waiting error.
-func (c *Controller) compose(ctx context.Context, app appset.Application, root string, d desired, extra map[string]string, owner stack.Owner) (stack.Release, error) {
+func (c *Controller) compose(ctx context.Context, app appset.Application, root string, d desired, extra map[string]string, owner stack.Owner) (stack.Release, *chartRender, error) {
 	// Precedence, lowest first: artifact versions, the caller's extras
 	// (a preview's domain), then what the app set states, so an operator
 	// can always pin a variable by hand.
 	vars := artifact.Variables(d.artifacts)
 	maps.Copy(vars, extra)
 	maps.Copy(vars, app.Source.Variables)
-	doc, err := render.Compose(ctx, render.Input{
-		Root:      root,
-		Path:      d.source.Path,
-		Files:     d.source.Files,
-		EnvFiles:  d.source.EnvFiles,
-		Variables: vars,
-	})
-	if err != nil {
-		return stack.Release{}, &outcome.StalledError{Err: fmt.Errorf("render at %s: %w", gitsource.ShortCommit(d.commit), err)}
+	var doc *render.Document
+	var cr *chartRender
+	if app.Chart != nil {
+		r, err := c.renderChart(ctx, app, root, d, extra, owner)
+		if err != nil {
+			return stack.Release{}, nil, err
+		}
+		doc, cr = r.doc, &r
+	} else {
+		var err error
+		doc, err = render.Compose(ctx, render.Input{
+			Root:      root,
+			Path:      d.source.Path,
+			Files:     d.source.Files,
+			EnvFiles:  d.source.EnvFiles,
+			Variables: vars,
+		})
+		if err != nil {
+			return stack.Release{}, nil, &outcome.StalledError{Err: fmt.Errorf("render at %s: %w", gitsource.ShortCommit(d.commit), err)}
+		}
 	}
 	rel, err := stack.Convert(doc.Config, stack.Options{
 		Owner: owner,
@@ -209,13 +221,13 @@ func (c *Controller) compose(ctx context.Context, app appset.Application, root s
 		Files: doc.Files,
 	})
 	if err != nil {
-		return stack.Release{}, &outcome.StalledError{Err: fmt.Errorf("convert at %s: %w", gitsource.ShortCommit(d.commit), err)}
+		return stack.Release{}, nil, &outcome.StalledError{Err: fmt.Errorf("convert at %s: %w", gitsource.ShortCommit(d.commit), err)}
 	}
 	if missing := useArtifactImages(&rel, d.artifacts); len(missing) > 0 {
-		return stack.Release{}, &outcome.WaitingError{Err: fmt.Errorf("artifacts %s: no version to deploy yet: %s",
+		return stack.Release{}, nil, &outcome.WaitingError{Err: fmt.Errorf("artifacts %s: no version to deploy yet: %s",
 			strings.Join(missing, ", "), waitingArtifacts(d.artifacts)), Retry: artifact.DefaultMissingFor}
 	}
-	return rel, nil
+	return rel, cr, nil
 }
 
 // compare plans the desired release against its last recorded revision:
@@ -251,6 +263,15 @@ func (c *Controller) applyRelease(ctx context.Context, app appset.Application, d
 	if err := c.gate(d.release); err != nil {
 		return out, err
 	}
+	if d.chart != nil && out.Recorded != nil {
+		if err := checkStable(ctx, *d.chart); err != nil {
+			return out, err
+		}
+	}
+	var record *apply.ChartRecord
+	if d.chart != nil {
+		record = d.chart.record
+	}
 	if c.live != nil {
 		if err := c.restamp(ctx, app, c.live.Current()); err != nil {
 			return out, err
@@ -266,6 +287,7 @@ func (c *Controller) applyRelease(ctx context.Context, app appset.Application, d
 		Commit:       d.commit,
 		Actor:        req.Actor,
 		Force:        req.Force,
+		Chart:        record,
 		Logger:       c.log.With("app", app.Name),
 	})
 	out.Applying = res

@@ -1,0 +1,168 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/skep-cd/skep/apply"
+	"github.com/skep-cd/skep/appset"
+	"github.com/skep-cd/skep/artifact"
+	"github.com/skep-cd/skep/chart"
+	"github.com/skep-cd/skep/outcome"
+	"github.com/skep-cd/skep/render"
+	"github.com/skep-cd/skep/stack"
+	"github.com/skep-cd/skep/version"
+)
+
+// chartRender is one render of an application's chart: the document it
+// gave, what the revision records of it, and what it was rendered from, so
+// the stability check can render it again.
+type chartRender struct {
+	doc    *render.Document
+	record *apply.ChartRecord
+	chart  *chart.Chart
+	opts   chart.RenderOptions
+}
+
+// renderChart renders app's chart, found in the checkout at root or in its
+// chart repository, with the values files of the checkout, the inline
+// values, the artifact versions of d and the preview of extra. A chart
+// that is invalid, needs a newer Skep, or needs what the application may
+// not use or the swarm lacks is a stalled error: git (or the swarm) must
+// change, and nothing is written.
+func (c *Controller) renderChart(ctx context.Context, app appset.Application, root string, d desired, extra map[string]string, owner stack.Owner) (chartRender, error) {
+	spec := app.Chart
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return chartRender{}, &outcome.TransientError{Err: fmt.Errorf("chart of %s: %w", app.Name, err)}
+	}
+	defer r.Close()
+	repoFS := r.FS()
+	var ch *chart.Chart
+	if spec.Path != "" {
+		ch, err = chart.Load(repoFS, spec.Path)
+	} else {
+		ch, err = c.fetchChart(ctx, spec)
+	}
+	if err != nil {
+		return chartRender{}, stalledUnlessTransient(fmt.Errorf("chart %s: %w", chartName(spec), err))
+	}
+	if err := ch.CheckSkepVersion(version.Get().Version); err != nil {
+		return chartRender{}, &outcome.StalledError{Err: fmt.Errorf("chart %s: %w", chartName(spec), err)}
+	}
+	opts := chart.RenderOptions{ReleaseName: owner.Release, Set: spec.Set, Artifacts: chartArtifacts(d.artifacts),
+		Preview: chart.Preview{Domain: extra["PREVIEW_DOMAIN"], Hash: extra["PREVIEW_HASH"], Branch: extra["PREVIEW_BRANCH"]}}
+	for _, name := range spec.Values {
+		data, err := readCapped(repoFS, name, chart.MaxFileSize)
+		if err != nil {
+			return chartRender{}, &outcome.StalledError{Err: fmt.Errorf("chart %s: values file %s: %w", chartName(spec), name, err)}
+		}
+		opts.ValuesFiles = append(opts.ValuesFiles, chart.ValuesFile{Name: name, Data: data})
+	}
+	doc, man, err := chart.Render(ctx, ch, opts)
+	if err != nil {
+		return chartRender{}, &outcome.StalledError{Err: fmt.Errorf("chart %s: %w", chartName(spec), err)}
+	}
+	if err := c.checkRequirements(app, ch); err != nil {
+		return chartRender{}, &outcome.StalledError{Err: err}
+	}
+	rec := &apply.ChartRecord{Name: man.Chart, Version: man.Version, ValuesFiles: man.ValuesFiles, Values: man.Values, Manifest: man.Compose}
+	return chartRender{doc: doc, record: rec, chart: ch, opts: opts}, nil
+}
+
+// fetchChart reads a chart from its chart repository.
+func (c *Controller) fetchChart(ctx context.Context, spec *appset.Chart) (*chart.Chart, error) {
+	if c.charts == nil {
+		return nil, errors.New("chart repositories are not configured on this controller")
+	}
+	fsys, dir, err := c.charts.Fetch(ctx, spec.Repo, spec.Name, spec.Version)
+	if err != nil {
+		return nil, err
+	}
+	return chart.Load(fsys, dir)
+}
+
+// checkRequirements checks what the chart's requirements.yaml names
+// against the application's allow list and, when the live snapshot can
+// tell, against what exists on the swarm.
+func (c *Controller) checkRequirements(app appset.Application, ch *chart.Chart) error {
+	allowed := chart.Objects{Networks: app.Allow.Networks, Configs: app.Allow.Configs, Secrets: app.Allow.Secrets}
+	existing := allowed // without a snapshot, only the allow list is checked
+	if c.live != nil && !c.live.Current().ReadFailed() {
+		snap := c.live.Current()
+		existing = chart.Objects{Networks: slices.Collect(maps.Values(snap.NetworkNames())),
+			Configs: slices.Collect(maps.Values(snap.ConfigNames()))}
+		for _, s := range snap.Secrets() {
+			existing.Secrets = append(existing.Secrets, s.Spec.Name)
+		}
+	}
+	return chart.Check(ch.Metadata().Name, ch.Requirements(), allowed, existing)
+}
+
+// checkStable renders a chart twice and holds it when the renders differ
+// (a template reading the clock or a random source): such a chart would
+// otherwise be redeployed on every tick. The first deploy goes ahead; the
+// hold starts once a revision is recorded.
+func checkStable(ctx context.Context, cr chartRender) error {
+	diffs, err := chart.CheckStable(ctx, cr.chart, cr.opts)
+	if err != nil || len(diffs) == 0 {
+		return err
+	}
+	return &outcome.StalledError{Err: fmt.Errorf("chart %s renders differently each time (%s); held instead of redeploying on every tick: make those templates deterministic",
+		cr.record.Name, strings.Join(diffs, ", "))}
+}
+
+// chartArtifacts is the .Artifacts a chart sees.
+func chartArtifacts(objs []artifact.Object) map[string]chart.Artifact {
+	out := map[string]chart.Artifact{}
+	for _, o := range objs {
+		if v := o.Version(); v != "" {
+			_, digest, _ := strings.Cut(o.Digested(), "@")
+			out[o.Entry.Name] = chart.Artifact{Version: v, Image: o.Reference(), Digest: digest}
+		}
+	}
+	return out
+}
+
+// chartName names a chart block for messages.
+func chartName(spec *appset.Chart) string {
+	if spec.Path != "" {
+		return spec.Path
+	}
+	return spec.Name + " " + spec.Version
+}
+
+// readCapped reads a file of fsys, refusing one larger than limit.
+func readCapped(fsys fs.FS, name string, limit int64) ([]byte, error) {
+	info, err := fs.Stat(fsys, name)
+	if err != nil {
+		return nil, err
+	}
+	if info.Size() > limit {
+		return nil, fmt.Errorf("%d bytes, more than the %d allowed", info.Size(), limit)
+	}
+	return fs.ReadFile(fsys, name)
+}
+
+// stalledUnlessTransient classes a chart failure: a network failure of a
+// chart repository may pass, anything else needs a change.
+func stalledUnlessTransient(err error) error {
+	if outcome.Of(err) == outcome.Transient && errors.As(err, new(*outcome.TransientError)) {
+		return err
+	}
+	return &outcome.StalledError{Err: err}
+}
+
+// ChartSource fetches charts from chart repositories; *chartrepo.Repos
+// implements it.
+type ChartSource interface {
+	// Fetch returns the files of chart name at exactly version from the
+	// repository at repoURL, and the directory of the chart within them.
+	Fetch(ctx context.Context, repoURL, name, version string) (fs.FS, string, error)
+}
