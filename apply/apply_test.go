@@ -239,6 +239,30 @@ func TestApplyTwiceWritesNothing(t *testing.T) {
 	}
 }
 
+// Force (skep deploy --force) redeploys an unchanged spec: the service's
+// ForceUpdate counter moves, so Swarm restarts its tasks.
+func TestApplyForceRedeploysAnUnchangedService(t *testing.T) {
+	f := newFixture(t)
+	v1 := harness.TestImage(t, f.cli, harness.ImageOptions{Version: "v1"})
+	rel := f.release(v1, "listen 80\n")
+	mustApply(t, rel, f.cli, f.opts(t, ResolveNever))
+	before := f.settled(t, f.ns+"_web")
+
+	opts := f.opts(t, ResolveNever)
+	opts.Force = true
+	res := mustApply(t, rel, f.cli, opts)
+	if got := actions(res)["service "+f.ns+"_web"]; got != Updated {
+		t.Errorf("forced service action = %q, want updated", got)
+	}
+	after := f.service(t, f.ns+"_web")
+	if after.Spec.TaskTemplate.ForceUpdate != before.Spec.TaskTemplate.ForceUpdate+1 {
+		t.Errorf("ForceUpdate %d → %d, want one more", before.Spec.TaskTemplate.ForceUpdate, after.Spec.TaskTemplate.ForceUpdate)
+	}
+	if after.Spec.TaskTemplate.ContainerSpec.Image != before.Spec.TaskTemplate.ContainerSpec.Image {
+		t.Errorf("forced apply changed the image: %s → %s", before.Spec.TaskTemplate.ContainerSpec.Image, after.Spec.TaskTemplate.ContainerSpec.Image)
+	}
+}
+
 func TestApplyImageChangeUpdatesServiceAndWritesRevisionTwo(t *testing.T) {
 	f := newFixture(t)
 	v1 := harness.TestImage(t, f.cli, harness.ImageOptions{Version: "v1"})
