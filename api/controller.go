@@ -291,9 +291,11 @@ func (a *Controller) History(ctx context.Context, name string) (wire.History, er
 	}
 	rh := wire.ReleaseHistory{Name: app.Release, Revisions: make([]wire.Revision, 0, len(revs))}
 	for _, r := range revs {
-		rh.Revisions = append(rh.Revisions, wire.Revision{
-			Number: r.Number, Commit: r.Commit, AppliedAt: r.AppliedAt.UTC(), Actor: r.Actor, Images: r.Images,
-		})
+		wr := wire.Revision{Number: r.Number, Commit: r.Commit, AppliedAt: r.AppliedAt.UTC(), Actor: r.Actor, Images: r.Images}
+		if c := r.Chart; c != nil {
+			wr.Chart = &wire.RevisionChart{Name: c.Name, Version: c.Version, ValuesFiles: c.ValuesFiles}
+		}
+		rh.Revisions = append(rh.Revisions, wr)
 	}
 	return wire.History{Application: name, Releases: []wire.ReleaseHistory{rh}, Syncs: []wire.HistorySync{}}, nil
 }

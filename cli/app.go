@@ -280,11 +280,15 @@ func printHistory(w io.Writer, h wire.History) error {
 	for _, r := range h.Releases {
 		fmt.Fprintf(w, "Release %s\n", r.Name)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "  REVISION\tCOMMIT\tAPPLIED\tACTOR")
+		fmt.Fprintln(tw, "  REVISION\tCOMMIT\tAPPLIED\tACTOR\tCHART")
 		// The API lists revisions oldest first; people want the newest on top.
 		for i := len(r.Revisions) - 1; i >= 0; i-- {
 			rev := r.Revisions[i]
-			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\n", rev.Number, short(rev.Commit), rev.AppliedAt.Format(time.RFC3339), orDash(rev.Actor))
+			chart := "-"
+			if c := rev.Chart; c != nil {
+				chart = c.Name + " " + c.Version
+			}
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\n", rev.Number, short(rev.Commit), rev.AppliedAt.Format(time.RFC3339), orDash(rev.Actor), chart)
 		}
 		if err := tw.Flush(); err != nil {
 			return err

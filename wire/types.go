@@ -256,6 +256,18 @@ type Revision struct {
 	AppliedAt time.Time         `json:"appliedAt"`
 	Actor     string            `json:"actor,omitempty"`
 	Images    map[string]string `json:"images,omitempty"`
+	// Chart names the chart a chart release was rendered from; absent for
+	// a compose release.
+	Chart *RevisionChart `json:"chart,omitempty"`
+}
+
+// RevisionChart is what the history shows of a chart revision: the chart,
+// its version and the values files merged (the values themselves stay in
+// the swarm's record).
+type RevisionChart struct {
+	Name        string   `json:"name"`
+	Version     string   `json:"version"`
+	ValuesFiles []string `json:"valuesFiles,omitempty"`
 }
 
 // SyncOptions are the body of POST /api/v1/applications/{name}/sync. The
