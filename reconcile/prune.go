@@ -27,7 +27,10 @@ func (c *Controller) gates(app, release string) prune.Gates {
 		if a.Name != app && a.Release == release {
 			g.DeclaredBy = append(g.DeclaredBy, a.Name)
 		}
-		if st, ok := c.status.Get(a.Name); !ok || st.LastReconcile.IsZero() {
+		// The application pruning for itself is mid-reconcile: its own
+		// first reconcile is the one asking, not one to wait for (see
+		// TestPruneGatesDoNotCountTheAskingApplication).
+		if st, ok := c.status.Get(a.Name); a.Name != app && (!ok || st.LastReconcile.IsZero()) {
 			g.NotReconciled = append(g.NotReconciled, a.Name)
 		}
 	}
