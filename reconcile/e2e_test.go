@@ -417,3 +417,36 @@ func TestRestartWithAnEmptyDataDirectoryIsANoOp(t *testing.T) {
 		t.Errorf("restart wrote to the service: version %d → %v", before.Version.Index, after)
 	}
 }
+
+// A release name squatted by a service Skep did not create is refused once
+// (one sync-started, one sync-failed), not on every tick, until git or the
+// swarm changes.
+func TestForeignReleaseIsRefusedOnceNotEveryTick(t *testing.T) {
+	e := newEnv(t)
+	port := harness.FreePort(t)
+	one := uint64(1)
+	spec := swarm.ServiceSpec{Annotations: swarm.Annotations{Name: e.ns + "_web"},
+		Mode:         swarm.ServiceMode{Replicated: &swarm.ReplicatedService{Replicas: &one}},
+		TaskTemplate: swarm.TaskSpec{ContainerSpec: &swarm.ContainerSpec{Image: e.v1}},
+		EndpointSpec: &swarm.EndpointSpec{Mode: swarm.ResolutionModeDNSRR}}
+	if _, err := e.cli.ServiceCreate(t.Context(), spec, swarm.ServiceCreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.repo.Commit(t, "main", map[string]string{"compose.yaml": compose(port), "settings.txt": "one\n", ".env": "IMAGE=" + e.v1 + "\n"})
+	ctrl := e.controller(t, appset.FileSource{Path: writeFile(t, t.TempDir(), "apps.yaml", appSet(e.app("web", true)))})
+	run(t, ctrl)
+	st := waitStatus(t, ctrl, "web", time.Minute, func(s reconcile.AppStatus) bool { return s.LastErrorClass == "stalled" })
+	if !strings.Contains(st.LastError, "not created by skep") {
+		t.Errorf("status error = %q, want the foreign service named", st.LastError)
+	}
+	// Two more intervals (10s each, with jitter) pass without a change.
+	waitStatus(t, ctrl, "web", time.Minute, func(s reconcile.AppStatus) bool {
+		return s.LastReconcile.After(st.LastReconcile.Add(21 * time.Second))
+	})
+	if n, m := len(e.events.of(notify.SyncStarted)), len(e.events.of(notify.SyncFailed)); n != 1 || m != 1 {
+		t.Errorf("sync-started %d, sync-failed %d over three ticks, want one of each", n, m)
+	}
+	if st, _ := ctrl.Statuses().Get("web"); st.LastErrorClass != "stalled" || !strings.Contains(st.LastError, "not created by skep") {
+		t.Errorf("status after the quiet ticks = %q (%s), want the refusal still shown", st.LastError, st.LastErrorClass)
+	}
+}

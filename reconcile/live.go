@@ -278,3 +278,26 @@ func (c *Controller) markWrite(app string) {
 	defer c.mu.Unlock()
 	c.wrote[app] = time.Now()
 }
+
+// namespaceState summarises what occupies release's namespace on the swarm
+// (its services with their versions, its networks and configs), so that a
+// refusal can wait for that to change rather than for any change at all:
+// tasks elsewhere move all the time.
+func namespaceState(snap swarm.Snapshot, release string) string {
+	var parts []string
+	for name, s := range servicesOf(snap, release) {
+		parts = append(parts, fmt.Sprintf("service %s %s %d", name, s.ID, s.Version.Index))
+	}
+	for _, n := range snap.Networks() {
+		if strings.HasPrefix(n.Name, release+"_") {
+			parts = append(parts, "network "+n.Name+" "+n.ID)
+		}
+	}
+	for _, cfg := range snap.Configs() {
+		if strings.HasPrefix(cfg.Spec.Name, release+"_") {
+			parts = append(parts, "config "+cfg.Spec.Name+" "+cfg.ID)
+		}
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, "\n")
+}

@@ -113,8 +113,19 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 		}
 		return out, nil
 	}
+	// Someone else's objects refused this very render before, and nothing
+	// changed since: say so again in the status, but write nothing and
+	// raise no second sync-started/sync-failed pair.
+	if f := st.foreign; f != nil && !req.Sync && f.key == d.key() && c.live != nil && namespaceState(c.live.Current(), app.Release) == f.namespace {
+		return out, f.err
+	}
+	st.foreign = nil
 	// Apply, wait, then prune what the new revision stopped declaring.
 	out, err = c.applyRelease(ctx, app, d, p, req, out)
+	var foreign *apply.ForeignError
+	if errors.As(err, &foreign) && c.live != nil {
+		st.foreign = &foreignRefusal{key: d.key(), namespace: namespaceState(c.live.Current(), app.Release), err: err}
+	}
 	if err == nil {
 		c.pruneResources(ctx, app, d, req)
 		c.reconcilePreviews(ctx, app, d)
