@@ -43,18 +43,18 @@ type worker struct {
 
 // appState is what one worker remembers between reconciles.
 type appState struct {
-	stalledCommit string   // a commit that failed to render: not retried until git moves
-	driftCommit   string   // the commit a drift-detected event was raised for
-	liveDrift     string   // the live drift findings last reported, as one line
-	rolledBack    string   // the commit and versions whose rollout Swarm rolled back, reported once
-	artifactWait  string   // the artifacts last reported waiting for their image, as one line
+	stalledCommit string // a commit that failed to render: not retried until git moves
+	driftCommit   string // the commit a drift-detected event was raised for
+	liveDrift     string // the live drift findings last reported, as one line
+	rolledBack    string // the commit and versions whose rollout Swarm rolled back, reported once
+	artifactWait  string // the artifacts last reported waiting for their image, as one line
 	// foreign is the last apply refused because someone else's objects
 	// hold the release: not tried again, nor reported again, until git
 	// (the key) or the release's namespace on the swarm changes.
-	foreign *foreignRefusal
-	pending       *Request // a requested sync that must wait for a rollout
-	holdLoaded    bool     // the recorded hold was read from the swarm
-	failures      int
+	foreign    *foreignRefusal
+	pending    *Request // a requested sync that must wait for a rollout
+	holdLoaded bool     // the recorded hold was read from the swarm
+	failures   int
 }
 
 // foreignRefusal remembers one refused apply.
