@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -236,12 +237,18 @@ func (m *Metrics) ObserveReconcile(o reconcile.Observation) {
 	}
 }
 
-// webhook counts one inbound delivery by provider and result. provider is
-// the path segment as the caller gave it, unknown providers included.
+// webhook counts one inbound delivery by provider and result. A provider
+// Skep does not know is counted as "other": the path segment comes from
+// unauthenticated callers, and taking it as a label would let anyone
+// create series without bound (see TestWebhookMetricsBoundTheProviderLabel).
 func (m *Metrics) webhook(provider, result string) {
-	if m != nil {
-		m.webhooks.WithLabelValues(provider, result).Inc()
+	if m == nil {
+		return
 	}
+	if !slices.Contains(Providers(), provider) {
+		provider = "other"
+	}
+	m.webhooks.WithLabelValues(provider, result).Inc()
 }
 
 // subscribers moves the event-stream gauge by delta (+1 on open, -1 on

@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"net/http"
@@ -170,5 +171,20 @@ func TestCertReloaderServesARenewedCertificate(t *testing.T) {
 	}
 	if _, err := api.NewCertReloader(filepath.Join(dir, "nope.crt"), keyFile); err == nil {
 		t.Error("NewCertReloader accepted a missing certificate file")
+	}
+}
+
+func TestWebhookMetricsBoundTheProviderLabel(t *testing.T) {
+	s := newTestServer(t, api.Options{})
+	for i := range 5 {
+		post(t, s, fmt.Sprintf("/api/v1/webhooks/made-up-%d", i), []byte(`{}`), nil)
+	}
+	_, _, body := s.call(t, "GET", "/metrics", adminToken, nil)
+	text := string(body)
+	if strings.Contains(text, "made-up-") {
+		t.Errorf("an unknown provider became a label value:\n%s", text)
+	}
+	if !strings.Contains(text, `skep_webhook_deliveries_total{provider="other",result="unknown_provider"} 5`) {
+		t.Errorf("/metrics lacks the five unknown deliveries under provider=\"other\":\n%s", text)
 	}
 }
