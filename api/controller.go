@@ -358,6 +358,12 @@ func (a *Controller) RefreshRepository(ctx context.Context, push Push) (Refreshe
 	return Refreshed{Applications: r.Applications, AppSet: r.AppSet}, nil
 }
 
+// MatchPush implements Reconciler.
+func (a *Controller) MatchPush(push Push) Refreshed {
+	r := a.ctrl.MatchRepository(push.Matches)
+	return Refreshed{Applications: r.Applications, AppSet: r.AppSet}
+}
+
 // Status implements Reconciler from the controller's in-memory overview;
 // it makes no Docker or git call, so it answers even when both are down.
 func (a *Controller) Status(context.Context) (wire.ControllerStatus, error) {

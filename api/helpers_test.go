@@ -139,6 +139,16 @@ func (f *fake) Refresh(ctx context.Context, name string) error {
 	return f.known(name)
 }
 
+// MatchPush names web for a push of a repository called web, nothing else.
+func (f *fake) MatchPush(push api.Push) api.Refreshed {
+	for _, r := range push.Repositories {
+		if strings.HasSuffix(strings.TrimSuffix(api.RepoKey(r), "/"), "/web") {
+			return api.Refreshed{Applications: []string{"web"}}
+		}
+	}
+	return api.Refreshed{}
+}
+
 func (f *fake) RefreshRepository(ctx context.Context, push api.Push) (api.Refreshed, error) {
 	f.mu.Lock()
 	f.pushes = append(f.pushes, push)

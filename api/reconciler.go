@@ -44,6 +44,9 @@ type Reconciler interface {
 	// RefreshRepository refreshes every application (and the app set) whose
 	// repository and revision the push names.
 	RefreshRepository(ctx context.Context, push Push) (Refreshed, error)
+	// MatchPush says what RefreshRepository would refresh for push, without
+	// doing it; it does no I/O.
+	MatchPush(push Push) Refreshed
 	// Status describes the controller; details are filled in always and
 	// dropped by the handler for non-admins.
 	Status(ctx context.Context) (wire.ControllerStatus, error)

@@ -176,6 +176,12 @@ func (s *Server) Run(ctx context.Context) {
 type WebhookResponse struct {
 	// Status is accepted, duplicate or ignored.
 	Status string `json:"status"`
+	// Applications names the applications an accepted push refreshes, and
+	// AppSet whether it reloads the app set, so a forge's delivery log
+	// shows when a push matched nothing. The caller proved it holds the
+	// webhook secret, which every application of the controller shares.
+	Applications []string `json:"applications,omitempty"`
+	AppSet       bool     `json:"appSet,omitempty"`
 }
 
 // webhook serves POST /api/v1/webhooks/{provider}: verify, parse, drop a
@@ -241,7 +247,8 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request, _ Subject) {
 		return
 	}
 	s.metrics.webhook(provider, webhookAccepted)
-	writeJSON(w, http.StatusAccepted, WebhookResponse{Status: webhookAccepted})
+	matched := s.rec.MatchPush(push)
+	writeJSON(w, http.StatusAccepted, WebhookResponse{Status: webhookAccepted, Applications: matched.Applications, AppSet: matched.AppSet})
 }
 
 // VerifyWebhook checks a delivery's signature or token against secret in

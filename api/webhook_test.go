@@ -3,12 +3,14 @@ package api_test
 import (
 	"bytes"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -142,6 +144,11 @@ func TestWebhookDeliveriesOfEveryForge(t *testing.T) {
 			status, answer := post(t, s, path, body, valid)
 			if status != http.StatusAccepted || !strings.Contains(answer, `"accepted"`) {
 				t.Fatalf("valid delivery = %d %s, want 202 accepted", status, answer)
+			}
+			// The answer names what the push matched, for the forge's log.
+			var accepted api.WebhookResponse
+			if err := json.Unmarshal([]byte(answer), &accepted); err != nil || !slices.Equal(accepted.Applications, []string{"web"}) {
+				t.Errorf("accepted answer = %s, want the matched application web named", answer)
 			}
 			select {
 			case p := <-pushed:

@@ -223,14 +223,31 @@ type Refreshed struct {
 // it comes from a matching git source.
 func (c *Controller) RefreshRepository(ctx context.Context, matches func(repo, revision string) bool) Refreshed {
 	var out Refreshed
-	if g, ok := c.appSet.(GitAppSet); ok && matches(g.Repo, g.Revision) {
+	if c.MatchRepository(matches).AppSet {
 		out.AppSet = true
 		if _, err := c.watcher.Reload(ctx); err == nil {
 			c.watcher.Wake() // Run takes the new set in and starts its workers
 		}
 	}
+	// Matched after the reload, so an application the push itself changed
+	// is refreshed with its new definition.
+	for _, name := range c.MatchRepository(matches).Applications {
+		if c.Refresh(ctx, name) == nil {
+			out.Applications = append(out.Applications, name)
+		}
+	}
+	return out
+}
+
+// MatchRepository says what RefreshRepository would refresh for the same
+// predicate, without refreshing anything or doing I/O.
+func (c *Controller) MatchRepository(matches func(repo, revision string) bool) Refreshed {
+	var out Refreshed
+	if g, ok := c.appSet.(GitAppSet); ok && matches(g.Repo, g.Revision) {
+		out.AppSet = true
+	}
 	for _, app := range c.Applications() {
-		if matches(app.Source.Repo, app.Source.Revision) && c.Refresh(ctx, app.Name) == nil {
+		if matches(app.Source.Repo, app.Source.Revision) {
 			out.Applications = append(out.Applications, app.Name)
 		}
 	}
