@@ -91,7 +91,7 @@ func (a *Controller) summary(app appset.Application) wire.Application {
 		TargetRevision:   app.Source.Revision,
 		Path:             app.Source.Path,
 		Swarm:            app.Destination.Swarm,
-		Releases:         []string{app.Release},
+		Releases:         a.releases(app),
 		Automated:        app.SyncPolicy.Automated,
 		Sync:             string(st.Sync),
 		Health:           cmp.Or(string(st.Health), wire.HealthUnknown),
@@ -141,6 +141,15 @@ func (a *Controller) summary(app appset.Application) wire.Application {
 	return v
 }
 
+// releases names app's releases for its summary.
+func (a *Controller) releases(app appset.Application) []string {
+	names, err := a.ctrl.Releases(app.Name)
+	if err != nil || names == nil {
+		return []string{}
+	}
+	return names
+}
+
 // Application implements Reconciler: the summary, the release's last
 // recorded revision, and its live services and tasks (one ServiceList and
 // one TaskList call). What could not be read is named in LiveError.
@@ -150,15 +159,8 @@ func (a *Controller) Application(ctx context.Context, name string) (wire.Applica
 		return wire.ApplicationDetail{}, apiError(err)
 	}
 	detail := wire.ApplicationDetail{Application: a.summary(app)}
-	rel := wire.Release{Name: app.Release, Services: []wire.Service{}}
+	names, _ := a.ctrl.Releases(name)
 	var problems []error
-	if revs, err := a.ctrl.Revisions(ctx, name); err != nil {
-		problems = append(problems, err)
-	} else if len(revs) > 0 {
-		last := revs[len(revs)-1]
-		at := last.AppliedAt.UTC()
-		rel.Revision, rel.Commit, rel.AppliedAt = last.Number, last.Commit, &at
-	}
 	services, err := a.ctrl.LiveServices(ctx, app.Name)
 	if err != nil {
 		problems = append(problems, err)
@@ -171,29 +173,43 @@ func (a *Controller) Application(ctx context.Context, name string) (wire.Applica
 	for _, t := range tasks {
 		byService[t.ServiceID] = append(byService[t.ServiceID], taskView(t))
 	}
-	for _, s := range services {
-		// LiveServices selects by application; a service labelled with
-		// another release is not part of the release shown here.
-		if s.Spec.Labels[stack.LabelRelease] != app.Release {
-			continue
+	for _, release := range names {
+		rel := wire.Release{Name: release, Services: []wire.Service{}}
+		if revs, err := a.ctrl.Revisions(ctx, name, release); err != nil {
+			problems = append(problems, err)
+		} else if len(revs) > 0 {
+			last := revs[len(revs)-1]
+			at := last.AppliedAt.UTC()
+			rel.Revision, rel.Commit, rel.AppliedAt = last.Number, last.Commit, &at
 		}
-		v := serviceView(s)
-		v.Tasks = byService[s.ID]
-		if v.Tasks == nil {
-			v.Tasks = []wire.Task{}
+		for _, s := range services {
+			// LiveServices selects by application; a service labelled with
+			// another release (a preview, another release of the file) is
+			// not part of this one.
+			if s.Spec.Labels[stack.LabelRelease] != release {
+				continue
+			}
+			v := serviceView(s)
+			v.Tasks = byService[s.ID]
+			if v.Tasks == nil {
+				v.Tasks = []wire.Task{}
+			}
+			// By slot, newest first within one: each slot's current task leads
+			// and the ones it replaced follow.
+			slices.SortFunc(v.Tasks, func(a, b wire.Task) int {
+				return cmp.Or(cmp.Compare(a.Slot, b.Slot), b.UpdatedAt.Compare(a.UpdatedAt))
+			})
+			detail.Application.Services.Services++
+			detail.Application.Services.Running += v.Running
+			detail.Application.Services.Desired += v.Desired
+			rel.Services = append(rel.Services, v)
 		}
-		// By slot, newest first within one: each slot's current task leads
-		// and the ones it replaced follow.
-		slices.SortFunc(v.Tasks, func(a, b wire.Task) int {
-			return cmp.Or(cmp.Compare(a.Slot, b.Slot), b.UpdatedAt.Compare(a.UpdatedAt))
-		})
-		detail.Application.Services.Services++
-		detail.Application.Services.Running += v.Running
-		detail.Application.Services.Desired += v.Desired
-		rel.Services = append(rel.Services, v)
+		slices.SortFunc(rel.Services, func(a, b wire.Service) int { return cmp.Compare(a.Name, b.Name) })
+		detail.Releases = append(detail.Releases, rel)
 	}
-	slices.SortFunc(rel.Services, func(a, b wire.Service) int { return cmp.Compare(a.Name, b.Name) })
-	detail.Releases = []wire.Release{rel}
+	if detail.Releases == nil {
+		detail.Releases = []wire.Release{}
+	}
 	if len(problems) > 0 {
 		detail.LiveError = errors.Join(problems...).Error()
 	}
@@ -281,23 +297,27 @@ func PlanView(p plan.Release) wire.ReleasePlan {
 // History implements Reconciler with the revisions recorded in the swarm;
 // the sync history is the store's, added by the handler.
 func (a *Controller) History(ctx context.Context, name string) (wire.History, error) {
-	app, err := a.ctrl.Application(name)
+	names, err := a.ctrl.Releases(name)
 	if err != nil {
 		return wire.History{}, apiError(err)
 	}
-	revs, err := a.ctrl.Revisions(ctx, name)
-	if err != nil {
-		return wire.History{}, apiError(err)
-	}
-	rh := wire.ReleaseHistory{Name: app.Release, Revisions: make([]wire.Revision, 0, len(revs))}
-	for _, r := range revs {
-		wr := wire.Revision{Number: r.Number, Commit: r.Commit, AppliedAt: r.AppliedAt.UTC(), Actor: r.Actor, Images: r.Images}
-		if c := r.Chart; c != nil {
-			wr.Chart = &wire.RevisionChart{Name: c.Name, Version: c.Version, ValuesFiles: c.ValuesFiles}
+	h := wire.History{Application: name, Releases: []wire.ReleaseHistory{}, Syncs: []wire.HistorySync{}}
+	for _, release := range names {
+		revs, err := a.ctrl.Revisions(ctx, name, release)
+		if err != nil {
+			return wire.History{}, apiError(err)
 		}
-		rh.Revisions = append(rh.Revisions, wr)
+		rh := wire.ReleaseHistory{Name: release, Revisions: make([]wire.Revision, 0, len(revs))}
+		for _, r := range revs {
+			wr := wire.Revision{Number: r.Number, Commit: r.Commit, AppliedAt: r.AppliedAt.UTC(), Actor: r.Actor, Images: r.Images}
+			if c := r.Chart; c != nil {
+				wr.Chart = &wire.RevisionChart{Name: c.Name, Version: c.Version, ValuesFiles: c.ValuesFiles}
+			}
+			rh.Revisions = append(rh.Revisions, wr)
+		}
+		h.Releases = append(h.Releases, rh)
 	}
-	return wire.History{Application: name, Releases: []wire.ReleaseHistory{rh}, Syncs: []wire.HistorySync{}}, nil
+	return h, nil
 }
 
 // Sync implements Reconciler. A revision is resolved now, so an unknown

@@ -129,10 +129,15 @@ type Application struct {
 }
 
 // Chart names the chart an application renders and the values it gives
-// it. Exactly one of Path and (Repo, Name, Version) is set.
+// it. Exactly one of Path, (Repo, Name, Version) and Releases is set.
 type Chart struct {
 	// Path is the chart's directory in the application's repository.
 	Path string
+	// Releases is a release file in the application's repository that
+	// declares several releases of charts, each with its values and wave;
+	// each release's stack is the application's release, a dash and the
+	// release's name.
+	Releases string
 	// Repo, Name and Version fetch the chart from a chart repository
 	// (index.yaml over HTTPS), at exactly that version.
 	Repo, Name, Version string

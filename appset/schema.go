@@ -51,12 +51,13 @@ type fileSource struct {
 
 // fileChart is an application's chart key; see Chart.
 type fileChart struct {
-	Path    string            `yaml:"path,omitempty"`
-	Repo    string            `yaml:"repo,omitempty"`
-	Name    string            `yaml:"name,omitempty"`
-	Version string            `yaml:"version,omitempty"`
-	Values  []string          `yaml:"values,omitempty"`
-	Set     map[string]string `yaml:"set,omitempty"`
+	Path     string            `yaml:"path,omitempty"`
+	Releases string            `yaml:"releases,omitempty"`
+	Repo     string            `yaml:"repo,omitempty"`
+	Name     string            `yaml:"name,omitempty"`
+	Version  string            `yaml:"version,omitempty"`
+	Values   []string          `yaml:"values,omitempty"`
+	Set      map[string]string `yaml:"set,omitempty"`
 }
 
 // fileArtifacts is an application's artifacts key; see Artifacts. A nil
@@ -265,6 +266,9 @@ func toChart(c *fileChart) *Chart {
 	if c.Path != "" {
 		out.Path = path.Clean(c.Path)
 	}
+	if c.Releases != "" {
+		out.Releases = path.Clean(c.Releases)
+	}
 	return out
 }
 
@@ -351,7 +355,7 @@ func fromChart(c *Chart) *fileChart {
 	if c == nil {
 		return nil
 	}
-	return &fileChart{Path: c.Path, Repo: c.Repo, Name: c.Name, Version: c.Version, Values: c.Values, Set: c.Set}
+	return &fileChart{Path: c.Path, Releases: c.Releases, Repo: c.Repo, Name: c.Name, Version: c.Version, Values: c.Values, Set: c.Set}
 }
 
 // fromArtifacts is the inverse of toArtifacts.

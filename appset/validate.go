@@ -374,14 +374,27 @@ func validatePreviews(d *configfile.Document, p *filePreviews, field string) {
 // repository, or a repository, name and exact version.
 func validateChart(d *configfile.Document, c *fileChart, field string) {
 	fromRepo := c.Repo != "" || c.Name != "" || c.Version != ""
+	n := 0
+	for _, set := range []bool{c.Path != "", c.Releases != "", fromRepo} {
+		if set {
+			n++
+		}
+	}
 	switch {
-	case c.Path != "" && fromRepo:
-		d.Add(field, "both path and repo; want a chart directory in the application's repository (path) or one from a chart repository (repo, name, version)")
-	case c.Path == "" && !fromRepo:
-		d.Add(field, "want path (a chart directory in the application's repository) or repo, name and version")
+	case n > 1:
+		d.Add(field, "want one of path (a chart directory in the application's repository), releases (a release file declaring several) or repo, name and version")
+	case n == 0:
+		d.Add(field, "want path (a chart directory in the application's repository), releases (a release file) or repo, name and version")
 	case c.Path != "":
 		if msg := checkRelative(c.Path, "the repository", false); msg != "" {
 			d.Add(field+".path", "%s", msg)
+		}
+	case c.Releases != "":
+		if msg := checkRelative(c.Releases, "the repository", true); msg != "" {
+			d.Add(field+".releases", "%s", msg)
+		}
+		if len(c.Values) > 0 || len(c.Set) > 0 {
+			d.Add(field, "values and set go with each release of the release file, not beside releases")
 		}
 	default:
 		if !strings.HasPrefix(c.Repo, "https://") {

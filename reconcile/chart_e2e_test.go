@@ -1,10 +1,14 @@
 package reconcile_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/swarm"
 
 	"github.com/skep-cd/skep/apply"
 	"github.com/skep-cd/skep/appset"
@@ -86,4 +90,108 @@ func TestChartDeploysUpgradesAndRecordsItsRevision(t *testing.T) {
 	if got := e.events.of(notify.SyncFailed); len(got) == 0 || got[len(got)-1].Revision != broken {
 		t.Errorf("sync-failed events = %+v, want one for the broken commit", got)
 	}
+}
+
+// twoCharts is a release file of a db (wave 0) and a web (wave 1) release,
+// each a copy of the one-service chart with its own values.
+func twoCharts(dbPort, webPort uint32, dbImage, webImage string) map[string]string {
+	files := map[string]string{"releases.yaml": `releases:
+  - name: web
+    chart: charts/web
+    values: [envs/testing/web.yaml]
+    wave: 1
+  - name: db
+    chart: charts/db
+    values: [envs/testing/db.yaml]
+    wave: 0
+`}
+	for name, content := range chartFiles(webPort, webImage, 1) {
+		switch {
+		case name == "envs/testing/values.yaml":
+			files["envs/testing/web.yaml"] = content
+		default:
+			files[name] = content
+			files[strings.Replace(name, "charts/web/", "charts/db/", 1)] = content
+		}
+	}
+	files["envs/testing/db.yaml"] = fmt.Sprintf("image: %s\nreplicas: 1\nport: %d\n", dbImage, dbPort)
+	return files
+}
+
+func TestReleaseFileDeploysWavesInOrderAndAFailingWaveStopsTheNext(t *testing.T) {
+	e := newEnv(t)
+	dbPort, webPort := harness.FreePort(t), harness.FreePort(t)
+	db, web := e.ns+"-db", e.ns+"-web"
+	harness.CleanupStack(t, e.cli, db)
+	harness.CleanupStack(t, e.cli, web)
+	e.repo.Commit(t, "main", twoCharts(dbPort, webPort, e.v1, e.v1))
+	app := e.app("web", true) + "    chart:\n      releases: releases.yaml\n"
+	ctrl := e.controller(t, appset.FileSource{Path: writeFile(t, t.TempDir(), "apps.yaml", appSet(app))})
+	run(t, ctrl)
+
+	webSvc := waitService(t, e, web+"_web", e.v1)
+	dbSvc := waitService(t, e, db+"_web", e.v1)
+	// Order from the swarm's own records: web's service was created only
+	// after a db task was running.
+	tasks, err := e.cli.TaskList(t.Context(), swarm.TaskListOptions{Filters: filters.NewArgs(filters.Arg("service", dbSvc.ID))})
+	if err != nil || len(tasks) == 0 {
+		t.Fatalf("db tasks: %v %v", tasks, err)
+	}
+	firstRunning := tasks[0].Status.Timestamp
+	for _, tk := range tasks {
+		if tk.Status.Timestamp.Before(firstRunning) {
+			firstRunning = tk.Status.Timestamp
+		}
+	}
+	if !webSvc.CreatedAt.After(dbSvc.CreatedAt) || webSvc.CreatedAt.Before(firstRunning) {
+		t.Errorf("web created at %s, db created at %s, db's first task state at %s: want web after db converged",
+			webSvc.CreatedAt, dbSvc.CreatedAt, firstRunning)
+	}
+	st := waitStatus(t, ctrl, "web", time.Minute, func(s reconcile.AppStatus) bool { return len(s.Plan) == 2 && s.Sync == reconcile.Synced })
+	if st.LastError != "" {
+		t.Errorf("status error %q after two good waves", st.LastError)
+	}
+
+	// Wave 0 breaks while wave 1 asks for a new image: web stays as it is.
+	broken := e.repo.Commit(t, "main", map[string]string{
+		"charts/db/templates/web.yaml": "services:\n  web:\n    image: {{ .Values.image \n",
+		"envs/testing/web.yaml":        fmt.Sprintf("image: %s\nreplicas: 1\nport: %d\n", e.v2, webPort),
+	})
+	st = waitStatus(t, ctrl, "web", time.Minute, func(s reconcile.AppStatus) bool { return s.Revision == broken && s.LastError != "" })
+	if !strings.Contains(st.LastError, "wave 0, release "+db) {
+		t.Errorf("status error %q, want it to name wave 0 and %s", st.LastError, db)
+	}
+	if s, _ := e.serviceNamed(t, web+"_web"); s == nil || s.Spec.TaskTemplate.ContainerSpec.Image != e.v1 || s.Version.Index != webSvc.Version.Index {
+		t.Errorf("the later wave was touched after the first failed: %v", s)
+	}
+}
+
+// serviceNamed returns the live service called name, or nil.
+func (e *env) serviceNamed(t *testing.T, name string) (*swarm.Service, error) {
+	t.Helper()
+	list, err := e.cli.ServiceList(t.Context(), swarm.ServiceListOptions{Filters: filters.NewArgs(filters.Arg("name", name))})
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range list {
+		if s.Spec.Name == name {
+			return &s, nil
+		}
+	}
+	return nil, nil
+}
+
+// waitService waits until the service called name runs image.
+func waitService(t *testing.T, e *env, name, image string) *swarm.Service {
+	t.Helper()
+	var got *swarm.Service
+	harness.Eventually(t, 2*time.Minute, func(ctx context.Context) (bool, string) {
+		s, err := e.serviceNamed(t, name)
+		if err != nil || s == nil {
+			return false, fmt.Sprintf("service %s: %v (absent)", name, err)
+		}
+		got = s
+		return s.Spec.TaskTemplate.ContainerSpec.Image == image, "image " + s.Spec.TaskTemplate.ContainerSpec.Image
+	})
+	return got
 }

@@ -97,13 +97,14 @@ type Controller struct {
 	ownStack  string
 	images    artifact.Images
 	charts    ChartSource
+	declared  declaredReleases // what release files declared, by application
 
 	appSetMu sync.Mutex // serialises onAppSet
 	mu       sync.Mutex
 	apps     map[string]appset.Application
 	workers  map[string]*worker
-	rendered map[string]stack.Release // by application: the last render, for health
-	wrote    map[string]time.Time     // by application: when its last write to the swarm ended
+	rendered map[string]rendered  // by release: the last render, for health
+	wrote    map[string]time.Time // by application: when its last write to the swarm ended
 	wg       sync.WaitGroup
 }
 
@@ -132,7 +133,7 @@ func New(opts Options) (*Controller, error) {
 		appSet:    opts.AppSet,
 		apps:      map[string]appset.Application{},
 		workers:   map[string]*worker{},
-		rendered:  map[string]stack.Release{},
+		rendered:  map[string]rendered{},
 		wrote:     map[string]time.Time{},
 		live:      opts.Live,
 		pruneApps: opts.PruneApplications,

@@ -49,7 +49,13 @@ func (c *Controller) runRequest(ctx context.Context, app appset.Application, req
 			c.log.Warn("hold not recorded in the swarm; it lasts until the controller restarts", "app", app.Name, "err", err)
 		}
 	}
-	out, err := c.reconcile(ctx, app, req, st)
+	var out Result
+	var err error
+	if multiRelease(app) {
+		out, err = c.reconcileReleases(ctx, app, req, st)
+	} else {
+		out, err = c.reconcile(ctx, app, req, st)
+	}
 	if req.Sync {
 		c.finishSync(app.Name, req, out, err)
 	}

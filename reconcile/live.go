@@ -204,21 +204,41 @@ func rolledBack(rel stack.Release, snap swarm.Snapshot) string {
 	return ""
 }
 
-// remember keeps app's last render for health between reconciles.
+// rendered is a release's last render, kept for health between
+// reconciles, with the application it belongs to.
+type rendered struct {
+	app     string
+	release stack.Release
+}
+
+// remember keeps rel, app's last render of one of its releases, for health
+// between reconciles.
 func (c *Controller) remember(app string, rel stack.Release) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.rendered[app] = rel
+	c.rendered[rel.Name] = rendered{app: app, release: rel}
 }
 
-// refreshHealth recomputes every application's health from the snapshot.
+// refreshHealth recomputes every application's health from the snapshot:
+// one release's health, or the worst of an application's releases.
 func (c *Controller) refreshHealth() {
 	snap := c.live.Current()
 	c.mu.Lock()
-	rendered := maps.Clone(c.rendered)
+	byApp := map[string]map[string]health.Result{}
+	for name, r := range c.rendered {
+		if byApp[r.app] == nil {
+			byApp[r.app] = map[string]health.Result{}
+		}
+		byApp[r.app][name] = releaseHealth(r.release, snap)
+	}
 	c.mu.Unlock()
-	for app, rel := range rendered {
-		h := releaseHealth(rel, snap)
+	for app, releases := range byApp {
+		h := health.Application(releases)
+		if len(releases) == 1 {
+			for _, only := range releases {
+				h = only // keep the service-level message of a single release
+			}
+		}
 		c.status.Update(app, func(s *AppStatus) {
 			s.Health, s.HealthMessage, s.Running, s.Desired = h.State, h.Message, h.Running, h.Desired
 		})

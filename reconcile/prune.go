@@ -145,6 +145,8 @@ func (c *Controller) pruneReleases(ctx context.Context) {
 			continue // still declared
 		case inSet && previewName(app.Release).MatchString(owner.Release):
 			continue // a preview: its application's worker keeps or removes it
+		case inSet && c.declaresRelease(app.Name, owner.Release):
+			continue // a release its release file declares
 		case !inSet && declares(set, owner.Release):
 			continue // renamed: the new application re-stamps what it keeps
 		case inSet && !app.SyncPolicy.Prune:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/docker/docker/api/types/filters"
@@ -75,18 +76,41 @@ func (c *Controller) LiveTasks(ctx context.Context, app string) ([]dswarm.Task, 
 	return tasks, nil
 }
 
-// Revisions returns the revisions recorded in the swarm for name's
-// release, oldest first.
-func (c *Controller) Revisions(ctx context.Context, name string) ([]apply.Revision, error) {
+// Revisions returns the revisions recorded in the swarm for release of
+// application name ("" = its only release), oldest first.
+func (c *Controller) Revisions(ctx context.Context, name, release string) ([]apply.Revision, error) {
 	app, err := c.lookup(name)
 	if err != nil {
 		return nil, err
 	}
-	revs, err := apply.Revisions(ctx, c.engine, c.owner(app))
+	release, err = c.releaseOf(app, release)
+	if err != nil {
+		return nil, err
+	}
+	owner := c.owner(app)
+	owner.Release = release
+	revs, err := apply.Revisions(ctx, c.engine, owner)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	return revs, nil
+}
+
+// releaseOf checks that release ("" = the application's only one) is one
+// of app's releases and returns its name.
+func (c *Controller) releaseOf(app appset.Application, release string) (string, error) {
+	names, _ := c.Releases(app.Name)
+	switch {
+	case release == "" && len(names) == 1:
+		return names[0], nil
+	case release == "" && !multiRelease(app):
+		return app.Release, nil
+	case release == "":
+		return "", fmt.Errorf("%w: application %s has several releases; name one of %s", ErrInvalidRequest, app.Name, strings.Join(names, ", "))
+	case slices.Contains(names, release) || release == app.Release && !multiRelease(app):
+		return release, nil
+	}
+	return "", fmt.Errorf("%w: application %s has no release %q", ErrNotRecorded, app.Name, release)
 }
 
 // Resolve turns a revision a caller named (a branch, tag or commit) into a
@@ -164,22 +188,23 @@ func (c *Controller) Rollback(ctx context.Context, name, release string, number 
 	if err != nil {
 		return Queued{}, err
 	}
-	if release != "" && release != app.Release {
-		return Queued{}, fmt.Errorf("%w: application %s has no release %q", ErrNotRecorded, name, release)
-	}
 	if number <= 0 {
 		return Queued{}, fmt.Errorf("%w: revision: want a recorded revision number, got %d", ErrInvalidRequest, number)
 	}
-	revs, err := c.Revisions(ctx, name)
+	release, err = c.releaseOf(app, release)
+	if err != nil {
+		return Queued{}, err
+	}
+	revs, err := c.Revisions(ctx, name, release)
 	if err != nil {
 		return Queued{}, err
 	}
 	i := slices.IndexFunc(revs, func(r apply.Revision) bool { return r.Number == number })
 	if i < 0 {
-		return Queued{}, fmt.Errorf("%w: revision %d of release %s", ErrNotRecorded, number, app.Release)
+		return Queued{}, fmt.Errorf("%w: revision %d of release %s", ErrNotRecorded, number, release)
 	}
 	if revs[i].Commit == "" {
-		return Queued{}, fmt.Errorf("%w: revision %d of release %s records no commit", ErrInvalidRequest, number, app.Release)
+		return Queued{}, fmt.Errorf("%w: revision %d of release %s records no commit", ErrInvalidRequest, number, release)
 	}
 	return c.Sync(ctx, name, SyncOptions{Revision: revs[i].Commit})
 }

@@ -29,6 +29,10 @@ type Request struct {
 	// its tasks. Only a one-shot `skep deploy --force` sets it: the
 	// controller's loop and the API never do.
 	Force bool
+
+	// release marks the sync of one release of a release file: previews,
+	// which belong to a whole application, are left out.
+	release bool
 }
 
 // worker runs one application's reconciles, one at a time, on the
@@ -55,6 +59,8 @@ type appState struct {
 	pending    *Request // a requested sync that must wait for a rollout
 	holdLoaded bool     // the recorded hold was read from the swarm
 	failures   int
+	// sub holds the state of each release of a release file, by release.
+	sub map[string]*appState
 }
 
 // foreignRefusal remembers one refused apply.
@@ -160,6 +166,9 @@ func (c *Controller) ReconcileOnce(ctx context.Context, name string, req Request
 	app, ok := c.app(name)
 	if !ok {
 		return Result{}, fmt.Errorf("%w: %s", ErrUnknownApplication, name)
+	}
+	if multiRelease(app) {
+		return c.reconcileReleases(ctx, app, req, &appState{})
 	}
 	return c.reconcile(ctx, app, req, &appState{})
 }

@@ -109,7 +109,9 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 		// it; while it waits for a sync they wait too.
 		if !p.Changed() {
 			c.pruneResources(ctx, app, d, req)
-			c.reconcilePreviews(ctx, app, d)
+			if !req.release {
+				c.reconcilePreviews(ctx, app, d)
+			}
 		}
 		return out, nil
 	}
@@ -128,7 +130,9 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 	}
 	if err == nil {
 		c.pruneResources(ctx, app, d, req)
-		c.reconcilePreviews(ctx, app, d)
+		if !req.release {
+			c.reconcilePreviews(ctx, app, d)
+		}
 	} else if c.live != nil && rolledBack(d.release, c.live.Current()) != "" {
 		st.rolledBack = d.key() // reported by the failed sync already
 	}
