@@ -15,6 +15,12 @@ export function problem(a) {
   return score;
 }
 
+const driftText = {
+  git: 'Git moved past the deployed revision.',
+  live: 'The swarm moved behind the controller\'s back.',
+  artifact: 'Git asks for an artifact version whose image is not in the registry yet; the deploy waits for it (see Artifacts).',
+};
+
 const appLink = (name, rest = '') => '#/app/' + encodeURIComponent(name) + rest;
 
 function lastSync(s) {
@@ -25,6 +31,7 @@ function lastSync(s) {
 function drift(a) {
   const n = (a.drift || []).length;
   if (n) return badge('drift-detected', n + (n === 1 ? ' finding' : ' findings'));
+  if (a.driftReason === 'artifact') return h('span', { class: 'badge warn', title: 'Git asks for an artifact version whose image is not pushed yet' }, 'artifact waiting');
   if (a.driftReason) return badge('out-of-sync', a.driftReason + ' moved');
   return h('span', { class: 'muted' }, 'none');
 }
@@ -200,7 +207,7 @@ export function appView(ctx, name, tab) {
       (a.plan || []).length ? h('section', {}, h('h2', {}, 'Plan'), h('ul', {}, a.plan.map((p) => h('li', {}, p)))) : null,
       h('section', { 'aria-labelledby': 'h-drift' }, h('h2', { id: 'h-drift' }, 'Drift'),
         (a.drift || []).length === 0
-          ? h('p', { class: 'muted' }, a.driftReason ? `Git moved past the deployed revision (${a.driftReason}).` : 'No live drift found.')
+          ? h('p', { class: 'muted' }, driftText[a.driftReason] || (a.driftReason ? `Out of sync (${a.driftReason}).` : 'No live drift found.'))
           : h('div', { class: 'table-wrap' }, h('table', { class: 'drift stack' },
             h('thead', {}, h('tr', {}, ['Service', 'Kind', 'Field', 'Desired', 'Live'].map((c) => h('th', { scope: 'col' }, c)))),
             h('tbody', {}, a.drift.map((f) => h('tr', {},
@@ -222,7 +229,8 @@ export function appView(ctx, name, tab) {
               badge(t.state === 'running' ? 'healthy' : ['failed', 'rejected'].includes(t.state) ? 'failed' : 'progressing', t.state),
               ` desired ${t.desiredState}`, t.slot ? ` · slot ${t.slot}` : '', t.node ? ` · ${t.node}` : '', ' · ', time(t.updatedAt),
               t.error || t.message ? h('span', { class: 'muted' }, ' — ', t.error || t.message) : null)))))))),
-      artifacts(d),
+      artifactsSection(a),
+      previewsSection(a),
     ];
   }
 
@@ -293,16 +301,72 @@ export function appView(ctx, name, tab) {
   };
 }
 
-// artifacts keeps the place for release artifacts and previews: shown
-// when the API carries them, said plainly when it does not.
-function artifacts(d) {
-  const items = d.artifacts || d.application.artifacts;
-  const previews = d.previews || d.application.previews;
-  return h('section', { class: 'reserved', 'aria-labelledby': 'h-art' },
-    h('h2', { id: 'h-art' }, 'Artifacts and previews'),
-    !items && !previews ? h('p', { class: 'muted' }, 'This controller\'s API does not report artifacts or previews yet; they will show here when it does.') : null,
-    items ? h('ul', {}, items.map((x) => h('li', {}, x.name || '', ' ', h('code', {}, x.current || x.version || ''), x.desired ? [' → ', h('code', {}, x.desired)] : null))) : null,
-    previews ? h('ul', {}, previews.map((p) => h('li', {}, p.branch || p.name || '', ' ', p.url ? h('code', {}, p.url) : null))) : null);
+const shortDigest = (d) => (d ? d.replace(/^sha256:/, '').slice(0, 12) : '');
+const version = (v) => (v ? h('code', {}, v) : h('span', { class: 'muted' }, '—'));
+
+// artifactCondition is the registry's answer about the desired image,
+// with its reason; "waiting" means the tag is not pushed yet.
+function artifactCondition(x) {
+  const tone = { pushed: 'ok', waiting: 'warn', error: 'bad' }[x.condition];
+  return [
+    x.condition ? h('span', { class: 'badge ' + (tone || 'muted') }, x.condition) : h('span', { class: 'muted' }, '—'),
+    x.reason ? h('div', { class: 'reason' }, x.reason) : null,
+    x.digest ? h('div', { class: 'muted' }, h('code', { title: x.digest }, shortDigest(x.digest))) : null,
+  ];
+}
+
+// artifactDrift says whether git asks for another version than runs, and
+// whether that version can deploy.
+function artifactDrift(x) {
+  if (x.drift === 'waiting') return h('span', { class: 'badge warn' }, 'waiting for image');
+  if (x.drift === 'ready') return h('span', { class: 'badge info' }, 'ready to deploy');
+  if (x.suspended) return h('span', { class: 'badge muted' }, 'suspended');
+  return h('span', { class: 'badge ok' }, 'in sync');
+}
+
+// artifactsSection lists the release artifacts: none, no section.
+function artifactsSection(a) {
+  const items = a.artifacts || [];
+  if (items.length === 0) return null;
+  return h('section', { 'aria-labelledby': 'h-art' }, h('h2', { id: 'h-art' }, 'Artifacts'),
+    h('div', { class: 'table-wrap' }, h('table', { class: 'artifacts stack' },
+      h('thead', {}, h('tr', {}, ['Artifact', 'Kind', 'Strategy', 'Desired', 'Current', 'Used version', 'Image', 'Drift'].map((c) => h('th', { scope: 'col' }, c)))),
+      h('tbody', {}, items.map((x) => h('tr', { 'data-artifact': x.name, class: x.drift === 'waiting' ? 'waiting' : x.suspended ? 'suspended' : '' },
+        h('th', { scope: 'row', 'data-label': 'Artifact' }, x.name,
+          x.suspended ? h('span', { class: 'badge warn', title: 'Deploys of this artifact are suspended: it stays at its current version.' }, 'suspended') : null,
+          x.preview ? h('span', { class: 'badge info' }, 'preview') : null,
+          x.image ? h('div', { class: 'muted' }, h('code', {}, x.image)) : null),
+        h('td', { 'data-label': 'Kind' }, x.kind),
+        h('td', { 'data-label': 'Strategy' }, x.strategy),
+        h('td', { 'data-label': 'Desired' }, version(x.desired)),
+        h('td', { 'data-label': 'Current' }, version(x.current)),
+        h('td', { 'data-label': 'Used version' }, x.version ? h('code', {}, x.version) : h('span', { class: 'muted' }, 'nothing to deploy yet')),
+        h('td', { 'data-label': 'Image' }, artifactCondition(x)),
+        h('td', { 'data-label': 'Drift' }, artifactDrift(x))))))));
+}
+
+// previewsSection lists the preview releases, one per branch, and why a
+// branch has none. The domain is text: the UI does not guess its scheme,
+// and the page makes no request to it.
+function previewsSection(a) {
+  const previews = a.previews || [];
+  const problems = a.previewProblems || [];
+  if (previews.length === 0 && problems.length === 0) return null;
+  return h('section', { 'aria-labelledby': 'h-prev' }, h('h2', { id: 'h-prev' }, 'Previews'),
+    previews.length === 0 ? h('p', { class: 'muted' }, 'No preview runs.') : h('div', { class: 'table-wrap' }, h('table', { class: 'previews stack' },
+      h('thead', {}, h('tr', {}, ['Branch', 'Commit', 'Domain', 'Health', 'Deployed', 'Versions'].map((c) => h('th', { scope: 'col' }, c)))),
+      h('tbody', {}, previews.map((p) => h('tr', { 'data-branch': p.branch },
+        h('th', { scope: 'row', 'data-label': 'Branch' }, h('code', {}, p.branch), h('div', { class: 'muted' }, 'release ', p.release)),
+        h('td', { 'data-label': 'Commit' }, p.commit ? h('code', { title: p.commit }, short(p.commit)) : h('span', { class: 'muted' }, '—')),
+        h('td', { 'data-label': 'Domain' }, p.domain ? h('code', {}, p.domain) : h('span', { class: 'muted' }, 'none')),
+        h('td', { 'data-label': 'Health' }, badge(p.health)),
+        h('td', { 'data-label': 'Deployed' }, p.deployed ? badge('healthy', 'deployed') : badge('missing', 'not deployed'),
+          p.error ? h('div', { class: 'bad-text' }, p.error) : null),
+        h('td', { 'data-label': 'Versions' }, (p.artifacts || []).length === 0 ? h('span', { class: 'muted' }, '—')
+          : (p.artifacts || []).map((x) => h('div', {}, x.name, ' ', version(x.version || x.current),
+            x.drift === 'waiting' ? [' ', h('span', { class: 'badge warn' }, 'waiting for ', x.desired || 'image')] : null)))))))),
+    problems.length ? h('div', { class: 'alert warn', role: 'status' }, h('strong', {}, 'Branches without a preview'),
+      h('ul', { class: 'problems' }, problems.map((s) => h('li', {}, s)))) : null);
 }
 
 export const eventTypes = ['sync-started', 'sync-succeeded', 'sync-failed', 'drift-detected', 'live-drift-detected', 'drift-converged', 'resources-pruned', 'prune-failed'];

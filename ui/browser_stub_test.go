@@ -1,0 +1,212 @@
+package ui_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/chromedp"
+
+	"github.com/skep-cd/skep/ui"
+	"github.com/skep-cd/skep/wire"
+)
+
+// stubAPI serves the UI and answers the API routes the UI calls with
+// fixed bodies, so a browser test can look at a screen without a swarm.
+// A request to any other API route is answered 404 and remembered, and
+// the test fails on it: the fixture must cover what the page reads.
+type stubAPI struct {
+	url string
+
+	mu         sync.Mutex
+	unexpected []string
+}
+
+func startStubAPI(t *testing.T, apps map[string]wire.ApplicationDetail) *stubAPI {
+	t.Helper()
+	webUI, err := ui.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &stubAPI{}
+	list := wire.ApplicationList{}
+	for _, d := range apps {
+		list.Applications = append(list.Applications, d.Application)
+	}
+	answer := func(w http.ResponseWriter, v any) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(v)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", webUI)
+	mux.HandleFunc("GET /api/v1/whoami", func(w http.ResponseWriter, _ *http.Request) {
+		answer(w, wire.Whoami{Name: "root", Role: "admin", Apps: []string{}})
+	})
+	mux.HandleFunc("GET /api/v1/applications", func(w http.ResponseWriter, _ *http.Request) { answer(w, list) })
+	mux.HandleFunc("GET /api/v1/applications/{name}", func(w http.ResponseWriter, r *http.Request) {
+		d, ok := apps[r.PathValue("name")]
+		if !ok {
+			w.WriteHeader(http.StatusNotFound)
+			answer(w, map[string]string{"code": "not-found", "message": "no application " + r.PathValue("name")})
+			return
+		}
+		answer(w, d)
+	})
+	mux.HandleFunc("GET /api/v1/events", func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Accept") != "text/event-stream" {
+			answer(w, wire.EventList{Events: []wire.EventItem{}})
+			return
+		}
+		// A stream that stays open with nothing to say.
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte(": heartbeat\n\n"))
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
+	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.unexpected = append(s.unexpected, r.Method+" "+r.URL.Path)
+		s.mu.Unlock()
+		w.WriteHeader(http.StatusNotFound)
+		answer(w, map[string]string{"code": "not-found", "message": "the stub does not answer " + r.URL.Path})
+	})
+	ts := httptest.NewServer(mux)
+	t.Cleanup(func() {
+		ts.CloseClientConnections()
+		ts.Close()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if len(s.unexpected) > 0 {
+			t.Errorf("the page called routes the stub does not answer: %q", s.unexpected)
+		}
+	})
+	s.url = ts.URL
+	return s
+}
+
+// artifactApps is the fixture: shop with a waiting artifact, a suspended
+// one and a preview; plain with neither.
+func artifactApps() map[string]wire.ApplicationDetail {
+	now := time.Now().Add(-time.Minute)
+	base := func(name string) wire.Application {
+		return wire.Application{Name: name, Repo: "git@git.internal:" + name + ".git", TargetRevision: "main", Swarm: "local",
+			Releases: []string{name}, Sync: "synced", Health: "healthy", Drift: []wire.DriftFinding{}, Phase: wire.PhaseIdle,
+			Revision: "0123456789abcdef0123456789abcdef01234567", DeployedRevision: "0123456789abcdef0123456789abcdef01234567",
+			Services: wire.ServiceCounts{Services: 1, Running: 1, Desired: 1}, LastReconcile: &now}
+	}
+	shop := base("shop")
+	shop.Sync, shop.DriftReason = "out-of-sync", "artifact"
+	shop.Artifacts = []wire.Artifact{
+		{Name: "api", Kind: "service", Strategy: "release", Preview: true, Image: "registry.internal/shop/api",
+			Desired: "v1.3.0", Current: "v1.2.0", Version: "v1.2.0", Condition: "waiting",
+			Reason: "tag v1.3.0 is not in the registry yet", Drift: wire.ArtifactWaiting},
+		{Name: "schema", Kind: "infrastructure", Strategy: "suspend", Suspended: true,
+			Desired: "feedc0ffee", Current: "c0ffee1234", Version: "c0ffee1234", Drift: wire.ArtifactInSync},
+	}
+	shop.Previews = []wire.Preview{{Branch: "feature/login", Hash: "9f1c2e3d", Release: "shop-9f1c2e3d",
+		Commit: "abcdef0123456789abcdef0123456789abcdef01", Domain: "9f1c2e3d.api.staging.example.test",
+		Health: "progressing", Deployed: true, Error: "image registry.internal/shop/api:feature-login-abcdef01 is not pushed yet",
+		Artifacts: []wire.Artifact{{Name: "api", Kind: "service", Strategy: "branch", Preview: true,
+			Desired: "feature-login-abcdef01", Current: "feature-login-12345678", Version: "feature-login-12345678",
+			Condition: "waiting", Drift: wire.ArtifactWaiting}}}}
+	shop.PreviewProblems = []string{"branch wip/a-very-long-name: its release name would be too long"}
+	return map[string]wire.ApplicationDetail{
+		"shop":  {Application: shop, Releases: []wire.Release{}},
+		"plain": {Application: base("plain"), Releases: []wire.Release{}},
+	}
+}
+
+// rowCells returns an expression giving the text of each cell of the row
+// matching selector, by its data-label.
+func rowCells(selector string) string {
+	s, _ := json.Marshal(selector)
+	return `(() => { const row = document.querySelector(` + string(s) + `); if (!row) return {};
+		return Object.fromEntries([...row.children].map(c => [c.dataset.label, c.textContent.trim()])); })()`
+}
+
+func TestBrowserShowsArtifactsAndPreviewsFromTheAPI(t *testing.T) {
+	chromium := requireChromium(t)
+	stub := startStubAPI(t, artifactApps())
+	console := &consoleLog{}
+	p := &page{console: console, ctx: browser(t, chromium, console), dir: screenshotDir(t), base: stub.url}
+
+	p.run(t, "load the page", chromedp.Navigate(stub.url+"/"))
+	p.signIn(t, "any-token")
+
+	t.Run("the list says the artifact waits", func(t *testing.T) {
+		p.waitFor(t, "both rows", `document.querySelectorAll('tr[data-app]').length === 2`, 20*time.Second)
+		p.waitFor(t, "artifact waiting", has(`tr[data-app="shop"] td[data-label="Drift"] .badge`, "artifact waiting"), 10*time.Second)
+	})
+
+	t.Run("the application shows its artifacts and previews", func(t *testing.T) {
+		p.open(t, "#/app/shop")
+		p.waitFor(t, "the artifacts table", `document.querySelector('table.artifacts tr[data-artifact="api"]') !== null`, 20*time.Second)
+		checkCells(t, p, `table.artifacts tr[data-artifact="api"]`, map[string]string{
+			"Artifact": "apipreviewregistry.internal/shop/api", "Kind": "service", "Strategy": "release",
+			"Desired": "v1.3.0", "Current": "v1.2.0", "Used version": "v1.2.0",
+			"Image": "waitingtag v1.3.0 is not in the registry yet", "Drift": "waiting for image",
+		})
+		checkCells(t, p, `table.artifacts tr[data-artifact="schema"]`, map[string]string{
+			"Artifact": "schemasuspended", "Kind": "infrastructure", "Strategy": "suspend",
+			"Desired": "feedc0ffee", "Current": "c0ffee1234", "Used version": "c0ffee1234", "Image": "—", "Drift": "suspended",
+		})
+		if !p.eval(t, `document.querySelector('table.artifacts tr[data-artifact="api"]').classList.contains('waiting')`) {
+			t.Error("the waiting artifact's row is not marked waiting")
+		}
+		checkCells(t, p, `table.previews tr[data-branch="feature/login"]`, map[string]string{
+			"Branch": "feature/loginrelease shop-9f1c2e3d", "Commit": "abcdef01", "Domain": "9f1c2e3d.api.staging.example.test",
+			"Health": "progressing", "Deployed": "deployedimage registry.internal/shop/api:feature-login-abcdef01 is not pushed yet",
+			"Versions": "api feature-login-12345678 waiting for feature-login-abcdef01",
+		})
+		if p.eval(t, `document.querySelector('table.previews a') !== null`) {
+			t.Error("the preview's domain is a link; it should be text")
+		}
+		if !p.eval(t, has(`section[aria-labelledby="h-prev"] .alert li`, "wip/a-very-long-name")) {
+			t.Error("the preview problem is not listed")
+		}
+		if !p.eval(t, has(`section[aria-labelledby="h-drift"]`, "artifact version whose image is not in the registry yet")) {
+			t.Error("the drift section does not explain the artifact drift")
+		}
+		p.screenshot(t, "20-artifacts-previews")
+		p.run(t, "phone, dark", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile),
+			emulateMedia([]*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}))
+		p.screenshot(t, "21-artifacts-previews-phone-dark")
+		p.run(t, "desktop, light", chromedp.EmulateViewport(1280, 900), emulateMedia(nil))
+	})
+
+	t.Run("an application without artifacts or previews has neither section", func(t *testing.T) {
+		p.open(t, "#/app/plain")
+		p.waitFor(t, "plain's overview", has(".app-head h1", "plain")+` && document.querySelector('section[aria-labelledby="h-rel"]') !== null`, 20*time.Second)
+		if p.eval(t, `document.querySelector('#h-art, #h-prev, table.artifacts, table.previews') !== null`) {
+			t.Error("an application without artifacts or previews shows a section for them")
+		}
+	})
+	if text := console.String(); strings.Contains(text, "exception") {
+		t.Errorf("the page threw:\n%s", text)
+	}
+}
+
+func checkCells(t *testing.T, p *page, selector string, want map[string]string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+	defer cancel()
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]string](rowCells(selector)))
+	if err != nil {
+		t.Fatalf("read %s: %v", selector, err)
+	}
+	for label, w := range want {
+		if got[label] != w {
+			t.Errorf("%s cell %q = %q, want %q", selector, label, got[label], w)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("%s has cells %q, want exactly %d", selector, got, len(want))
+	}
+}
