@@ -390,10 +390,10 @@ func (f *Forge) upsertComment(ctx context.Context, repo string, e Event, p Previ
 	switch f.provider {
 	case GitHub, Gitea:
 		list = fmt.Sprintf("%s/issues/%d/comments", base, number)
-		edit, create = base+"/issues/comments/%d", list
+		edit, create = base+"/issues/comments/", list
 	case GitLab:
 		list = fmt.Sprintf("%s/merge_requests/%d/notes", base, number)
-		edit, create, method = list+"/%d", list, http.MethodPut
+		edit, create, method = list+"/", list, http.MethodPut
 	}
 	for page := 1; page <= maxPages; page++ {
 		var got []comment
@@ -406,7 +406,8 @@ func (f *Forge) upsertComment(ctx context.Context, repo string, e Event, p Previ
 		}
 		for _, c := range got {
 			if strings.Contains(c.Body, marker) {
-				return f.call(ctx, method, fmt.Sprintf(edit, c.ID), body, nil)
+				// Concatenated, not formatted: a GitLab path holds "%2F".
+				return f.call(ctx, method, edit+strconv.FormatInt(c.ID, 10), body, nil)
 			}
 		}
 		if len(got) < pageSize {
