@@ -56,8 +56,8 @@ type PreviewLookup interface {
 	Preview(ctx context.Context, app, commit string) (PreviewInfo, bool)
 }
 
-// Token is a credential. It formats and logs as "[redacted]"; convert it
-// with string() only where it is sent.
+// Token is a credential. It formats, logs and encodes as "[redacted]";
+// convert it with string() only where it is sent.
 type Token string
 
 // String implements fmt.Stringer without revealing the token.
@@ -68,6 +68,10 @@ func (Token) GoString() string { return "[redacted]" }
 
 // LogValue implements slog.LogValuer without revealing the token.
 func (Token) LogValue() slog.Value { return slog.StringValue("[redacted]") }
+
+// MarshalText implements encoding.TextMarshaler without revealing the
+// token, so a struct holding one encodes to JSON redacted.
+func (Token) MarshalText() ([]byte, error) { return []byte("[redacted]"), nil }
 
 // ForgeOptions configures a Forge notifier.
 type ForgeOptions struct {

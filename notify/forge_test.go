@@ -410,10 +410,15 @@ func TestForgeGivesUpOnNotFoundAndLogsNoToken(t *testing.T) {
 func TestTokenNeverFormatsItsValue(t *testing.T) {
 	tok := Token(token)
 	var logs syncLog
-	slog.New(slog.NewJSONHandler(&logs, nil)).Info("x", "token", tok, "opts", ForgeOptions{Token: tok})
-	out := fmt.Sprintf("%v %s %q %#v %+v", tok, tok, tok, tok, ForgeOptions{Token: tok}) + logs.String()
+	holder := struct{ Token Token }{tok}
+	slog.New(slog.NewJSONHandler(&logs, nil)).Info("x", "token", tok, "holder", holder)
+	slog.New(slog.NewTextHandler(&logs, nil)).Info("x", "token", tok, "holder", holder)
+	out := fmt.Sprintf("%v %s %q %#v %+v %#v", tok, tok, tok, tok, ForgeOptions{Token: tok}, holder) + logs.String()
 	if strings.Contains(out, token) {
 		t.Errorf("formatted token: %s", out)
+	}
+	if strings.Count(out, "[redacted]") != 10 {
+		t.Errorf("want ten redacted tokens, got:\n%s", out)
 	}
 }
 

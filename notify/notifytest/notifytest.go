@@ -2,7 +2,7 @@
 // contract, the way testing/slogtest checks a slog.Handler: one table of
 // rules, each run as a subtest named for the rule, against a fresh notifier
 // each time. Every implementation (log, event stream, recorder, webhook,
-// chat, and any a companion adds) runs it from its own tests.
+// chat, forge, and any a companion adds) runs it from its own tests.
 //
 // It only drives notifiers and reads what reached their far end; it never
 // looks inside one.
