@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -43,6 +45,12 @@ const ConfigKind = "Notifications"
 //	      url: {file: slack-url}        # relative to this file
 //	      template: "{{.Application}}: {{.Type}}"
 //	    match: {swarms: [staging]}
+//	  - name: github-status
+//	    forge:
+//	      provider: github
+//	      url: https://api.github.com
+//	      token: {file: /run/secrets/github-token}
+//	      repositories: {web: acme/web, "api-*": acme/api}
 //
 // Secrets (URLs, tokens, HMAC keys) are never written inline: each names a
 // file or an environment variable, read by Build.
@@ -53,13 +61,14 @@ type Config struct {
 	Notifiers []NotifierConfig
 }
 
-// NotifierConfig is one outbound notifier: exactly one of Webhook and
-// Shoutrrr is set.
+// NotifierConfig is one outbound notifier: exactly one of Webhook,
+// Shoutrrr and Forge is set.
 type NotifierConfig struct {
 	// Name labels the notifier in logs and metrics; unique in the file.
 	Name     string
 	Webhook  *WebhookConfig
 	Shoutrrr *ShoutrrrConfig
+	Forge    *ForgeConfig
 	// Match selects the events sent; the zero value sends all.
 	Match Match
 	// Suppress, Queue, Timeout and Backoff are Delivery's; zero means its
@@ -88,6 +97,20 @@ type ShoutrrrConfig struct {
 	// Title and Template are message templates (ParseTemplate); empty
 	// means DefaultTitle and DefaultTemplate.
 	Title, Template string
+}
+
+// ForgeConfig is a forge's commit statuses and preview comments (Forge);
+// the fields are ForgeOptions'.
+type ForgeConfig struct {
+	Provider ForgeProvider
+	// URL is the API's base URL; it is not a secret and may not carry one.
+	URL string
+	// Token names where the API token is kept.
+	Token SecretRef
+	// Repositories maps application names or globs to repositories. The
+	// map is the loaded configuration's: callers must not change it.
+	Repositories       map[string]string
+	Context, TargetURL string
 }
 
 // SecretRef is a secret.Source as a notifications file names it: exactly
@@ -131,6 +154,7 @@ type notifierDoc struct {
 	Name     string       `yaml:"name"`
 	Webhook  *webhookDoc  `yaml:"webhook"`
 	Shoutrrr *shoutrrrDoc `yaml:"shoutrrr"`
+	Forge    *forgeDoc    `yaml:"forge"`
 	Match    matchDoc     `yaml:"match"`
 	Suppress duration     `yaml:"suppress"`
 	Queue    *int         `yaml:"queue"`
@@ -148,6 +172,15 @@ type shoutrrrDoc struct {
 	URL      *secretDoc `yaml:"url"`
 	Title    string     `yaml:"title"`
 	Template string     `yaml:"template"`
+}
+
+type forgeDoc struct {
+	Provider     string            `yaml:"provider"`
+	URL          string            `yaml:"url"`
+	Token        *secretDoc        `yaml:"token"`
+	Repositories map[string]string `yaml:"repositories"`
+	Context      string            `yaml:"context"`
+	TargetURL    string            `yaml:"targetURL"`
 }
 
 type matchDoc struct {
@@ -273,11 +306,11 @@ func notifier(d *configfile.Document, field string, n notifierDoc) NotifierConfi
 	case !notifierName.MatchString(n.Name):
 		d.Add(field+".name", "want a DNS label (lower-case letters, digits and '-', at most 63), got %q", n.Name)
 	}
-	switch {
-	case n.Webhook == nil && n.Shoutrrr == nil:
-		d.Add(field, "want one of webhook or shoutrrr")
-	case n.Webhook != nil && n.Shoutrrr != nil:
-		d.Add(field, "want one of webhook or shoutrrr, not both")
+	switch kinds := btoi(n.Webhook != nil) + btoi(n.Shoutrrr != nil) + btoi(n.Forge != nil); {
+	case kinds == 0:
+		d.Add(field, "want one of webhook, shoutrrr or forge")
+	case kinds > 1:
+		d.Add(field, "want one of webhook, shoutrrr or forge, not more")
 	}
 	if w := n.Webhook; w != nil {
 		nc.Webhook = &WebhookConfig{URL: secretRef(d, field+".webhook.url", w.URL)}
@@ -297,6 +330,9 @@ func notifier(d *configfile.Document, field string, n notifierDoc) NotifierConfi
 		checkTemplate(d, field+".shoutrrr.title", c.Title)
 		checkTemplate(d, field+".shoutrrr.template", c.Template)
 	}
+	if f := n.Forge; f != nil {
+		nc.Forge = forge(d, field+".forge", f)
+	}
 	if n.Queue != nil {
 		if *n.Queue < 1 || *n.Queue > 100_000 {
 			d.Add(field+".queue", "want a whole number from 1 to 100000, got %q", strconv.Itoa(*n.Queue))
@@ -308,6 +344,55 @@ func notifier(d *configfile.Document, field string, n notifierDoc) NotifierConfi
 	}
 	nc.Match = match(d, field+".match", n.Match)
 	return nc
+}
+
+// btoi is 1 for true.
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// forge validates the decoded forge notifier at field and converts it.
+func forge(d *configfile.Document, field string, f *forgeDoc) *ForgeConfig {
+	fc := &ForgeConfig{Provider: ForgeProvider(f.Provider), URL: f.URL, Token: secretRef(d, field+".token", f.Token),
+		Repositories: f.Repositories, Context: f.Context, TargetURL: f.TargetURL}
+	switch {
+	case !d.Present(field + ".provider"):
+		d.Add(field+".provider", "missing; want github, gitlab or gitea")
+	case !slices.Contains(ForgeProviders(), fc.Provider):
+		d.Add(field+".provider", "want github, gitlab or gitea (also for Forgejo), got %q", f.Provider)
+	}
+	u, err := url.Parse(f.URL)
+	switch {
+	case !d.Present(field + ".url"):
+		d.Add(field+".url", "missing; want the API's base URL, such as https://api.github.com")
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		d.Add(field+".url", "want an absolute http or https URL, got %q", f.URL)
+	case u.User != nil:
+		d.Add(field+".url", "carries credentials; name the token under token instead")
+	}
+	if f.Token == nil {
+		d.Add(field+".token", "missing; name a file or an env var holding the API token")
+	}
+	if len(f.Repositories) == 0 {
+		d.Add(field+".repositories", "missing; map application names or globs to repositories")
+	}
+	for _, app := range slices.Sorted(maps.Keys(f.Repositories)) {
+		at := field + ".repositories." + app
+		if _, err := path.Match(app, ""); err != nil {
+			d.Add(at, "bad glob %q: %s", app, err)
+		}
+		if slices.Contains(ForgeProviders(), fc.Provider) {
+			if err := CheckRepository(fc.Provider, f.Repositories[app]); err != nil {
+				d.Add(at, "%s", err)
+			}
+		}
+	}
+	checkTemplate(d, field+".context", f.Context)
+	checkTemplate(d, field+".targetURL", f.TargetURL)
+	return fc
 }
 
 // secretRef turns a decoded reference at field into a SecretRef; nil (the
@@ -384,10 +469,27 @@ func typeList() string {
 	return strings.Join(s, ", ")
 }
 
+// Build makes the notifiers cfg describes, as BuildOptions.Build does with
+// only a Logger.
+func Build(cfg Config, logger *slog.Logger) ([]Notifier, error) {
+	return BuildOptions{Logger: logger}.Build(cfg)
+}
+
+// BuildOptions is what notifiers built from a file get from the controller
+// rather than the file. The zero value logs to slog.Default and gives forge
+// notifiers no PreviewLookup.
+type BuildOptions struct {
+	// Logger receives the notifiers' logs.
+	Logger *slog.Logger
+	// Previews tells forge notifiers which events are about previews.
+	Previews PreviewLookup
+}
+
 // Build makes the notifiers cfg describes, reading their secrets. It reports
 // every problem at once; on error it returns no notifiers. The notifiers
-// deliver once the caller runs them (RunAll); they log to logger.
-func Build(cfg Config, logger *slog.Logger) ([]Notifier, error) {
+// deliver once the caller runs them (RunAll).
+func (o BuildOptions) Build(cfg Config) ([]Notifier, error) {
+	logger := o.Logger
 	var (
 		out  []Notifier
 		errs []error
@@ -434,6 +536,20 @@ func Build(cfg Config, logger *slog.Logger) ([]Notifier, error) {
 				continue
 			}
 			out = append(out, c)
+		case nc.Forge != nil:
+			token, err := nc.Forge.Token.Read()
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			f, err := NewForge(ForgeOptions{Name: nc.Name, Provider: nc.Forge.Provider, URL: nc.Forge.URL, Token: Token(token),
+				Repositories: nc.Forge.Repositories, Context: nc.Forge.Context, TargetURL: nc.Forge.TargetURL,
+				Previews: o.Previews, Delivery: d, Logger: logger})
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", nc.Forge.Token.Origin, err))
+				continue
+			}
+			out = append(out, f)
 		}
 	}
 	if len(errs) > 0 {

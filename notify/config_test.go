@@ -42,6 +42,16 @@ func TestLoadConfigReadsEveryField(t *testing.T) {
 			Match:   Match{Swarms: []string{"staging"}, Applications: []string{"web-*", "api"}},
 			Retries: &zero,
 		},
+		{
+			Name: "gitlab-status",
+			Forge: &ForgeConfig{
+				Provider: GitLab, URL: "https://gitlab.example.org/api/v4",
+				Token:        SecretRef{Source: secret.Source{File: "testdata/notifications/secrets/gitlab-token"}, Origin: file + ":29:14: notifiers[2].forge.token"},
+				Repositories: map[string]string{"web": "platform/web", "api-*": "4711"},
+				Context:      "skep/{{.Swarm}}/{{.Application}}", TargetURL: "https://skep.example.org/applications/{{.Application}}",
+			},
+			Match: Match{Types: []EventType{SyncStarted, SyncSucceeded, SyncFailed}},
+		},
 	}}
 	if d := cmp.Diff(want, cfg); d != "" {
 		t.Errorf("LoadConfig (-want +got):\n%s", d)
@@ -90,7 +100,7 @@ func TestParseConfigRefusesBadDocuments(t *testing.T) {
 		{name: "broken yaml names its line", yaml: "apiVersion: skep/v1\nnotifiers: [\n", want: "f.yaml:2: invalid YAML: did not find expected node content"},
 		{name: "a list at the top", yaml: "- a\n", want: "f.yaml:1:1: want a mapping with apiVersion, kind and notifiers, got a list"},
 		{name: "a repeated key", yaml: "apiVersion: skep/v1\nkind: Notifications\nkind: Notifications\n", want: "f.yaml:3:1: kind: key written twice; first at line 2"},
-		{name: "a merged notifier is checked like a written one", yaml: "apiVersion: skep/v1\nkind: Notifications\nnotifiers:\n  - <<: {name: a}\n", want: "f.yaml:4:5: notifiers[0]: want one of webhook or shoutrrr"},
+		{name: "a merged notifier is checked like a written one", yaml: "apiVersion: skep/v1\nkind: Notifications\nnotifiers:\n  - <<: {name: a}\n", want: "f.yaml:4:5: notifiers[0]: want one of webhook, shoutrrr or forge"},
 		{name: "a secret from both", yaml: "apiVersion: skep/v1\nkind: Notifications\nnotifiers:\n  - name: a\n    webhook: {url: {env: A, file: b}}\n",
 			want: "f.yaml:5:20: notifiers[0].webhook.url: want exactly one of file or env"},
 		{name: "retries out of range", yaml: "apiVersion: skep/v1\nkind: Notifications\nnotifiers:\n  - name: a\n    webhook: {url: {env: A}}\n    retries: 99\n",
@@ -209,6 +219,73 @@ func TestBuildReadsSecretsFromFilesAndEnvironment(t *testing.T) {
 				t.Errorf("notifiers (-want +got):\n%s", d)
 			}
 		})
+	}
+}
+
+func TestParseConfigRefusesBadForgeNotifiers(t *testing.T) {
+	const head = "apiVersion: skep/v1\nkind: Notifications\nnotifiers:\n  - name: f\n    forge:\n"
+	const good = "      provider: github\n      url: https://api.github.com\n      token: {file: t}\n      repositories: {web: acme/web}\n"
+	for _, tc := range []struct {
+		name, yaml string
+		want       []string
+	}{
+		{name: "an unknown key names its line", yaml: good + "      branch: main\n",
+			want: []string{"f.yaml:10:7: notifiers[0].forge.branch: unknown key; want one of provider, url, token, repositories, context, targetURL"}},
+		{name: "a missing token", yaml: "      provider: github\n      url: https://api.github.com\n      repositories: {web: acme/web}\n",
+			want: []string{"f.yaml:6:7: notifiers[0].forge.token: missing; name a file or an env var holding the API token"}},
+		{name: "an inline token is refused without echoing it", yaml: "      provider: github\n      url: https://api.github.com\n      token: ghp_inline\n      repositories: {web: acme/web}\n",
+			want: []string{"f.yaml:8:14: notifiers[0].forge.token: inline secrets are refused"}},
+		{name: "an unknown provider", yaml: "      provider: bitbucket\n      url: https://api.example.org\n      token: {env: T}\n      repositories: {web: acme/web}\n",
+			want: []string{`f.yaml:6:17: notifiers[0].forge.provider: want github, gitlab or gitea (also for Forgejo), got "bitbucket"`}},
+		{name: "a repository that is not a string", yaml: "      provider: github\n      url: https://api.github.com\n      token: {env: T}\n      repositories:\n        web: {owner: acme}\n",
+			want: []string{"f.yaml:10:14: notifiers[0].forge.repositories.web: want a string, got a mapping"}},
+		{name: "a repository not in the provider's form and a bad glob", yaml: "      provider: github\n      url: https://api.github.com\n      token: {env: T}\n      repositories: {web: acme, \"[x\": a/b}\n",
+			want: []string{`f.yaml:9:27: notifiers[0].forge.repositories.web: want owner/name, got "acme"`,
+				`f.yaml:9:39: notifiers[0].forge.repositories.[x: bad glob "[x"`}},
+		{name: "no repositories and no url", yaml: "      provider: gitea\n      token: {env: T}\n",
+			want: []string{"notifiers[0].forge.url: missing", "notifiers[0].forge.repositories: missing"}},
+		{name: "a url with credentials", yaml: "      provider: gitea\n      url: https://u:p@gitea.example.org/api/v1\n      token: {env: T}\n      repositories: {web: acme/web}\n",
+			want: []string{"f.yaml:7:12: notifiers[0].forge.url: carries credentials"}},
+		{name: "a template naming no field", yaml: good + "      context: \"{{.Branch}}\"\n",
+			want: []string{"f.yaml:10:16: notifiers[0].forge.context: template: "}},
+		{name: "a forge beside a webhook", yaml: good + "    webhook: {url: {env: A}}\n",
+			want: []string{"f.yaml:4:5: notifiers[0]: want one of webhook, shoutrrr or forge, not more"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseConfig("f.yaml", []byte(head+tc.yaml))
+			if err == nil {
+				t.Fatal("ParseConfig accepted it")
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("ParseConfig = %v\nwant it to contain %q", err, want)
+				}
+			}
+			if strings.Contains(err.Error(), "ghp_inline") {
+				t.Errorf("ParseConfig echoes the inline token: %v", err)
+			}
+		})
+	}
+}
+
+func TestBuildMakesAForgeWithItsTokenAndPreviews(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "token"), []byte("glpat-value\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ParseConfig(filepath.Join(dir, "n.yaml"), []byte("apiVersion: skep/v1\nkind: Notifications\nnotifiers:\n"+
+		"  - name: lab\n    forge: {provider: gitlab, url: https://gitlab.example.org/api/v4, token: {file: token}, repositories: {web: \"12\"}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lookup := previews{}
+	ns, err := BuildOptions{Logger: slog.New(slog.DiscardHandler), Previews: lookup}.Build(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := ns[0].(*Forge)
+	if f.token != "glpat-value" || f.provider != GitLab || f.previews == nil || f.Name() != "lab" {
+		t.Errorf("Build made provider %s, previews %v, name %s, token read %v", f.provider, f.previews, f.Name(), f.token == "glpat-value")
 	}
 }
 

@@ -148,6 +148,38 @@ func TestNotifierConformance(t *testing.T) {
 			runLoop(t, c)
 			return notifytest.Subject{Notifier: c, Received: got.Events, Stall: gate.Stall}
 		}},
+		{name: "forge", new: func(t *testing.T) notifytest.Subject {
+			var gate notifytest.Gate
+			var got notifytest.Collector
+			// A status carries only part of an event; its target URL is
+			// templated to the whole event's wire JSON, as chat's text is.
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				gate.Pass()
+				var status struct {
+					TargetURL string `json:"target_url"`
+				}
+				var event wire.Event
+				body, _ := io.ReadAll(r.Body)
+				if err := json.Unmarshal(body, &status); err != nil || json.Unmarshal([]byte(status.TargetURL), &event) != nil {
+					t.Errorf("forge: %s %s: body %q", r.Method, r.URL, body)
+					w.WriteHeader(http.StatusBadRequest)
+					return
+				}
+				got.Add(notify.FromWire(event))
+				w.WriteHeader(http.StatusCreated)
+			}))
+			t.Cleanup(srv.Close)
+			f, err := notify.NewForge(notify.ForgeOptions{Name: "forge", Provider: notify.GitHub, URL: srv.URL, Token: "t",
+				Repositories: map[string]string{"*": "acme/all"}, TargetURL: "{{json .}}", Logger: quiet})
+			if err != nil {
+				t.Fatal(err)
+			}
+			runLoop(t, f)
+			takes := func(e notify.Event) bool {
+				return e.Revision != "" && (e.Type == notify.SyncStarted || e.Type == notify.SyncSucceeded || e.Type == notify.SyncFailed)
+			}
+			return notifytest.Subject{Notifier: f, Received: got.Events, Stall: gate.Stall, Takes: takes}
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { notifytest.Run(t, tc.new) })
 	}

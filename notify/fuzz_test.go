@@ -50,7 +50,7 @@ func FuzzParseConfig(f *testing.F) {
 		}
 		names := map[string]bool{}
 		for _, n := range cfg.Notifiers {
-			if (n.Webhook == nil) == (n.Shoutrrr == nil) {
+			if btoi(n.Webhook != nil)+btoi(n.Shoutrrr != nil)+btoi(n.Forge != nil) != 1 {
 				t.Errorf("notifier %q has not exactly one kind", n.Name)
 			}
 			if !notifierName.MatchString(n.Name) || names[n.Name] {
@@ -76,6 +76,17 @@ func FuzzParseConfig(f *testing.F) {
 				for _, text := range []string{n.Shoutrrr.Title, n.Shoutrrr.Template} {
 					if _, err := ParseTemplate("t", text); err != nil {
 						t.Errorf("template %q accepted: %v", text, err)
+					}
+				}
+			}
+			if f := n.Forge; f != nil {
+				refs = append(refs, &f.Token)
+				if !slices.Contains(ForgeProviders(), f.Provider) || len(f.Repositories) == 0 {
+					t.Errorf("forge %q accepted with provider %q and %d repositories", n.Name, f.Provider, len(f.Repositories))
+				}
+				for app, repo := range f.Repositories {
+					if err := CheckRepository(f.Provider, repo); err != nil {
+						t.Errorf("repository %s: %q accepted: %v", app, repo, err)
 					}
 				}
 			}

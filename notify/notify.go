@@ -1,5 +1,5 @@
 // Package notify carries what happened to an application to everyone who
-// listens: logs, the API's event stream, webhooks and chat.
+// listens: logs, the API's event stream, webhooks, chat and forges.
 //
 // Registering a notifier adds it and never removes another: the API's event
 // stream is itself fed by a notifier (a Recorder, or a bare Broker), so a
@@ -12,9 +12,10 @@
 // store keep it and then publishes it to a Broker, whose subscribers Stream
 // writes as server-sent events (WriteSSE, in the wire.Event shape of
 // WireOf), replaying from the store what a reconnecting or lagging client
-// missed. Outbound notifiers (Webhook, Chat) come from a notifications file
-// (LoadConfig, Build). Package notifytest holds the conformance suite every
-// notifier runs; store's Example shows the wiring.
+// missed. Outbound notifiers (Webhook, Chat, and Forge, which sets commit
+// statuses and keeps a preview's pull-request comment) come from a
+// notifications file (LoadConfig, Build). Package notifytest holds the
+// conformance suite every notifier runs; store's Example shows the wiring.
 package notify
 
 import (

@@ -106,6 +106,24 @@ func (p permanentError) Error() string { return p.err.Error() }
 // Unwrap returns the cause.
 func (p permanentError) Unwrap() error { return p.err }
 
+// retryAfter marks a failure whose receiver said when to come back (a 429
+// or 503 with Retry-After). The next wait is at least After, up to
+// maxRetryAfter, whatever the backoff would have been.
+type retryAfter struct {
+	err   error
+	After time.Duration
+}
+
+// Error returns the cause's message unchanged.
+func (r retryAfter) Error() string { return r.err.Error() }
+
+// Unwrap returns the cause.
+func (r retryAfter) Unwrap() error { return r.err }
+
+// maxRetryAfter bounds how long a Retry-After may hold the queue: a
+// receiver asking for an hour is waited on for this long, then tried again.
+const maxRetryAfter = 5 * time.Minute
+
 // outbound is the queue, routing, suppression and retry loop every outbound
 // notifier shares; the notifier provides send.
 type outbound struct {
@@ -220,7 +238,11 @@ func (o *outbound) deliver(ctx context.Context, e Event) {
 	attempts := 0
 	for attempts <= o.d.Retries {
 		if attempts > 0 {
-			t := time.NewTimer(wait)
+			next := wait
+			if ra := (retryAfter{}); errors.As(err, &ra) {
+				next = max(next, min(ra.After, maxRetryAfter))
+			}
+			t := time.NewTimer(next)
 			select {
 			case <-ctx.Done():
 				t.Stop()

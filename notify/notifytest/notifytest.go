@@ -2,7 +2,7 @@
 // contract, the way testing/slogtest checks a slog.Handler: one table of
 // rules, each run as a subtest named for the rule, against a fresh notifier
 // each time. Every implementation (log, event stream, recorder, webhook,
-// chat, and any a companion adds) runs it from its own tests.
+// chat, forge, and any a companion adds) runs it from its own tests.
 //
 // It only drives notifiers and reads what reached their far end; it never
 // looks inside one.
@@ -38,7 +38,19 @@ type Subject struct {
 	// IgnoresAt is true for a far end that does not carry Event.At (a log
 	// line's own timestamp stands in for it).
 	IgnoresAt bool
+	// Takes reports whether the notifier sends e at all, for one whose
+	// contract passes on only some events (a forge takes sync events with
+	// a revision). Nil means every event. The rules send sync events with
+	// a revision wherever the type does not matter, so every notifier
+	// takes them, and expect only taken events to arrive.
+	Takes func(notify.Event) bool
 }
+
+// takes reports whether s's notifier sends e.
+func (s Subject) takes(e notify.Event) bool { return s.Takes == nil || s.Takes(e) }
+
+// rev is the revision the rules' events carry.
+const rev = "0123456789abcdef0123456789abcdef01234567"
 
 // wait bounds how long a rule waits for deliveries: long enough for a
 // loaded machine, and a failure, not a hang, when nothing comes.
@@ -90,7 +102,7 @@ func notifyNeverBlocks(t *testing.T, s Subject) {
 		defer close(returned)
 		// More than any queue holds: the last calls meet a full one.
 		for i := range 5000 {
-			s.Notifier.Notify(t.Context(), notify.Event{Application: fmt.Sprintf("app-%d", i), Type: notify.SyncStarted, At: at})
+			s.Notifier.Notify(t.Context(), notify.Event{Application: fmt.Sprintf("app-%d", i), Type: notify.SyncStarted, Revision: rev, At: at})
 		}
 	}()
 	select {
@@ -101,17 +113,24 @@ func notifyNeverBlocks(t *testing.T, s Subject) {
 }
 
 // fieldsUnchanged: every field survives the trip, including empty ones,
-// newlines, non-ASCII and characters JSON and HTML escape.
+// newlines, non-ASCII and characters JSON and HTML escape. Events the
+// notifier does not take are sent too, and must not arrive.
 func fieldsUnchanged(t *testing.T, s Subject) {
-	sent := []notify.Event{
-		{Application: "web", Type: notify.SyncSucceeded, Revision: "0123456789abcdef0123456789abcdef01234567",
+	all := []notify.Event{
+		{Application: "web", Type: notify.SyncSucceeded, Revision: rev,
 			Message: "upgrade: 2 services changed", At: at, Swarm: "prod-eu", Actor: "alice@example.com"},
 		{Application: "api", Type: notify.LiveDriftDetected, At: at.Add(time.Second)},
 		{Application: "db", Type: notify.ResourcesPruned, Message: "service db_old, network db_legacy\nsecond line", At: at.Add(2 * time.Second), Actor: "Zoë Ünïcode"},
 		{Application: "q", Type: notify.PruneFailed, Message: `quotes " and <angles> & amps`, At: at.Add(3 * time.Second), Swarm: "staging"},
+		{Application: "db", Type: notify.SyncFailed, Revision: rev, Message: "render: line one\nline two", At: at.Add(4 * time.Second), Actor: "Zoë Ünïcode"},
+		{Application: "q", Type: notify.SyncStarted, Revision: rev, Message: `quotes " and <angles> & amps`, At: at.Add(5 * time.Second), Swarm: "staging"},
 	}
-	for _, e := range sent {
+	var sent []notify.Event
+	for _, e := range all {
 		s.Notifier.Notify(t.Context(), e)
+		if s.takes(e) {
+			sent = append(sent, e)
+		}
 	}
 	got := awaitN(t, s, len(sent))
 	sameTime := cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) || s.IgnoresAt })
@@ -127,7 +146,7 @@ func orderKept(t *testing.T, s Subject) {
 	for i := range 30 {
 		app := fmt.Sprintf("app-%02d", i)
 		want = append(want, app)
-		s.Notifier.Notify(t.Context(), notify.Event{Application: app, Type: notify.DriftDetected, At: at})
+		s.Notifier.Notify(t.Context(), notify.Event{Application: app, Type: notify.SyncSucceeded, Revision: rev, At: at})
 	}
 	if d := cmp.Diff(want, apps(awaitN(t, s, len(want)))); d != "" {
 		t.Errorf("arrival order (-notified +received):\n%s", d)
@@ -147,7 +166,7 @@ func concurrentCalls(t *testing.T, s Subject) {
 		}
 		wg.Go(func() {
 			for i := range 5 {
-				s.Notifier.Notify(t.Context(), notify.Event{Application: fmt.Sprintf("g%d-%d", g, i), Type: notify.SyncStarted, At: at})
+				s.Notifier.Notify(t.Context(), notify.Event{Application: fmt.Sprintf("g%d-%d", g, i), Type: notify.SyncStarted, Revision: rev, At: at})
 			}
 		})
 	}
@@ -165,8 +184,8 @@ func concurrentCalls(t *testing.T, s Subject) {
 // happened to be in flight.
 func actorFromEvent(t *testing.T, s Subject) {
 	ctx := notify.WithActor(t.Context(), "mallory")
-	s.Notifier.Notify(ctx, notify.Event{Application: "web", Type: notify.SyncStarted, Actor: "alice", At: at})
-	s.Notifier.Notify(ctx, notify.Event{Application: "api", Type: notify.SyncStarted, At: at})
+	s.Notifier.Notify(ctx, notify.Event{Application: "web", Type: notify.SyncStarted, Revision: rev, Actor: "alice", At: at})
+	s.Notifier.Notify(ctx, notify.Event{Application: "api", Type: notify.SyncStarted, Revision: rev, At: at})
 	got := awaitN(t, s, 2)
 	if got[0].Actor != "alice" || got[1].Actor != "" {
 		t.Errorf("actors delivered %q and %q, want the events' own: \"alice\" and \"\"", got[0].Actor, got[1].Actor)
