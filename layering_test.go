@@ -23,18 +23,19 @@ const module = "github.com/skep-cd/skep/"
 // decided (and written down in docs/architecture.md). The layers, from the
 // top: entry (cmd/skep, cli) → face (api, ui) and loop (reconcile) → steps
 // (artifact, render, chart, stack, plan, health, apply, prune, preview)
-// and records (notify, store) → adapters (swarm, gitsource) and leaves
-// (wire, outcome, configfile, secret, version). The loop never imports the
-// face.
+// and records (notify, store) → adapters (swarm, gitsource, chartrepo)
+// and leaves (wire, outcome, configfile, secret, version). The loop never
+// imports the face.
 var allowed = map[string][]string{
 	"cmd/skep":          {"cli"},
-	"cli":               {"api", "appset", "artifact", "chart", "client", "configfile", "demo", "gitsource", "notify", "plan", "reconcile", "render", "stack", "store", "swarm", "ui", "version", "wire"},
+	"cli":               {"api", "appset", "artifact", "chart", "chartrepo", "client", "configfile", "demo", "gitsource", "notify", "plan", "reconcile", "render", "stack", "store", "swarm", "ui", "version", "wire"},
 	"client":            {"wire"},
 	"api":               {"appset", "artifact", "configfile", "notify", "plan", "reconcile", "secret", "stack", "store", "version", "wire"},
 	"api/authtest":      {"api"},
-	"reconcile":         {"apply", "appset", "artifact", "chart", "gitsource", "health", "notify", "outcome", "plan", "preview", "prune", "render", "stack", "swarm", "version"},
+	"reconcile":         {"apply", "appset", "artifact", "chart", "chartrepo", "gitsource", "health", "notify", "outcome", "plan", "preview", "prune", "render", "stack", "swarm", "version"},
 	"render":            {},
 	"chart":             {"configfile", "render", "version"},
+	"chartrepo":         {"secret"},
 	"stack":             {},
 	"plan":              {"stack"},
 	"health":            {},
