@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/skep-cd/skep/api"
 	"github.com/skep-cd/skep/appset"
+	"github.com/skep-cd/skep/chartrepo"
 	"github.com/skep-cd/skep/gitsource"
 	"github.com/skep-cd/skep/notify"
 	"github.com/skep-cd/skep/reconcile"
@@ -157,6 +159,12 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 	if err != nil {
 		return nil, nil, err
 	}
+	// Charts from chart repositories are cached, by digest, beside the git
+	// cache; every cache read checks the digest again.
+	charts, err := chartrepo.New(chartrepo.Options{Dir: filepath.Join(f.data, "charts"), Logger: logger})
+	if err != nil {
+		return nil, nil, fmt.Errorf("chart cache in %s: %w", f.data, err)
+	}
 	// The zero Options is the swarm this process runs in (or DOCKER_HOST).
 	engine, err := swarm.Connect(ctx, swarm.Options{})
 	if err != nil {
@@ -181,6 +189,7 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 		Notifier:          notifier,
 		Logger:            logger,
 		Observer:          observer,
+		Charts:            charts,
 	})
 	if err != nil {
 		// The construction error is the one to report; a failure to close
@@ -347,6 +356,7 @@ func runController(ctx context.Context, logger *slog.Logger, flags *controllerFl
 	recorder := notify.NewRecorder(recOpts)
 
 	var notifier notify.Registry
+	var previews previewLookup
 	notifier.Register(notify.NewLog(logger))
 	notifier.Register(recorder)
 	if flags.notifications != "" {
@@ -354,7 +364,10 @@ func runController(ctx context.Context, logger *slog.Logger, flags *controllerFl
 		if err != nil {
 			return &ExitError{Code: ExitFailure, Err: err}
 		}
-		outbound, err := notify.Build(cfg, logger)
+		// The forge notifier asks the controller which syncs are previews;
+		// the controller is built after the notifiers, so the lookup is
+		// bound to it once it exists.
+		outbound, err := notify.BuildOptions{Logger: logger, Previews: &previews}.Build(cfg)
 		if err != nil {
 			return &ExitError{Code: ExitFailure, Err: fmt.Errorf("notifications: %w", err)}
 		}
@@ -394,6 +407,7 @@ func runController(ctx context.Context, logger *slog.Logger, flags *controllerFl
 	if err != nil {
 		return err
 	}
+	previews.ctrl.Store(ctrl)
 	defer closeEngine()
 	if err := registerCounters(metrics, ctrl, &notifier, broker); err != nil {
 		return err
@@ -568,4 +582,20 @@ func newHTTPServer(h http.Handler, logger *slog.Logger) *http.Server {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
+}
+
+// previewLookup answers forge notifiers from the controller once it is
+// built: the notifiers are made before it, since it is handed them.
+type previewLookup struct {
+	ctrl atomic.Pointer[reconcile.Controller]
+}
+
+// Preview implements notify.PreviewLookup.
+func (p *previewLookup) Preview(_ context.Context, app, commit string) (notify.PreviewInfo, bool) {
+	c := p.ctrl.Load()
+	if c == nil {
+		return notify.PreviewInfo{}, false
+	}
+	branch, domain, ok := c.PreviewAt(app, commit)
+	return notify.PreviewInfo{Branch: strings.TrimPrefix(branch, "refs/heads/"), Domain: domain}, ok
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/skep-cd/skep/appset"
 	"github.com/skep-cd/skep/artifact"
 	"github.com/skep-cd/skep/chart"
+	"github.com/skep-cd/skep/chartrepo"
 	"github.com/skep-cd/skep/outcome"
 	"github.com/skep-cd/skep/render"
 	"github.com/skep-cd/skep/stack"
@@ -82,8 +83,13 @@ func (c *Controller) fetchChart(ctx context.Context, spec *appset.Chart) (*chart
 		return nil, errors.New("chart repositories are not configured on this controller")
 	}
 	fsys, dir, err := c.charts.Fetch(ctx, spec.Repo, spec.Name, spec.Version)
-	if err != nil {
-		return nil, err
+	switch {
+	case err == nil:
+	case errors.Is(err, chartrepo.ErrNotFound), errors.Is(err, chartrepo.ErrDigestMismatch), errors.Is(err, chartrepo.ErrTooLarge),
+		errors.Is(err, chartrepo.ErrUnsafeArchive), errors.Is(err, chartrepo.ErrInsecureURL), errors.Is(err, chartrepo.ErrBadIndex):
+		return nil, &outcome.StalledError{Err: err} // the app set or the repository must change
+	default:
+		return nil, &outcome.TransientError{Err: err} // the repository did not answer: back off
 	}
 	return chart.Load(fsys, dir)
 }

@@ -1,8 +1,16 @@
 package reconcile_test
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"context"
+	"crypto/sha256"
 	"fmt"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +20,7 @@ import (
 
 	"github.com/skep-cd/skep/apply"
 	"github.com/skep-cd/skep/appset"
+	"github.com/skep-cd/skep/chartrepo"
 	"github.com/skep-cd/skep/harness"
 	"github.com/skep-cd/skep/notify"
 	"github.com/skep-cd/skep/reconcile"
@@ -194,4 +203,67 @@ func waitService(t *testing.T, e *env, name, image string) *swarm.Service {
 		return s.Spec.TaskTemplate.ContainerSpec.Image == image, "image " + s.Spec.TaskTemplate.ContainerSpec.Image
 	})
 	return got
+}
+
+// chartArchive packs files (path → content, under dir/) as a .tgz.
+func chartArchive(t *testing.T, dir string, files map[string]string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		body := files[name]
+		if err := tw.WriteHeader(&tar.Header{Name: dir + "/" + name, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write([]byte(body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := gz.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func TestChartFromAChartRepositoryDeploys(t *testing.T) {
+	e := newEnv(t)
+	port := harness.FreePort(t)
+	files := map[string]string{}
+	for name, content := range chartFiles(port, e.v1, 1) {
+		if rest, ok := strings.CutPrefix(name, "charts/web/"); ok {
+			files[rest] = content
+		}
+	}
+	files["values.yaml"] = fmt.Sprintf("image: %s\nreplicas: 1\nport: %d\n", e.v1, port)
+	archive := chartArchive(t, "web", files)
+	sum := sha256.Sum256(archive)
+	index := fmt.Sprintf("apiVersion: v1\nentries:\n  web:\n    - version: 1.2.0\n      urls: [web-1.2.0.tgz]\n      digest: %x\n", sum)
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/index.yaml":
+			_, _ = w.Write([]byte(index))
+		case "/web-1.2.0.tgz":
+			_, _ = w.Write(archive)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	charts, err := chartrepo.New(chartrepo.Options{Dir: t.TempDir(), Client: srv.Client()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.repo.Commit(t, "main", map[string]string{"README": "values come from the chart\n"})
+	app := e.app("web", true) + fmt.Sprintf("    chart:\n      repo: %s\n      name: web\n      version: 1.2.0\n", srv.URL)
+	ctrl := e.controllerWith(t, appset.FileSource{Path: writeFile(t, t.TempDir(), "apps.yaml", appSet(app))}, reconcile.Options{Charts: charts})
+	run(t, ctrl)
+	e.waitImage(t, e.v1, 2*time.Minute)
+	revs, err := apply.Revisions(t.Context(), e.cli, stack.Owner{Controller: e.id, Application: "web", Release: e.ns})
+	if err != nil || len(revs) == 0 || revs[0].Chart == nil || revs[0].Chart.Version != "1.2.0" {
+		t.Errorf("revisions %+v, %v; want one recording chart web 1.2.0", revs, err)
+	}
 }

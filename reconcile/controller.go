@@ -97,7 +97,8 @@ type Controller struct {
 	ownStack  string
 	images    artifact.Images
 	charts    ChartSource
-	declared  declaredReleases // what release files declared, by application
+	declared  declaredReleases      // what release files declared, by application
+	previewAt map[string]previewRef // by application@commit: the previews deployed, for notifiers
 
 	appSetMu sync.Mutex // serialises onAppSet
 	mu       sync.Mutex

@@ -139,7 +139,7 @@ func (e *env) controllerWith(t *testing.T, source appset.Source, opts reconcile.
 		ControllerID: e.id, AppSet: source, AppSetInterval: time.Second,
 		Git: git, Engine: engine, Notifier: &reg, Logger: logger,
 		Live:              skepswarm.NewWatcher(engine, skepswarm.WatcherOptions{Logger: logger}),
-		PruneApplications: opts.PruneApplications, OwnStack: opts.OwnStack,
+		PruneApplications: opts.PruneApplications, OwnStack: opts.OwnStack, Charts: opts.Charts,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -235,6 +235,7 @@ func (c *Controller) deployPreview(ctx context.Context, app appset.Application, 
 	if st.Domain != "" {
 		what += " (" + st.Domain + ")"
 	}
+	c.notePreview(app.Name, b.Commit, b.Name, st.Domain)
 	c.emit(ctx, app, notify.SyncStarted, b.Commit, what+": "+p.Summary())
 	defer c.markWrite(app.Name)
 	res, err := apply.Apply(ctx, c.engine, rel, apply.Options{
@@ -309,4 +310,32 @@ func (c *Controller) prunePreviews(ctx context.Context, app appset.Application, 
 		}
 		c.pruneRelease(ctx, owner, app.Destination.Swarm, snap, "preview "+owner.Release+" (its branch is gone)")
 	}
+}
+
+// previewRef is what PreviewAt answers for one deployed commit.
+type previewRef struct{ branch, domain string }
+
+// notePreview records that app deploys commit as the preview of branch, so
+// a notifier asking about the events it raises is answered even before the
+// status lists the preview. Only the latest few per application are kept.
+func (c *Controller) notePreview(app, commit, branch, domain string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.previewAt == nil {
+		c.previewAt = map[string]previewRef{}
+	}
+	if len(c.previewAt) > 1000 {
+		clear(c.previewAt) // a bound, not a cache policy: old answers are only for late notifiers
+	}
+	c.previewAt[app+"@"+commit] = previewRef{branch: branch, domain: domain}
+}
+
+// PreviewAt reports the branch and domain of the preview application app
+// deploys at commit, and false when commit is not deployed as a preview.
+// It is safe for concurrent use.
+func (c *Controller) PreviewAt(app, commit string) (branch, domain string, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok := c.previewAt[app+"@"+commit]
+	return r.branch, r.domain, ok
 }
