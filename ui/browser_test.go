@@ -224,7 +224,8 @@ applications:
 		t.Fatal(err)
 	}
 	srv, err := api.New(api.Options{Reconciler: api.NewController(ctrl), Authorizer: tokens, Broker: broker,
-		EventLog: db, Syncs: db, UI: webUI, Logger: logger, Heartbeat: time.Second})
+		Notifiers: func() []string { return []string{"log", "store"} },
+		EventLog:  db, Syncs: db, UI: webUI, Logger: logger, Heartbeat: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -462,6 +463,7 @@ func TestBrowserFollowsSyncAndDriftLiveAndOffersOnlyWhatTheRoleAllows(t *testing
 		p.screenshot(t, "09-events")
 		p.open(t, "#/controller")
 		p.waitFor(t, "the admin details", has("main", "Swarm node"), 20*time.Second)
+		p.waitFor(t, "the active notifiers", has("main", "store"), 20*time.Second)
 		p.screenshot(t, "10-controller")
 	})
 

@@ -450,6 +450,7 @@ export function controllerView(ctx) {
             h('dt', {}, 'Controller'), h('dd', {}, h('code', {}, st.controllerId), ' ', badge(st.ready ? 'healthy' : 'progressing', st.ready ? 'ready' : 'not ready')))),
           h('section', {}, h('h2', {}, 'Orphaned applications'), h('p', { class: 'muted' }, 'Deployed, no longer declared, kept because pruning of applications is off.'), names(st.orphaned, 'None.')),
           h('section', {}, h('h2', {}, 'Pruned applications'), names(st.pruned, 'None.')),
+          h('section', {}, h('h2', {}, 'Notifiers'), h('p', { class: 'muted' }, 'Where every event goes, in the order they were registered.'), names(st.notifiers || [], 'Not reported by this controller.')),
           h('section', {}, h('h2', {}, 'Details'), st.details ? h('dl', { class: 'facts' },
             h('dt', {}, 'Swarm node'), h('dd', {}, h('code', {}, st.details.swarm.nodeId || '—')),
             h('dt', {}, 'Cluster'), h('dd', {}, h('code', {}, st.details.swarm.clusterId || '—')),
