@@ -267,3 +267,25 @@ func TestChartFromAChartRepositoryDeploys(t *testing.T) {
 		t.Errorf("revisions %+v, %v; want one recording chart web 1.2.0", revs, err)
 	}
 }
+
+// A template that renders differently every time (here: a random label)
+// deploys once, then is held instead of redeploying on every tick.
+func TestUnstableChartIsHeldAfterItsFirstDeploy(t *testing.T) {
+	e := newEnv(t)
+	port := harness.FreePort(t)
+	files := chartFiles(port, e.v1, 1)
+	files["charts/web/templates/web.yaml"] = strings.Replace(files["charts/web/templates/web.yaml"],
+		"      labels:\n", "      labels:\n        nonce: {{ randAlphaNum 8 | quote }}\n", 1)
+	e.repo.Commit(t, "main", files)
+	ctrl := e.controller(t, appset.FileSource{Path: writeFile(t, t.TempDir(), "apps.yaml", appSet(e.chartApp("web")))})
+	run(t, ctrl)
+	first := e.waitImage(t, e.v1, 2*time.Minute)
+	st := waitStatus(t, ctrl, "web", time.Minute, func(s reconcile.AppStatus) bool { return s.LastError != "" })
+	if st.LastErrorClass != "stalled" || !strings.Contains(st.LastError, "renders differently each time") || !strings.Contains(st.LastError, "nonce") {
+		t.Errorf("status = %q (%s), want the unstable chart held, naming the field", st.LastError, st.LastErrorClass)
+	}
+	waitStatus(t, ctrl, "web", time.Minute, func(s reconcile.AppStatus) bool { return s.LastReconcile.After(st.LastReconcile.Add(11 * time.Second)) })
+	if s, _ := e.service(t.Context(), "web"); s == nil || s.Version.Index != first.Version.Index {
+		t.Errorf("the unstable chart was redeployed: version %d → %v", first.Version.Index, s)
+	}
+}
