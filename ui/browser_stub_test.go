@@ -28,7 +28,7 @@ type stubAPI struct {
 	unexpected []string
 }
 
-func startStubAPI(t *testing.T, apps map[string]wire.ApplicationDetail) *stubAPI {
+func startStubAPI(t testing.TB, apps map[string]wire.ApplicationDetail) *stubAPI {
 	t.Helper()
 	webUI, err := ui.New()
 	if err != nil {

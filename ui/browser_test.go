@@ -52,7 +52,7 @@ const (
 
 // requireChromium returns the path of Chromium, failing the test when
 // SKEP_REQUIRE_BROWSER=1 and there is none, skipping it otherwise.
-func requireChromium(t *testing.T) string {
+func requireChromium(t testing.TB) string {
 	t.Helper()
 	for _, name := range []string{"chromium", "chromium-browser"} {
 		if p, err := exec.LookPath(name); err == nil {
@@ -68,7 +68,7 @@ func requireChromium(t *testing.T) string {
 
 // browser starts a headless Chromium with a fresh profile and the flags
 // that keep it off the (closed) network, and returns a tab's context.
-func browser(t *testing.T, path string, console *consoleLog) context.Context {
+func browser(t testing.TB, path string, console *consoleLog) context.Context {
 	t.Helper()
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path),
