@@ -52,6 +52,8 @@ func chartProblems(dir string, err error, keep map[string]bool) error {
 		}
 		return out
 	}
+	// The merged document's problems name "templates (merged)", relative to
+	// the chart; shown from the working directory they read like the rest.
 	var re *render.Error
 	if errors.As(err, &re) {
 		abs, absErr := filepath.Abs(dir)
@@ -80,6 +82,8 @@ func readValuesFiles(names []string) ([]chart.ValuesFile, error) {
 func parseSetFlags(flags []string) (map[string]string, error) {
 	set := map[string]string{}
 	for _, s := range flags {
+		// Only the first "=" splits: a value may hold more ("a=b=c" sets a
+		// to "b=c"), as Helm's --set reads it.
 		k, v, ok := strings.Cut(s, "=")
 		if !ok || k == "" {
 			return nil, usageError("--set: want key=value, got %q", s)
@@ -104,6 +108,8 @@ func renderChart(cmd *cobra.Command, dir string, f renderFlags) (stack.Release, 
 	if err != nil {
 		return stack.Release{}, nil, err
 	}
+	// Without --release the chart renders as the release its directory
+	// names, the name a first deploy of it would most likely use.
 	release := f.release
 	if release == "" {
 		abs, err := filepath.Abs(dir)
@@ -114,6 +120,8 @@ func renderChart(cmd *cobra.Command, dir string, f renderFlags) (stack.Release, 
 	}
 	doc, _, err := chart.Render(cmd.Context(), c, chart.RenderOptions{ReleaseName: release, ValuesFiles: values, Set: set})
 	if err != nil {
+		// Problems in the command line's own values files keep the names
+		// the user typed; the chart's files are named under its directory.
 		keep := map[string]bool{}
 		for _, v := range values {
 			keep[v.Name] = true
@@ -147,9 +155,13 @@ func validateChart(ctx context.Context, path string) validatedAppSet {
 		fail(err)
 		return result
 	}
+	// "" is this binary's version: validation answers for the skep that
+	// runs it, which is the one a release repository's CI pins.
 	if err := c.CheckSkepVersion(""); err != nil {
 		fail(err)
 	}
+	// Each ci/*values.yaml is one environment the chart's authors meant to
+	// work; without any, the defaults alone must render.
 	runs := [][]chart.ValuesFile{nil}
 	if ci := c.CIValues(); len(ci) > 0 {
 		runs = nil
@@ -169,6 +181,8 @@ func validateChart(ctx context.Context, path string) validatedAppSet {
 		case err != nil:
 			fail(chartProblems(path, err, nil))
 		case len(diffs) > 0:
+			// The paths name fields, not values: the report never carries a
+			// value that could be a secret.
 			file := filepath.Join(path, "templates")
 			if len(values) > 0 {
 				file = filepath.Join(path, values[0].Name)

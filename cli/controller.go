@@ -597,5 +597,8 @@ func (p *previewLookup) Preview(_ context.Context, app, commit string) (notify.P
 		return notify.PreviewInfo{}, false
 	}
 	branch, domain, ok := c.PreviewAt(app, commit)
+	// Forges name branches without refs/heads/; a pull-request ref stays
+	// whole, and the forge notifier finds no branch of that name, which is
+	// right: its pull request is the ref itself.
 	return notify.PreviewInfo{Branch: strings.TrimPrefix(branch, "refs/heads/"), Domain: domain}, ok
 }
