@@ -9,7 +9,7 @@ LDFLAGS := -X github.com/skep-cd/skep/version.Version=$(VERSION) -X github.com/s
 # several suites create and remove services on it at once.
 TEST_FLAGS ?= -race -count=1 -timeout 40m -p 1
 
-.PHONY: demo build test lint vet fmt-check staticcheck swarm-up swarm-down unit clean
+.PHONY: demo build test lint vet fmt-check staticcheck swarm-up swarm-down unit fuzz clean
 
 build: ## build bin/skep (static: the demo packages it FROM scratch)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/skep ./cmd/skep
@@ -45,6 +45,18 @@ test: swarm-up lint
 # Unit tests only: integration tests skip without a swarm.
 unit:
 	$(GO) test -race -count=1 -short ./...
+
+# Every fuzz target for FUZZTIME each (not part of `make test`): a crash
+# lands in the package's testdata/fuzz and becomes a regression test.
+FUZZTIME ?= 1m
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
+	  for target in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/^func //'); do \
+	    echo "fuzz $$pkg $$target ($(FUZZTIME))"; \
+	    $(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
 
 clean:
 	rm -rf bin
