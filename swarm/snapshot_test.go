@@ -222,8 +222,12 @@ func TestWatcherReportsListFailureAndRecoversWithBackoff(t *testing.T) {
 		f := newFakeReader()
 		f.listErr = errors.New("daemon down")
 		w := NewWatcher(f, WatcherOptions{MinInterval: 100 * time.Millisecond, MaxBackoff: time.Second, Resync: time.Hour})
-		ctx, cancel, done := runWatcher(t, w)
-		wake := w.Subscribe(ctx)
+		// Subscribe before Run starts: the first, failed list is the only
+		// one that moves the snapshot, and a subscription made after it
+		// would wait for a wake-up that never comes while the fake clock
+		// races through the retries.
+		wake := w.Subscribe(t.Context())
+		_, cancel, done := runWatcher(t, w)
 		synctest.Wait()
 		if s := w.Current(); !s.ReadFailed() || !errors.Is(s.Err(), f.listErr) {
 			t.Errorf("snapshot after a failed list: err %v, want %v", s.Err(), f.listErr)
