@@ -12,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/skep-cd/skep/client"
+	"github.com/skep-cd/skep/gitsource"
 )
 
 // newClient builds the API client from the environment and the client
@@ -105,15 +106,9 @@ func blockStyle(n *yaml.Node) {
 	}
 }
 
-// short cuts a commit to 12 characters; "-" for none.
+// short is a commit (or another long id) as tables print it; "-" for none.
 func short(commit string) string {
-	if commit == "" {
-		return "-"
-	}
-	if len(commit) > 12 {
-		return commit[:12]
-	}
-	return commit
+	return orDash(gitsource.ShortCommit(commit))
 }
 
 // orDash prints "-" for an empty value in a table.

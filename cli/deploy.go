@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/skep-cd/skep/gitsource"
 	"github.com/skep-cd/skep/notify"
 	"github.com/skep-cd/skep/plan"
 	"github.com/skep-cd/skep/reconcile"
@@ -147,14 +149,8 @@ func printDeploy(w io.Writer, results []deployResult, dryRun bool) error {
 	return nil
 }
 
-// shortCommit cuts c to 12 characters. Unlike short it says "(unresolved)"
-// for none, since here an empty commit means resolving failed.
+// shortCommit is a commit as deploy prints it; "(unresolved)" for none,
+// since here an empty commit means resolving failed.
 func shortCommit(c string) string {
-	if len(c) > 12 {
-		return c[:12]
-	}
-	if c == "" {
-		return "(unresolved)"
-	}
-	return c
+	return cmp.Or(gitsource.ShortCommit(c), "(unresolved)")
 }
