@@ -2,9 +2,11 @@ package chart
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -100,6 +102,12 @@ func (s *schema) validate(values map[string]any) error {
 		}
 	}
 	walk(ve)
+	// The validator visits object properties in map order; sorted, the
+	// same values always give the same report (see
+	// TestRenderReportsEveryProblemWithItsLocation).
+	slices.SortFunc(problems, func(a, b configfile.Problem) int {
+		return cmp.Or(strings.Compare(a.Field, b.Field), strings.Compare(a.Message, b.Message))
+	})
 	return problems
 }
 
