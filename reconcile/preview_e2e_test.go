@@ -106,15 +106,15 @@ func TestPreviewPerBranchFollowsItsImageAndGoesWithTheBranch(t *testing.T) {
 		s, err := e.previewService(ctx, release)
 		return err == nil && s == nil, fmt.Sprintf("preview service still there: %v", err)
 	})
-	var pruned []notify.Event
-	for _, ev := range e.events.of(notify.ResourcesPruned) {
-		if strings.Contains(ev.Message, release) {
-			pruned = append(pruned, ev)
+	// The event follows the deletions it reports: wait for it too.
+	harness.Eventually(t, 30*time.Second, func(context.Context) (bool, string) {
+		for _, ev := range e.events.of(notify.ResourcesPruned) {
+			if strings.Contains(ev.Message, release) {
+				return true, ""
+			}
 		}
-	}
-	if len(pruned) == 0 {
-		t.Errorf("no resources-pruned event names %s: %+v", release, e.events.of(notify.ResourcesPruned))
-	}
+		return false, fmt.Sprintf("no resources-pruned event names %s: %+v", release, e.events.of(notify.ResourcesPruned))
+	})
 	after, err := e.service(t.Context(), "web")
 	if err != nil || after == nil || after.ID != mainSvc.ID || after.Version.Index != mainSvc.Version.Index || after.Spec.TaskTemplate.ContainerSpec.Image != mainImage {
 		t.Errorf("the main release was touched: %v → %v (%v)", mainSvc.Version, after, err)
