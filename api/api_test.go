@@ -71,12 +71,17 @@ func TestResponsesMatchTheOpenAPIContract(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hooks, err := api.NewWebhooks([]api.WebhookSpec{{Provider: api.ProviderGeneric, Secret: wire.NewToken("k")}}, api.WebhooksOptions{})
+	hooks, err := api.NewWebhooks([]api.WebhookSpec{
+		{Provider: api.ProviderGeneric, Secret: wire.NewToken("k")},
+		{Provider: api.ProviderBitbucketServer, Secret: wire.NewToken("k")},
+	}, api.WebhooksOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := newTestServer(t, api.Options{Webhooks: hooks})
 	generic := []byte(`{"repository":"https://git.example.org/acme/web.git","ref":"refs/heads/main"}`)
+	refsChanged := readSample(t, "bitbucket-server-push.json")
+	refDeleted := readSample(t, "bitbucket-server-delete.json")
 	for _, tc := range []struct {
 		method, path, token string
 		body                any
@@ -111,6 +116,8 @@ func TestResponsesMatchTheOpenAPIContract(t *testing.T) {
 		{"POST", "/api/v1/webhooks/generic", "", generic, map[string]string{"X-Skep-Signature": "sha256=" + hexSign(generic, "k")}, 202},
 		{"POST", "/api/v1/webhooks/generic", "", generic, map[string]string{"X-Skep-Signature": "sha256=00"}, 401},
 		{"POST", "/api/v1/webhooks/github", "", generic, nil, 404},
+		{"POST", "/api/v1/webhooks/bitbucket-server", "", refsChanged, map[string]string{"X-Event-Key": "repo:refs_changed", "X-Hub-Signature": "sha256=" + hexSign(refsChanged, "k")}, 202},
+		{"POST", "/api/v1/webhooks/bitbucket-server", "", refDeleted, map[string]string{"X-Event-Key": "repo:refs_changed", "X-Hub-Signature": "sha256=" + hexSign(refDeleted, "k")}, 200},
 	} {
 		t.Run(fmt.Sprintf("%s %s as %s answers %d", tc.method, tc.path, tokenName(tc.token), tc.want), func(t *testing.T) {
 			var data []byte

@@ -18,9 +18,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/skep-cd/skep/api"
 	"github.com/skep-cd/skep/outcome"
@@ -179,6 +182,9 @@ func TestWebhookMetricsBoundTheProviderLabel(t *testing.T) {
 	for i := range 5 {
 		post(t, s, fmt.Sprintf("/api/v1/webhooks/made-up-%d", i), []byte(`{}`), nil)
 	}
+	for _, p := range api.Providers() {
+		post(t, s, "/api/v1/webhooks/"+p, []byte(`{}`), nil)
+	}
 	_, _, body := s.call(t, "GET", "/metrics", adminToken, nil)
 	text := string(body)
 	if strings.Contains(text, "made-up-") {
@@ -186,5 +192,18 @@ func TestWebhookMetricsBoundTheProviderLabel(t *testing.T) {
 	}
 	if !strings.Contains(text, `skep_webhook_deliveries_total{provider="other",result="unknown_provider"} 5`) {
 		t.Errorf("/metrics lacks the five unknown deliveries under provider=\"other\":\n%s", text)
+	}
+	// Every label value is a known provider or "other", and each known
+	// one, the self-hosted Bitbucket and Gogs included, keeps its own.
+	labels := map[string]bool{}
+	for _, m := range regexp.MustCompile(`skep_webhook_deliveries_total\{provider="([^"]*)"`).FindAllStringSubmatch(text, -1) {
+		labels[m[1]] = true
+	}
+	want := map[string]bool{"other": true}
+	for _, p := range api.Providers() {
+		want[p] = true
+	}
+	if d := cmp.Diff(want, labels); d != "" {
+		t.Errorf("provider label values (-want +got):\n%s", d)
 	}
 }

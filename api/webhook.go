@@ -25,19 +25,90 @@ import (
 )
 
 // The webhook providers, as named in POST /api/v1/webhooks/{provider}.
+// ProviderGitLab takes project hooks and instance-wide system hooks alike;
+// ProviderBitbucket is Bitbucket Cloud and ProviderBitbucketServer its
+// self-hosted sibling (Server and Data Center), whose payload differs.
 const (
-	ProviderGitHub    = "github"
-	ProviderGitLab    = "gitlab"
-	ProviderGitea     = "gitea"
-	ProviderForgejo   = "forgejo"
-	ProviderBitbucket = "bitbucket"
-	ProviderGeneric   = "generic"
+	ProviderGitHub          = "github"
+	ProviderGitLab          = "gitlab"
+	ProviderGitea           = "gitea"
+	ProviderForgejo         = "forgejo"
+	ProviderGogs            = "gogs"
+	ProviderBitbucket       = "bitbucket"
+	ProviderBitbucketServer = "bitbucket-server"
+	ProviderGeneric         = "generic"
 )
 
 // Providers lists every provider a webhooks file may configure; the slice
 // is fresh on every call.
 func Providers() []string {
-	return []string{ProviderGitHub, ProviderGitLab, ProviderGitea, ProviderForgejo, ProviderBitbucket, ProviderGeneric}
+	return []string{ProviderGitHub, ProviderGitLab, ProviderGitea, ProviderForgejo, ProviderGogs, ProviderBitbucket, ProviderBitbucketServer, ProviderGeneric}
+}
+
+// Scheme is how one provider's deliveries are told apart and checked: the
+// headers read, each list in the order it is tried, and the form of the
+// signature. docs/api.md's provider table is held to it
+// (TestWebhookReferenceNamesEveryHeaderChecked).
+type Scheme struct {
+	// Event names the headers saying which event a delivery is; the first
+	// present decides. Empty for the generic form, which is always a push.
+	Event []string
+	// PushEvents are the event header's values that may move a ref; any
+	// other value is answered "ignored".
+	PushEvents []string
+	// Signature names the headers carrying the signature or token; the
+	// first present is checked.
+	Signature []string
+	// Prefix precedes the hex HMAC-SHA256 of the body ("sha256="), or is
+	// "" for bare hex.
+	Prefix string
+	// Token is true when the header carries the secret itself (GitLab),
+	// which proves the sender but does not cover the body.
+	Token bool
+	// Delivery names the delivery id headers, tried in order.
+	Delivery []string
+}
+
+// schemes holds each provider's Scheme; read-only.
+var schemes = map[string]Scheme{
+	ProviderGitHub: {Event: []string{"X-GitHub-Event"}, PushEvents: []string{"push"},
+		Signature: []string{"X-Hub-Signature-256"}, Prefix: "sha256=", Delivery: []string{"X-GitHub-Delivery"}},
+	// A system hook says "System Hook" for every event; its body's
+	// event_name tells a push from the rest.
+	ProviderGitLab: {Event: []string{"X-Gitlab-Event"}, PushEvents: []string{"Push Hook", "Tag Push Hook", "System Hook"},
+		Signature: []string{"X-Gitlab-Token"}, Token: true, Delivery: []string{"X-Gitlab-Event-UUID", "X-Gitlab-Webhook-UUID"}},
+	// Forgejo, a fork of Gitea, sends both families of headers.
+	ProviderGitea: {Event: []string{"X-Gitea-Event", "X-Forgejo-Event"}, PushEvents: []string{"push"},
+		Signature: []string{"X-Gitea-Signature", "X-Forgejo-Signature"}, Delivery: []string{"X-Gitea-Delivery", "X-Forgejo-Delivery"}},
+	ProviderForgejo: {Event: []string{"X-Forgejo-Event", "X-Gitea-Event"}, PushEvents: []string{"push"},
+		Signature: []string{"X-Forgejo-Signature", "X-Gitea-Signature"}, Delivery: []string{"X-Forgejo-Delivery", "X-Gitea-Delivery"}},
+	// Gogs announces a pushed tag only with a create event.
+	ProviderGogs: {Event: []string{"X-Gogs-Event"}, PushEvents: []string{"push", "create"},
+		Signature: []string{"X-Gogs-Signature"}, Delivery: []string{"X-Gogs-Delivery"}},
+	ProviderBitbucket: {Event: []string{"X-Event-Key"}, PushEvents: []string{"repo:push"},
+		Signature: []string{"X-Hub-Signature"}, Prefix: "sha256=", Delivery: []string{"X-Request-UUID"}},
+	ProviderBitbucketServer: {Event: []string{"X-Event-Key"}, PushEvents: []string{"repo:refs_changed"},
+		Signature: []string{"X-Hub-Signature"}, Prefix: "sha256=", Delivery: []string{"X-Request-Id"}},
+	ProviderGeneric: {Signature: []string{"X-Skep-Signature"}, Prefix: "sha256=", Delivery: []string{"X-Skep-Delivery"}},
+}
+
+// SchemeOf returns provider's Scheme; ok is false for an unknown provider.
+// The slices are fresh on every call.
+func SchemeOf(provider string) (s Scheme, ok bool) {
+	s, ok = schemes[provider]
+	s.Event, s.PushEvents = slices.Clone(s.Event), slices.Clone(s.PushEvents)
+	s.Signature, s.Delivery = slices.Clone(s.Signature), slices.Clone(s.Delivery)
+	return s, ok
+}
+
+// first returns the first non-empty value among the headers names.
+func first(h http.Header, names []string) (name, value string) {
+	for _, n := range names {
+		if v := strings.TrimSpace(h.Get(n)); v != "" {
+			return n, v
+		}
+	}
+	return "", ""
 }
 
 // Results counted in skep_webhook_deliveries_total.
@@ -176,6 +247,9 @@ func (s *Server) Run(ctx context.Context) {
 type WebhookResponse struct {
 	// Status is accepted, duplicate or ignored.
 	Status string `json:"status"`
+	// Reason says why a delivery was ignored: not a push, or a push that
+	// only deleted refs.
+	Reason string `json:"reason,omitempty"`
 	// Applications names the applications an accepted push refreshes, and
 	// AppSet whether it reloads the app set, so a forge's delivery log
 	// shows when a push matched nothing. The caller proved it holds the
@@ -212,15 +286,15 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request, _ Subject) {
 		writeError(w, http.StatusUnauthorized, wire.CodeUnauthorized, fmt.Sprintf("%s webhook: %v", provider, err))
 		return
 	}
-	push, isPush, err := ParseWebhook(provider, r.Header, body)
+	push, ignored, err := ParseWebhook(provider, r.Header, body)
 	switch {
 	case err != nil:
 		s.metrics.webhook(provider, webhookBadPayload)
 		writeError(w, http.StatusBadRequest, wire.CodeBadRequest, fmt.Sprintf("%s webhook: %v", provider, err))
 		return
-	case !isPush:
+	case ignored != "":
 		s.metrics.webhook(provider, webhookIgnored)
-		writeJSON(w, http.StatusOK, WebhookResponse{Status: webhookIgnored})
+		writeJSON(w, http.StatusOK, WebhookResponse{Status: webhookIgnored, Reason: ignored})
 		return
 	}
 	// Forges redeliver after a timeout and on a user's "redeliver"; the
@@ -252,49 +326,28 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request, _ Subject) {
 }
 
 // VerifyWebhook checks a delivery's signature or token against secret in
-// constant time: an HMAC-SHA256 of the body for GitHub
-// (X-Hub-Signature-256: sha256=<hex>), Gitea and Forgejo
-// (X-Gitea-Signature or X-Forgejo-Signature: <hex>), Bitbucket Cloud
-// (X-Hub-Signature: sha256=<hex>) and the generic form
-// (X-Skep-Signature: sha256=<hex>); GitLab's X-Gitlab-Token is compared as
-// a token. It returns ErrMissingSignature or ErrBadSignature.
+// constant time, as provider's Scheme says: an HMAC-SHA256 of the body,
+// hex after the scheme's prefix, or (GitLab) the secret itself. It returns
+// an error wrapping ErrMissingSignature or ErrBadSignature.
 func VerifyWebhook(provider string, h http.Header, body []byte, secret wire.Token) error {
-	switch provider {
-	case ProviderGitLab:
-		got := h.Get("X-Gitlab-Token")
-		if got == "" {
-			return fmt.Errorf("X-Gitlab-Token: %w", ErrMissingSignature)
-		}
-		// Compare digests: ConstantTimeCompare returns at once on a length
-		// mismatch, which would time the secret's length.
-		a, b := wire.NewToken(got).Digest(), secret.Digest()
-		if subtle.ConstantTimeCompare(a[:], b[:]) != 1 {
-			return fmt.Errorf("X-Gitlab-Token: %w", ErrBadSignature)
-		}
-		return nil
-	case ProviderGitea, ProviderForgejo:
-		// Forgejo, a fork of Gitea, may send either header, or both with
-		// the same value; the first present decides.
-		for _, name := range []string{"X-Forgejo-Signature", "X-Gitea-Signature"} {
-			if v := h.Get(name); v != "" {
-				return checkHMAC(name, v, "", body, secret)
-			}
-		}
-		return fmt.Errorf("X-Gitea-Signature or X-Forgejo-Signature: %w", ErrMissingSignature)
-	}
-	name := map[string]string{
-		ProviderGitHub:    "X-Hub-Signature-256",
-		ProviderBitbucket: "X-Hub-Signature",
-		ProviderGeneric:   "X-Skep-Signature",
-	}[provider]
-	if name == "" {
+	sc, ok := schemes[provider]
+	if !ok {
 		return fmt.Errorf("unknown provider %q", provider)
 	}
-	v := h.Get(name)
+	name, v := first(h, sc.Signature)
 	if v == "" {
-		return fmt.Errorf("%s: %w", name, ErrMissingSignature)
+		return fmt.Errorf("%s: %w", strings.Join(sc.Signature, " or "), ErrMissingSignature)
 	}
-	return checkHMAC(name, v, "sha256=", body, secret)
+	if sc.Token {
+		// Compare digests: ConstantTimeCompare returns at once on a length
+		// mismatch, which would time the secret's length.
+		a, b := wire.NewToken(v).Digest(), secret.Digest()
+		if subtle.ConstantTimeCompare(a[:], b[:]) != 1 {
+			return fmt.Errorf("%s: %w", name, ErrBadSignature)
+		}
+		return nil
+	}
+	return checkHMAC(name, v, sc.Prefix, body, secret)
 }
 
 // checkHMAC checks value, hex after prefix, of header against the body's
@@ -327,26 +380,14 @@ func Sign(body []byte, secret wire.Token) []byte {
 }
 
 // DeliveryID returns the provider's delivery id header, or "". The names
-// are tried in order; Gitea and Forgejo may send either family.
+// are tried in the order of its Scheme.
 func DeliveryID(provider string, h http.Header) string {
-	names := map[string][]string{
-		ProviderGitHub:    {"X-GitHub-Delivery"},
-		ProviderGitLab:    {"X-Gitlab-Event-UUID", "X-Gitlab-Webhook-UUID"},
-		ProviderGitea:     {"X-Gitea-Delivery", "X-Forgejo-Delivery"},
-		ProviderForgejo:   {"X-Forgejo-Delivery", "X-Gitea-Delivery"},
-		ProviderBitbucket: {"X-Request-UUID"},
-		ProviderGeneric:   {"X-Skep-Delivery"},
-	}[provider]
-	for _, n := range names {
-		if v := strings.TrimSpace(h.Get(n)); v != "" {
-			return v
-		}
-	}
-	return ""
+	_, v := first(h, schemes[provider].Delivery)
+	return v
 }
 
-// forgeRepository is the repository object of GitHub, Gitea, Forgejo and
-// GitLab payloads; only the URL fields are read.
+// forgeRepository is the repository object of GitHub, Gitea, Forgejo, Gogs
+// and GitLab payloads; only the URL fields are read.
 type forgeRepository struct {
 	CloneURL   string `json:"clone_url"`
 	SSHURL     string `json:"ssh_url"`
@@ -372,11 +413,17 @@ func (r *forgeRepository) urls() []string {
 	return out
 }
 
-// forgePush is the part of a GitHub, Gitea, Forgejo or GitLab push payload
-// that is read. GitLab names the repository in project as well as in
-// repository, each with other URL fields; both are read.
+// forgePush is the part of a GitHub, Gitea, Forgejo, Gogs or GitLab push
+// (or Gogs create) payload that is read. GitLab names the repository in
+// project as well as in repository, each with other URL fields; both are
+// read.
 type forgePush struct {
 	Ref        string           `json:"ref"`
+	After      string           `json:"after"`
+	Deleted    bool             `json:"deleted"`  // GitHub
+	RefType    string           `json:"ref_type"` // Gogs create: branch or tag, Ref a bare name
+	EventName  string           `json:"event_name"`
+	ObjectKind string           `json:"object_kind"`
 	Repository *forgeRepository `json:"repository"`
 	Project    *forgeRepository `json:"project"` // GitLab
 }
@@ -407,6 +454,28 @@ type bitbucketRef struct {
 	Name string `json:"name"`
 }
 
+// bitbucketServerPush is the part of a Bitbucket Server or Data Center
+// repo:refs_changed payload that is read: the clone links and each change.
+type bitbucketServerPush struct {
+	Repository *struct {
+		Links struct {
+			Clone []struct {
+				Href string `json:"href"`
+			} `json:"clone"`
+		} `json:"links"`
+	} `json:"repository"`
+	Changes []struct {
+		Ref struct {
+			ID        string `json:"id"`        // refs/heads/main
+			DisplayID string `json:"displayId"` // main
+			Type      string `json:"type"`      // BRANCH or TAG
+		} `json:"ref"`
+		RefID  string `json:"refId"`
+		ToHash string `json:"toHash"`
+		Type   string `json:"type"` // ADD, UPDATE or DELETE
+	} `json:"changes"`
+}
+
 // GenericPush is the body of the generic webhook: the repository URL and,
 // optionally, the ref that moved.
 type GenericPush struct {
@@ -416,30 +485,69 @@ type GenericPush struct {
 	Ref string `json:"ref,omitempty"`
 }
 
-// ParseWebhook reads what a verified delivery says moved. isPush is false
-// for events that are not pushes (a ping, an issue); err is set for a push
-// whose payload cannot be read or names no repository. It never panics.
-func ParseWebhook(provider string, h http.Header, body []byte) (push Push, isPush bool, err error) {
+// refChanges gathers the refs a delivery moved and those it deleted. A
+// deletion brings no commit to deploy, so it never refreshes anything;
+// an application whose branch is gone learns it at its next interval.
+type refChanges struct {
+	moved, deleted []string
+}
+
+func (c *refChanges) add(ref string, deleted bool) {
+	switch {
+	case ref == "":
+	case deleted && !slices.Contains(c.deleted, ref):
+		c.deleted = append(c.deleted, ref)
+	case !deleted && !slices.Contains(c.moved, ref):
+		c.moved = append(c.moved, ref)
+	}
+}
+
+// ParseWebhook reads what a verified delivery says moved. ignored is
+// non-empty, and says why, for a delivery that moves nothing to deploy:
+// an event that is not a push (a ping, an issue, a project created) or a
+// push that only deleted refs. err is set for a push whose payload cannot
+// be read or names no repository. It never panics.
+func ParseWebhook(provider string, h http.Header, body []byte) (push Push, ignored string, err error) {
+	sc, ok := schemes[provider]
+	if !ok {
+		return Push{}, "", fmt.Errorf("unknown provider %q", provider)
+	}
+	// Forges send other events (ping, issues) to the same URL; those are
+	// answered "ignored", not refused, so the forge does not mark the hook
+	// failing.
+	header, event := first(h, sc.Event)
+	if len(sc.Event) > 0 && !slices.Contains(sc.PushEvents, event) {
+		return Push{}, fmt.Sprintf("%s %q is not a push", strings.Join(sc.Event, " or "), event), nil
+	}
+	var refs refChanges
 	switch provider {
-	case ProviderGitHub, ProviderGitea, ProviderForgejo, ProviderGitLab:
-		if !isPushEvent(provider, h) {
-			return Push{}, false, nil
-		}
+	case ProviderGitHub, ProviderGitea, ProviderForgejo, ProviderGitLab, ProviderGogs:
 		var p forgePush
 		if err := json.Unmarshal(body, &p); err != nil {
-			return Push{}, true, fmt.Errorf("payload: %w", err)
+			return Push{}, "", fmt.Errorf("payload: %w", err)
+		}
+		if event == "System Hook" {
+			if e := cmp.Or(p.EventName, p.ObjectKind); e != "push" && e != "tag_push" {
+				return Push{}, fmt.Sprintf("%s event %q is not a push", header, e), nil
+			}
+		}
+		ref := p.Ref
+		if event == "create" { // Gogs: a bare name; a new branch's commits come in the push that follows
+			if p.RefType != "tag" {
+				return Push{}, fmt.Sprintf("%s create of a %s: its push follows", header, cmp.Or(p.RefType, "ref")), nil
+			}
+			ref = "refs/tags/" + p.Ref
 		}
 		push.Repositories = append(p.Project.urls(), p.Repository.urls()...)
-		if p.Ref != "" {
-			push.Refs = []string{p.Ref}
+		if ref != "" {
+			refs.add(ref, p.Deleted || isZeroHash(p.After))
+		} else if p.Deleted {
+			return Push{}, "the push deleted a ref", nil
 		}
 	case ProviderBitbucket:
-		if h.Get("X-Event-Key") != "repo:push" {
-			return Push{}, false, nil
-		}
 		var p bitbucketPush
 		if err := json.Unmarshal(body, &p); err != nil {
-			return Push{}, true, fmt.Errorf("payload: %w", err)
+			return Push{}, "", fmt.Errorf("payload: %w", err)
 		}
 		if p.Repository != nil {
 			if u := p.Repository.Links.HTML.Href; u != "" {
@@ -451,9 +559,9 @@ func ParseWebhook(provider string, h http.Header, body []byte) (push Push, isPus
 		}
 		for _, c := range p.Push.Changes {
 			// A deleted branch or tag has no new side; its old side still
-			// names what moved.
-			ref := c.New
-			if ref == nil {
+			// names what went.
+			ref, deleted := c.New, c.New == nil
+			if deleted {
 				ref = c.Old
 			}
 			if ref == nil || ref.Name == "" {
@@ -463,9 +571,30 @@ func ParseWebhook(provider string, h http.Header, body []byte) (push Push, isPus
 			if ref.Type == "tag" {
 				full = "refs/tags/" + ref.Name
 			}
-			if !slices.Contains(push.Refs, full) {
-				push.Refs = append(push.Refs, full)
+			refs.add(full, deleted)
+		}
+	case ProviderBitbucketServer:
+		var p bitbucketServerPush
+		if err := json.Unmarshal(body, &p); err != nil {
+			return Push{}, "", fmt.Errorf("payload: %w", err)
+		}
+		if p.Repository != nil {
+			// The clone links are the forms an application's repo is
+			// written in; the self link is a web page of the repository.
+			for _, l := range p.Repository.Links.Clone {
+				push.Repositories = append(push.Repositories, l.Href)
 			}
+		}
+		for _, c := range p.Changes {
+			ref := cmp.Or(c.Ref.ID, c.RefID)
+			if ref != "" && !strings.HasPrefix(ref, "refs/") {
+				kind := "heads"
+				if strings.EqualFold(c.Ref.Type, "TAG") {
+					kind = "tags"
+				}
+				ref = "refs/" + kind + "/" + ref
+			}
+			refs.add(ref, strings.EqualFold(c.Type, "DELETE") || isZeroHash(c.ToHash))
 		}
 	case ProviderGeneric:
 		// Strict, unlike the forges' payloads: the generic body is ours,
@@ -474,22 +603,30 @@ func ParseWebhook(provider string, h http.Header, body []byte) (push Push, isPus
 		dec := json.NewDecoder(bytes.NewReader(body))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&p); err != nil {
-			return Push{}, true, fmt.Errorf("payload: want {\"repository\": URL, \"ref\": REF}: %w", err)
+			return Push{}, "", fmt.Errorf("payload: want {\"repository\": URL, \"ref\": REF}: %w", err)
 		}
 		if p.Repository != "" {
 			push.Repositories = []string{p.Repository}
 		}
-		if p.Ref != "" {
-			push.Refs = []string{p.Ref}
-		}
-	default:
-		return Push{}, false, fmt.Errorf("unknown provider %q", provider)
+		refs.add(p.Ref, false)
 	}
 	push.Repositories = dedupe(push.Repositories)
 	if !slices.ContainsFunc(push.Repositories, func(u string) bool { return RepoKey(u) != "" }) {
-		return Push{}, true, errors.New("payload names no repository URL")
+		return Push{}, "", errors.New("payload names no repository URL")
 	}
-	return push, true, nil
+	// A push naming no ref matches every revision, so one whose refs were
+	// all deletions must not fall through as one naming none.
+	if len(refs.moved) == 0 && len(refs.deleted) > 0 {
+		return Push{}, "the push only deleted " + strings.Join(refs.deleted, ", "), nil
+	}
+	push.Refs = refs.moved
+	return push, "", nil
+}
+
+// isZeroHash reports whether s is git's all-zero object name, which a
+// forge gives as the new commit of a deleted ref.
+func isZeroHash(s string) bool {
+	return (len(s) == 40 || len(s) == 64) && strings.Trim(s, "0") == ""
 }
 
 // dedupe returns list without repeats, in first-seen order. Lists here are
@@ -502,22 +639,6 @@ func dedupe(list []string) []string {
 		}
 	}
 	return out
-}
-
-// isPushEvent reports whether the event header says push. Forges send
-// other events (ping, issues) to the same URL; those are answered
-// "ignored", not refused, so the forge does not mark the hook failing.
-func isPushEvent(provider string, h http.Header) bool {
-	switch provider {
-	case ProviderGitHub:
-		return h.Get("X-GitHub-Event") == "push"
-	case ProviderGitLab:
-		e := h.Get("X-Gitlab-Event")
-		return e == "Push Hook" || e == "Tag Push Hook"
-	default: // Gitea and Forgejo send either header
-		e := cmp.Or(h.Get("X-Forgejo-Event"), h.Get("X-Gitea-Event"))
-		return e == "push"
-	}
 }
 
 // deliveries remembers the last n delivery ids, dropping the oldest: the
@@ -592,7 +713,7 @@ func LoadWebhooksFile(name string, getenv func(string) string) ([]WebhookSpec, e
 // ParseWebhooks decodes a webhooks file strictly:
 //
 //	webhooks:
-//	  - provider: github        # github | gitlab | gitea | forgejo | bitbucket | generic
+//	  - provider: github        # github | gitlab | gitea | forgejo | gogs | bitbucket | bitbucket-server | generic
 //	    secretFile: github.key  # or secretEnv: VAR
 //
 // A relative secretFile is read from name's directory. Every problem is

@@ -37,6 +37,7 @@ func readSample(t testing.TB, name string) []byte {
 
 // forge describes how each provider signs and labels a push delivery.
 type forge struct {
+	name             string // the provider, or how a second form of it is told apart
 	provider, sample string
 	headers          func(body []byte, secret string) map[string]string
 	delivery         string
@@ -63,6 +64,14 @@ func forges() []forge {
 			refs:  []string{"refs/heads/main"},
 		},
 		{
+			name: "gitlab system hook", provider: "gitlab", sample: "gitlab-system-push.json", delivery: "X-Gitlab-Event-UUID",
+			headers: func(_ []byte, s string) map[string]string {
+				return map[string]string{"X-Gitlab-Event": "System Hook", "X-Gitlab-Token": s}
+			},
+			repos: []string{"git@gitlab.example.com:acme/web.git", "https://gitlab.example.com/acme/web.git", "https://gitlab.example.com/acme/web"},
+			refs:  []string{"refs/heads/main"},
+		},
+		{
 			provider: "gitea", sample: "gitea-push.json", delivery: "X-Gitea-Delivery",
 			headers: func(b []byte, s string) map[string]string {
 				return map[string]string{"X-Gitea-Event": "push", "X-Gitea-Signature": hexSign(b, s)}
@@ -79,11 +88,27 @@ func forges() []forge {
 			refs:  []string{"refs/heads/main"},
 		},
 		{
+			provider: "gogs", sample: "gogs-push.json", delivery: "X-Gogs-Delivery",
+			headers: func(b []byte, s string) map[string]string {
+				return map[string]string{"X-Gogs-Event": "push", "X-Gogs-Signature": hexSign(b, s)}
+			},
+			repos: []string{"https://gogs.example.org/acme/web.git", "git@gogs.example.org:acme/web.git", "https://gogs.example.org/acme/web"},
+			refs:  []string{"refs/heads/main"},
+		},
+		{
 			provider: "bitbucket", sample: "bitbucket-push.json", delivery: "X-Request-UUID",
 			headers: func(b []byte, s string) map[string]string {
 				return map[string]string{"X-Event-Key": "repo:push", "X-Hub-Signature": "sha256=" + hexSign(b, s)}
 			},
 			repos: []string{"https://bitbucket.org/acme/web"},
+			refs:  []string{"refs/heads/main"},
+		},
+		{
+			provider: "bitbucket-server", sample: "bitbucket-server-push.json", delivery: "X-Request-Id",
+			headers: func(b []byte, s string) map[string]string {
+				return map[string]string{"X-Event-Key": "repo:refs_changed", "X-Hub-Signature": "sha256=" + hexSign(b, s)}
+			},
+			repos: []string{"ssh://git@bitbucket.example.com:7999/acme/web.git", "https://bitbucket.example.com/scm/acme/web.git"},
 			refs:  []string{"refs/heads/main"},
 		},
 		{
@@ -133,13 +158,16 @@ func post(t *testing.T, s *testServer, path string, body []byte, headers map[str
 func TestWebhookDeliveriesOfEveryForge(t *testing.T) {
 	s, pushed := webhookServer(t)
 	for _, f := range forges() {
-		t.Run(f.provider, func(t *testing.T) {
+		if f.name == "" {
+			f.name = f.provider
+		}
+		t.Run(f.name, func(t *testing.T) {
 			body := readSample(t, f.sample)
 			secret := "secret-of-" + f.provider
 			path := "/api/v1/webhooks/" + f.provider
 
 			valid := f.headers(body, secret)
-			valid[f.delivery] = "delivery-1-" + f.provider
+			valid[f.delivery] = "delivery-1-" + f.name
 			start := time.Now()
 			status, answer := post(t, s, path, body, valid)
 			if status != http.StatusAccepted || !strings.Contains(answer, `"accepted"`) {
@@ -167,7 +195,7 @@ func TestWebhookDeliveriesOfEveryForge(t *testing.T) {
 			}
 
 			wrong := f.headers(body, "not-the-secret")
-			wrong[f.delivery] = "delivery-2-" + f.provider
+			wrong[f.delivery] = "delivery-2-" + f.name
 			if status, answer := post(t, s, path, body, wrong); status != http.StatusUnauthorized || !strings.Contains(answer, "does not match") {
 				t.Errorf("wrongly signed delivery = %d %s, want 401 naming the mismatch", status, answer)
 			}
@@ -373,10 +401,15 @@ func FuzzParseWebhook(f *testing.F) {
 	if seeds == 0 {
 		f.Fatal("no fuzz seeds in testdata/webhooks")
 	}
-	headers := http.Header{"X-Github-Event": {"push"}, "X-Gitlab-Event": {"Push Hook"}, "X-Gitea-Event": {"push"}, "X-Event-Key": {"repo:push"}}
 	f.Fuzz(func(t *testing.T, provider string, body []byte) {
-		push, isPush, err := api.ParseWebhook(provider, headers, body)
-		if err == nil && isPush {
+		// Each provider is told its push event, so the fuzzer reaches the
+		// payload's decoding rather than stopping at the event header.
+		headers := http.Header{}
+		if sc, ok := api.SchemeOf(provider); ok && len(sc.Event) > 0 {
+			headers.Set(sc.Event[0], sc.PushEvents[len(body)%len(sc.PushEvents)])
+		}
+		push, ignored, err := api.ParseWebhook(provider, headers, body)
+		if err == nil && ignored == "" {
 			// Property: an accepted push names at least one matchable repository.
 			ok := false
 			for _, r := range push.Repositories {
@@ -412,4 +445,175 @@ func FuzzRepoKey(f *testing.F) {
 			}
 		}
 	})
+}
+
+// forgeNamed returns the forge of forges() called name (or, without a
+// name of its own, its provider).
+func forgeNamed(t *testing.T, name string) forge {
+	t.Helper()
+	for _, f := range forges() {
+		if f.name == name || (f.name == "" && f.provider == name) {
+			return f
+		}
+	}
+	t.Fatalf("no forge %q", name)
+	return forge{}
+}
+
+func TestWebhookTagPushesRefreshAndDeletionsNeverDo(t *testing.T) {
+	s, pushed := webhookServer(t)
+	for _, tc := range []struct {
+		name, forge, sample string
+		event               map[string]string // replaces the forge's event header
+		refs                []string          // handed to the reconciler; nil for nothing
+		reason              string            // of an ignored delivery
+	}{
+		{name: "bitbucket server tag added, branch deleted in one push", forge: "bitbucket-server", sample: "bitbucket-server-tag.json",
+			refs: []string{"refs/tags/v1.2.0"}},
+		{name: "bitbucket server branch deleted", forge: "bitbucket-server", sample: "bitbucket-server-delete.json",
+			reason: "only deleted refs/heads/main"},
+		{name: "bitbucket server test connection", forge: "bitbucket-server", sample: "bitbucket-server-ping.json",
+			event: map[string]string{"X-Event-Key": "diagnostics:ping"}, reason: `"diagnostics:ping" is not a push`},
+		{name: "bitbucket server push sent to the cloud endpoint", forge: "bitbucket", sample: "bitbucket-server-push.json",
+			event: map[string]string{"X-Event-Key": "repo:refs_changed"}, reason: `"repo:refs_changed" is not a push`},
+		{name: "gitlab system hook tag push", forge: "gitlab system hook", sample: "gitlab-system-tag.json",
+			refs: []string{"refs/tags/v1.2.0"}},
+		{name: "gitlab system hook branch deleted", forge: "gitlab system hook", sample: "gitlab-system-delete.json",
+			reason: "only deleted refs/heads/main"},
+		{name: "gitlab system hook project created", forge: "gitlab system hook", sample: "gitlab-system-project-create.json",
+			reason: `event "project_create" is not a push`},
+		{name: "gogs tag created", forge: "gogs", sample: "gogs-create-tag.json",
+			event: map[string]string{"X-Gogs-Event": "create"}, refs: []string{"refs/tags/v1.2.0"}},
+		{name: "gogs branch created", forge: "gogs", sample: "gogs-create-branch.json",
+			event: map[string]string{"X-Gogs-Event": "create"}, reason: "create of a branch: its push follows"},
+		{name: "gogs branch deleted", forge: "gogs", sample: "gogs-delete.json",
+			event: map[string]string{"X-Gogs-Event": "delete"}, reason: `"delete" is not a push`},
+		{name: "github branch deleted", forge: "github", sample: "github-delete.json",
+			reason: "only deleted refs/heads/main"},
+		{name: "bitbucket cloud branch deleted", forge: "bitbucket", sample: "bitbucket-delete.json",
+			reason: "only deleted refs/heads/main"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := forgeNamed(t, tc.forge)
+			body := readSample(t, tc.sample)
+			headers := f.headers(body, "secret-of-"+f.provider)
+			for k, v := range tc.event {
+				headers[k] = v
+			}
+			headers[f.delivery] = "refs-" + tc.name
+			status, answer := post(t, s, "/api/v1/webhooks/"+f.provider, body, headers)
+			var got api.WebhookResponse
+			if err := json.Unmarshal([]byte(answer), &got); err != nil {
+				t.Fatalf("answer %q: %v", answer, err)
+			}
+			if tc.refs == nil {
+				if status != http.StatusOK || got.Status != "ignored" || !strings.Contains(got.Reason, tc.reason) {
+					t.Errorf("delivery = %d %s, want 200 ignored saying %q", status, answer, tc.reason)
+				}
+				select {
+				case p := <-pushed:
+					t.Errorf("an ignored delivery reached the reconciler: %+v", p)
+				case <-time.After(50 * time.Millisecond):
+				}
+				return
+			}
+			if status != http.StatusAccepted || got.Status != "accepted" {
+				t.Fatalf("delivery = %d %s, want 202 accepted", status, answer)
+			}
+			select {
+			case p := <-pushed:
+				if !slices.Equal(p.Refs, tc.refs) {
+					t.Errorf("refs handed to the reconciler = %q, want %q", p.Refs, tc.refs)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("an accepted delivery was not processed")
+			}
+		})
+	}
+}
+
+// Applications write a repository in any of the forms a forge gives: the
+// push must match each, and no other repository.
+func TestWebhookPushMatchesTheRepositoryAsApplicationsWriteIt(t *testing.T) {
+	for _, tc := range []struct {
+		forge, sample string
+		match, miss   []string
+	}{
+		{forge: "bitbucket-server", sample: "bitbucket-server-push.json",
+			match: []string{"ssh://git@bitbucket.example.com:7999/acme/web.git", "https://bitbucket.example.com/scm/acme/web.git",
+				"https://jdoe@bitbucket.example.com/scm/ACME/web", "ssh://git@bitbucket.example.com:7999/ACME/web"},
+			miss: []string{"https://bitbucket.example.com/scm/acme/api.git", "https://bitbucket.example.com/projects/ACME/repos/web/browse",
+				"https://bitbucket.org/acme/web"}},
+		{forge: "gogs", sample: "gogs-push.json",
+			match: []string{"https://gogs.example.org/acme/web.git", "git@gogs.example.org:acme/web.git", "https://gogs.example.org/acme/web",
+				"ssh://git@gogs.example.org:2222/acme/web.git"},
+			miss: []string{"https://gogs.example.org/acme/web-api.git", "https://gogs.example.org/other/web.git"}},
+		{forge: "gitlab system hook", sample: "gitlab-system-push.json",
+			match: []string{"https://gitlab.example.com/acme/web.git", "git@gitlab.example.com:acme/web.git"},
+			miss:  []string{"https://gitlab.example.com/acme/api.git"}},
+	} {
+		t.Run(tc.forge, func(t *testing.T) {
+			f := forgeNamed(t, tc.forge)
+			body := readSample(t, tc.sample)
+			h := http.Header{}
+			for k, v := range f.headers(body, "k") {
+				h.Set(k, v)
+			}
+			push, ignored, err := api.ParseWebhook(f.provider, h, body)
+			if err != nil || ignored != "" {
+				t.Fatalf("ParseWebhook = %v, ignored %q", err, ignored)
+			}
+			for _, repo := range tc.match {
+				if !push.Matches(repo, "main") {
+					t.Errorf("the push of %v does not match an application of %s at main", push.Repositories, repo)
+				}
+			}
+			for _, repo := range tc.miss {
+				if push.Matches(repo, "main") {
+					t.Errorf("the push of %v matches an application of %s, another repository", push.Repositories, repo)
+				}
+			}
+			if push.Matches(tc.match[0], "develop") {
+				t.Errorf("a push of main matches an application tracking develop")
+			}
+		})
+	}
+}
+
+func TestParseWebhookRefusesAPushNamingNoRepository(t *testing.T) {
+	for _, tc := range []struct {
+		provider, event, body string
+	}{
+		{"bitbucket-server", "repo:refs_changed", `{"repository":{"slug":"web","links":{"self":[{"href":"https://bitbucket.example.com/projects/ACME/repos/web/browse"}]}},"changes":[{"ref":{"id":"refs/heads/main","type":"BRANCH"},"type":"UPDATE"}]}`},
+		{"gogs", "push", `{"ref":"refs/heads/main","repository":{"name":"web"}}`},
+		{"gitlab", "System Hook", `{"event_name":"push","ref":"refs/heads/main"}`},
+	} {
+		t.Run(tc.provider, func(t *testing.T) {
+			sc, _ := api.SchemeOf(tc.provider)
+			h := http.Header{}
+			h.Set(sc.Event[0], tc.event)
+			_, ignored, err := api.ParseWebhook(tc.provider, h, []byte(tc.body))
+			if err == nil || !strings.Contains(err.Error(), "names no repository URL") {
+				t.Errorf("ParseWebhook = %v (ignored %q), want the missing repository named", err, ignored)
+			}
+		})
+	}
+}
+
+func TestOpenAPINamesEveryWebhookProvider(t *testing.T) {
+	item := loadOpenAPI(t).Paths.Value("/api/v1/webhooks/{provider}")
+	if item == nil {
+		t.Fatal("openapi.yaml has no /api/v1/webhooks/{provider}")
+	}
+	p := item.Parameters.GetByInAndName("path", "provider")
+	if p == nil || p.Schema == nil {
+		t.Fatal("openapi.yaml's webhook path has no provider parameter")
+	}
+	var documented []string
+	for _, v := range p.Schema.Value.Enum {
+		documented = append(documented, fmt.Sprint(v))
+	}
+	if d := cmp.Diff(api.Providers(), documented); d != "" {
+		t.Errorf("providers served (-) and documented in openapi.yaml (+) differ:\n%s", d)
+	}
 }
