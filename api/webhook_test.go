@@ -685,3 +685,53 @@ func TestWebhookReplayIsADuplicateWithinTheWindow(t *testing.T) {
 		})
 	}
 }
+
+// The provider table of the webhook operation (docs/api.md is generated
+// from it) names, for each provider, every header the code reads and the
+// signature's form, and no provider the code does not serve.
+func TestWebhookReferenceNamesEveryHeaderChecked(t *testing.T) {
+	item := loadOpenAPI(t).Paths.Value("/api/v1/webhooks/{provider}")
+	if item == nil || item.Post == nil {
+		t.Fatal("openapi.yaml has no POST /api/v1/webhooks/{provider}")
+	}
+	rows := map[string]string{}
+	for _, line := range strings.Split(item.Post.Description, "\n") {
+		if m := regexp.MustCompile("^\\| `([a-z-]+)`").FindStringSubmatch(line); m != nil {
+			rows[m[1]] = line
+		}
+	}
+	for _, p := range api.Providers() {
+		row, ok := rows[p]
+		if !ok {
+			t.Errorf("the webhook table has no row for %s", p)
+			continue
+		}
+		delete(rows, p)
+		sc, _ := api.SchemeOf(p)
+		var want []string
+		for _, list := range [][]string{sc.Event, sc.PushEvents, sc.Signature, sc.Delivery} {
+			for _, v := range list {
+				want = append(want, "`"+v)
+			}
+		}
+		switch {
+		case sc.Token:
+			want = append(want, "the secret itself")
+		case sc.Prefix != "":
+			want = append(want, sc.Prefix+"<hex>`")
+		default:
+			want = append(want, "<hex>`")
+			if strings.Contains(row, "sha256=") {
+				t.Errorf("the webhook table's row for %s names a sha256= prefix, which %s does not send", p, p)
+			}
+		}
+		for _, w := range want {
+			if !strings.Contains(row, w) {
+				t.Errorf("the webhook table's row for %s does not name %s:\n%s", p, w, row)
+			}
+		}
+	}
+	for p := range rows {
+		t.Errorf("the webhook table has a row for %s, which is not a provider", p)
+	}
+}
