@@ -147,6 +147,12 @@ type WebhooksOptions struct {
 	// Remember is how many delivery ids are kept to drop duplicates.
 	// Default 1024.
 	Remember int
+	// Window is how long a delivery id is kept: a repeat within it is a
+	// duplicate, one after it is taken again (a user's deliberate
+	// "redeliver" the next day). Default one hour.
+	Window time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
 	// Timeout bounds processing one delivery. Default 30s.
 	Timeout time.Duration
 }
@@ -174,7 +180,14 @@ func NewWebhooks(specs []WebhookSpec, opts WebhooksOptions) (*Webhooks, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 30 * time.Second
 	}
-	h := &Webhooks{secrets: map[string]wire.Token{}, queue: make(chan Push, opts.Queue), seen: newDeliveries(opts.Remember), timeout: opts.Timeout}
+	if opts.Window <= 0 {
+		opts.Window = time.Hour
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	h := &Webhooks{secrets: map[string]wire.Token{}, queue: make(chan Push, opts.Queue),
+		seen: newDeliveries(opts.Remember, opts.Window, opts.Now), timeout: opts.Timeout}
 	var errs []error
 	for _, s := range specs {
 		switch {
@@ -299,7 +312,9 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request, _ Subject) {
 	}
 	// Forges redeliver after a timeout and on a user's "redeliver"; the
 	// delivery id drops the second copy. A delivery without one is never a
-	// duplicate.
+	// duplicate. Only a verified delivery records its id, so a forged one
+	// cannot claim an id ahead of the real delivery (see
+	// TestWebhookReplayIsADuplicateWithinTheWindow).
 	id := DeliveryID(provider, r.Header)
 	if id != "" && !s.webhooks.seen.add(provider+"/"+id) {
 		s.metrics.webhook(provider, webhookDuplicate)
@@ -641,33 +656,49 @@ func dedupe(list []string) []string {
 	return out
 }
 
-// deliveries remembers the last n delivery ids, dropping the oldest: the
-// list keeps arrival order, the map finds an id. It is safe for
-// concurrent use.
+// deliveries remembers the delivery ids seen within a window, at most n,
+// dropping the oldest: the list keeps arrival order, the map finds an id.
+// It is safe for concurrent use.
 type deliveries struct {
-	mu    sync.Mutex
-	n     int
-	order *list.List
-	ids   map[string]*list.Element
+	mu     sync.Mutex
+	n      int
+	window time.Duration
+	now    func() time.Time
+	order  *list.List // of delivery, oldest first
+	ids    map[string]*list.Element
 }
 
-// newDeliveries returns an empty memory of n ids; n must be positive.
-func newDeliveries(n int) *deliveries {
-	return &deliveries{n: n, order: list.New(), ids: map[string]*list.Element{}}
+// delivery is one remembered id and when it was first seen.
+type delivery struct {
+	id string
+	at time.Time
 }
 
-// add records id and reports whether it was new.
+// newDeliveries returns an empty memory of n ids for window; n and window
+// must be positive.
+func newDeliveries(n int, window time.Duration, now func() time.Time) *deliveries {
+	return &deliveries{n: n, window: window, now: now, order: list.New(), ids: map[string]*list.Element{}}
+}
+
+// add records id and reports whether it was new: unseen, or last seen
+// longer ago than the window.
 func (d *deliveries) add(id string) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	now := d.now()
+	// Arrival order is time order, so the expired ids are at the front.
+	for e := d.order.Front(); e != nil && now.Sub(e.Value.(delivery).at) >= d.window; e = d.order.Front() {
+		d.order.Remove(e)
+		delete(d.ids, e.Value.(delivery).id)
+	}
 	if _, ok := d.ids[id]; ok {
 		return false
 	}
-	d.ids[id] = d.order.PushBack(id)
+	d.ids[id] = d.order.PushBack(delivery{id: id, at: now})
 	for d.order.Len() > d.n {
 		oldest := d.order.Front()
 		d.order.Remove(oldest)
-		delete(d.ids, oldest.Value.(string))
+		delete(d.ids, oldest.Value.(delivery).id)
 	}
 	return true
 }

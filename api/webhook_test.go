@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -615,5 +616,122 @@ func TestOpenAPINamesEveryWebhookProvider(t *testing.T) {
 	}
 	if d := cmp.Diff(api.Providers(), documented); d != "" {
 		t.Errorf("providers served (-) and documented in openapi.yaml (+) differ:\n%s", d)
+	}
+}
+
+// A captured delivery sent again is a duplicate within the window, for
+// every forge's delivery id header; a forged delivery cannot claim an id
+// before the real one arrives; after the window an id is taken again.
+func TestWebhookReplayIsADuplicateWithinTheWindow(t *testing.T) {
+	var specs []api.WebhookSpec
+	for _, p := range api.Providers() {
+		specs = append(specs, api.WebhookSpec{Provider: p, Secret: wire.NewToken("secret-of-" + p)})
+	}
+	var mu sync.Mutex
+	now := t0
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = now.Add(d) }
+	hooks, err := api.NewWebhooks(specs, api.WebhooksOptions{Window: 10 * time.Minute, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fake{pushed: make(chan api.Push, 16)}
+	s := newTestServer(t, api.Options{Reconciler: f, Webhooks: hooks})
+	expect := func(t *testing.T, what string, status int, answer string, want int, result string) {
+		t.Helper()
+		if status != want || !strings.Contains(answer, result) {
+			t.Fatalf("%s = %d %s, want %d %s", what, status, answer, want, result)
+		}
+		accepted := want == http.StatusAccepted
+		wait := 50 * time.Millisecond // long enough for a wrongly queued push to show
+		if accepted {
+			wait = 5 * time.Second
+		}
+		select {
+		case p := <-f.pushed:
+			if !accepted {
+				t.Fatalf("%s reached the reconciler: %+v", what, p)
+			}
+		case <-time.After(wait):
+			if accepted {
+				t.Fatalf("%s was not processed", what)
+			}
+		}
+	}
+	for _, fg := range forges() {
+		if fg.name == "" {
+			fg.name = fg.provider
+		}
+		t.Run(fg.name, func(t *testing.T) {
+			body := readSample(t, fg.sample)
+			path := "/api/v1/webhooks/" + fg.provider
+			signed := func(secret, id string) map[string]string {
+				h := fg.headers(body, secret)
+				h[fg.delivery] = id
+				return h
+			}
+			id := "replay-" + fg.name
+
+			status, answer := post(t, s, path, body, signed("forged", id))
+			expect(t, "a forged delivery", status, answer, http.StatusUnauthorized, "does not match")
+			status, answer = post(t, s, path, body, signed("secret-of-"+fg.provider, id))
+			expect(t, "the real delivery after a forged one of its id", status, answer, http.StatusAccepted, `"accepted"`)
+			advance(9 * time.Minute)
+			status, answer = post(t, s, path, body, signed("secret-of-"+fg.provider, id))
+			expect(t, "a replay within the window", status, answer, http.StatusOK, `"duplicate"`)
+			advance(2 * time.Minute)
+			status, answer = post(t, s, path, body, signed("secret-of-"+fg.provider, id))
+			expect(t, "a redelivery after the window", status, answer, http.StatusAccepted, `"accepted"`)
+		})
+	}
+}
+
+// The provider table of the webhook operation (docs/api.md is generated
+// from it) names, for each provider, every header the code reads and the
+// signature's form, and no provider the code does not serve.
+func TestWebhookReferenceNamesEveryHeaderChecked(t *testing.T) {
+	item := loadOpenAPI(t).Paths.Value("/api/v1/webhooks/{provider}")
+	if item == nil || item.Post == nil {
+		t.Fatal("openapi.yaml has no POST /api/v1/webhooks/{provider}")
+	}
+	rows := map[string]string{}
+	for _, line := range strings.Split(item.Post.Description, "\n") {
+		if m := regexp.MustCompile("^\\| `([a-z-]+)`").FindStringSubmatch(line); m != nil {
+			rows[m[1]] = line
+		}
+	}
+	for _, p := range api.Providers() {
+		row, ok := rows[p]
+		if !ok {
+			t.Errorf("the webhook table has no row for %s", p)
+			continue
+		}
+		delete(rows, p)
+		sc, _ := api.SchemeOf(p)
+		var want []string
+		for _, list := range [][]string{sc.Event, sc.PushEvents, sc.Signature, sc.Delivery} {
+			for _, v := range list {
+				want = append(want, "`"+v)
+			}
+		}
+		switch {
+		case sc.Token:
+			want = append(want, "the secret itself")
+		case sc.Prefix != "":
+			want = append(want, sc.Prefix+"<hex>`")
+		default:
+			want = append(want, "<hex>`")
+			if strings.Contains(row, "sha256=") {
+				t.Errorf("the webhook table's row for %s names a sha256= prefix, which %s does not send", p, p)
+			}
+		}
+		for _, w := range want {
+			if !strings.Contains(row, w) {
+				t.Errorf("the webhook table's row for %s does not name %s:\n%s", p, w, row)
+			}
+		}
+	}
+	for p := range rows {
+		t.Errorf("the webhook table has a row for %s, which is not a provider", p)
 	}
 }
