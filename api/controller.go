@@ -407,6 +407,16 @@ func (a *Controller) Status(context.Context) (wire.ControllerStatus, error) {
 		t := o.AppSet.LoadedAt.UTC()
 		st.AppSet.LoadedAt = &t
 	}
+	st.Swarms = make([]wire.Swarm, 0, len(o.Destinations))
+	for _, d := range o.Destinations {
+		w := wire.Swarm{Name: d.Name, Reachable: d.Reachable, Error: d.Error, EngineVersion: d.Identity.EngineVersion,
+			APIVersion: d.Identity.APIVersion, Nodes: d.Identity.Nodes, Managers: d.Identity.Managers, Applications: d.Applications}
+		if !d.UnreachableSince.IsZero() {
+			t := d.UnreachableSince.UTC()
+			w.UnreachableSince = &t
+		}
+		st.Swarms = append(st.Swarms, w)
+	}
 	return st, nil
 }
 
