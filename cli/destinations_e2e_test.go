@@ -70,19 +70,23 @@ func newTwoSwarms(t *testing.T) *twoSwarms {
 // writeApps writes the app set: "here" on the local swarm, "there" on the
 // second swarm over TLS, and, when withSSH, "there-ssh" on the second swarm
 // over ssh, a second destination name with its own ownership.
-func (e *twoSwarms) writeApps(t *testing.T, withSSH bool) {
+func (e *twoSwarms) writeApps(t *testing.T, withSSH bool) { e.writeAppsTo(t, withSSH, "two") }
+
+// writeAppsTo is writeApps with "there" deployed to thereSwarm; its
+// syncPolicy.prune is on, so a move removes the release it leaves.
+func (e *twoSwarms) writeAppsTo(t *testing.T, withSSH bool, thereSwarm string) {
 	t.Helper()
 	app := func(name, release, repo, swarmName, extra string) string {
 		return fmt.Sprintf(`  - name: %s
     release: %s
     source: {repo: %s, revision: main}
     destination: {swarm: %q}
-    syncPolicy: {automated: true, interval: 10s, resolveImage: never}
+    syncPolicy: {automated: true, interval: 10s, resolveImage: never, prune: true}
 %s`, name, release, repo, swarmName, extra)
 	}
 	set := "apiVersion: skep/v1\napplications:\n" +
 		app("here", e.ns+"-here", e.local.URL, "", "") +
-		app("there", e.ns+"-there", e.remote.URL, "two", "    driftDetection: live\n")
+		app("there", e.ns+"-there", e.remote.URL, thereSwarm, "    driftDetection: live\n")
 	if withSSH {
 		set += app("there-ssh", e.ns+"-ssh", e.remote.URL, "two-ssh", "")
 	}
@@ -319,6 +323,27 @@ func TestOneControllerKeepsTwoSwarms(t *testing.T) {
 		}
 		if s, err := serviceOf(t.Context(), second, e.ns+"-there"); err != nil || s == nil || s.Spec.TaskTemplate.ContainerSpec.Image != e.v2 {
 			t.Errorf("there after the outage: %v %v", s, err)
+		}
+	})
+
+	t.Run("a changed destination moves the release and says so", func(t *testing.T) {
+		e.writeAppsTo(t, false, "")
+		moved := waitImage(t, e.main, e.ns+"-there", e.v2)
+		if got := moved.Spec.Labels[stack.LabelController]; got != e.ctlID {
+			t.Errorf("moved service's controller label %q, want %q", got, e.ctlID)
+		}
+		harness.Eventually(t, 2*time.Minute, func(ctx context.Context) (bool, string) {
+			s, err := serviceOf(ctx, second, e.ns+"-there")
+			return err == nil && s == nil, fmt.Sprintf("%s_web still on the second swarm (%v)", e.ns+"-there", err)
+		})
+		var said bool
+		for _, ev := range e.eventsOf(t, "sync-started") {
+			if ev.Application == "there" && ev.Swarm == "" && strings.Contains(ev.Message, `moved from swarm "two" to the local swarm`) {
+				said = true
+			}
+		}
+		if !said {
+			t.Errorf("no sync-started event says the release moved: %+v", e.eventsOf(t, "sync-started"))
 		}
 	})
 }
