@@ -232,7 +232,11 @@ func newTestServer(t *testing.T, opts api.Options) *testServer {
 	if opts.Metrics == nil {
 		opts.Metrics = api.NewMetrics(api.MetricsOptions{
 			Applications: func() []api.AppState {
-				return []api.AppState{{Name: "web", Sync: "synced", Artifacts: map[string]string{"web": wire.ArtifactWaiting}}}
+				return []api.AppState{{Name: "web", Sync: "synced", Artifacts: map[string]string{"web": wire.ArtifactWaiting}},
+					{Name: "edge", Swarm: "prod", Sync: "out-of-sync", Health: "unknown"}}
+			},
+			Swarms: func() []api.SwarmState {
+				return []api.SwarmState{{Name: "", Reachable: true}, {Name: "prod", Reachable: false}}
 			},
 			Version: "test", Commit: "abc",
 		})

@@ -100,14 +100,25 @@ applications:
 `, e.ns, e.repo.URL)), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	launch(t, e, dir, apps)
+	return e
+}
+
+// launch starts `skep controller` on the app-set file apps with an admin
+// token, extra flags added, sets e's server and environment for the CLI,
+// and waits until the controller is ready. The controller is stopped with
+// SIGINT when the test ends and must exit cleanly.
+func launch(t *testing.T, e *cliEnv, dir, apps string, extra ...string) {
+	t.Helper()
 	tokenFile := filepath.Join(dir, "admin.token")
 	if err := os.WriteFile(tokenFile, []byte("cli-e2e-admin-token\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	addr := freeAddr(t)
 	e.server = "http://" + addr
-	ctrl := exec.Command(skepBinary, "controller", "--config", apps, "--listen", addr, "--data", filepath.Join(dir, "data"),
-		"--controller-id", harness.Name(t, "ctl"), "--log-level", "debug")
+	args := append([]string{"controller", "--config", apps, "--listen", addr, "--data", filepath.Join(dir, "data"),
+		"--controller-id", harness.Name(t, "ctl"), "--log-level", "debug"}, extra...)
+	ctrl := exec.Command(skepBinary, args...)
 	ctrl.Env = append(os.Environ(), "SKEP_ADMIN_TOKEN_FILE="+tokenFile)
 	ctrl.Stdout, ctrl.Stderr = t.Output(), t.Output()
 	if err := ctrl.Start(); err != nil {
@@ -137,7 +148,6 @@ applications:
 		resp.Body.Close()
 		return resp.StatusCode == 200, resp.Status
 	})
-	return e
 }
 
 // run runs skep with args and returns stdout, stderr and the exit code.

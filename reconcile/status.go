@@ -91,6 +91,8 @@ type AppStatus struct {
 	LastReconcile  time.Time
 	LastSync       time.Time
 	Automated      bool
+	// Swarm is the destination the application deploys to.
+	Swarm string
 	// Phase is what the worker does now; "" before the first reconcile.
 	Phase Phase
 	// PendingSync is the id of a requested sync not started yet, or 0.
