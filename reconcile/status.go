@@ -125,6 +125,9 @@ type AppStatus struct {
 	// bound, an unreadable source).
 	Previews        []PreviewStatus
 	PreviewProblems []string
+	// Window is the sync window holding the application's automated
+	// syncs now; zero when none does.
+	Window WindowHold
 }
 
 // clone returns st with its own copies of every slice, so that a reader

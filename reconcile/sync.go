@@ -107,9 +107,29 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 		out.moved = c.movedFrom(app)
 	}
 	c.remember(app, d.release)
-	if err := c.observeLive(ctx, app, d, p, req, st, &out); err != nil {
+	// Sync windows: a window that holds the application keeps every write
+	// the controller would make on its own (apply, drift correction,
+	// prune, previews); only a sync someone asked for passes, if the
+	// window lets manual syncs through.
+	held := c.windowVerdict(app)
+	if req.Sync && held.ManualDenied {
+		err := &outcome.StalledError{Err: fmt.Errorf("sync of %s refused: %s, which allows no manual sync", app.Name, held)}
+		c.emit(ctx, app, notify.SyncFailed, d.commit, err.Error())
 		return out, err
 	}
+	if err := c.observeLive(ctx, app, d, p, req, held.Held, st, &out); err != nil {
+		return out, err
+	}
+	if held.Held && !req.Sync {
+		// Reported once per commit and versions, like any drift, naming
+		// the window; nothing is written until it lets syncs through.
+		if p.Changed() && st.windowCommit != d.key() {
+			st.windowCommit = d.key()
+			c.emit(ctx, app, notify.DriftDetected, d.commit, held.String()+": "+p.Summary())
+		}
+		return out, nil
+	}
+	st.windowCommit = ""
 	// Gate on policy: a manual application (or an automated one with
 	// nothing to write) only reports, once per commit and versions.
 	if !req.Sync && !(app.SyncPolicy.Automated && p.Changed()) {
