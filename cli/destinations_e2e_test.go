@@ -369,7 +369,15 @@ func TestDestinationsThatCannotBeTrustedStopTheStart(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			writeTestFile(t, e.dests, "apiVersion: skep/v1\nkind: Destinations\ndestinations:\n  "+tc.dest)
-			writeTestFile(t, e.apps, "apiVersion: skep/v1\napplications: []\n")
+			// An application on the local swarm: a start refused for one
+			// destination starts nothing anywhere.
+			writeTestFile(t, e.apps, fmt.Sprintf(`apiVersion: skep/v1
+applications:
+  - name: here
+    release: %s-here
+    source: {repo: %s, revision: main}
+    syncPolicy: {automated: true, interval: 10s, resolveImage: never}
+`, e.ns, e.local.URL))
 			token := filepath.Join(t.TempDir(), "token")
 			writeTestFile(t, token, "destinations-e2e-token\n")
 			env := append(os.Environ(), "SKEP_ADMIN_TOKEN_FILE="+token)
@@ -377,6 +385,9 @@ func TestDestinationsThatCannotBeTrustedStopTheStart(t *testing.T) {
 				"--data", filepath.Join(t.TempDir(), "data"), "--listen", freeAddr(t))
 			if code == 0 || !strings.Contains(errOut, tc.want) {
 				t.Errorf("controller exit %d, stderr:\n%s\nwant a failure naming %s", code, errOut, tc.want)
+			}
+			if s, err := serviceOf(t.Context(), e.main, e.ns+"-here"); err != nil || s != nil {
+				t.Errorf("a refused start deployed %v (%v)", s, err)
 			}
 			_, checkErr, code := e.cliEnv.run(t, os.Environ(), "swarm", "check", e.dests)
 			if code == 0 || !strings.Contains(checkErr, "1 of 1 destinations failed") {
