@@ -110,6 +110,7 @@ type Controller struct {
 	workers  map[string]*worker
 	rendered map[string]rendered  // by release: the last render, for health
 	wrote    map[string]time.Time // by application: when its last write to the swarm ended
+	seenLive map[string]string    // by application: its objects as the last live-drift wake saw them
 	wg       sync.WaitGroup
 }
 
@@ -138,6 +139,7 @@ func New(opts Options) (*Controller, error) {
 		workers:   map[string]*worker{},
 		rendered:  map[string]rendered{},
 		wrote:     map[string]time.Time{},
+		seenLive:  map[string]string{},
 		pruneApps: opts.PruneApplications,
 		ownStack:  opts.OwnStack,
 		images:    opts.Images,
@@ -279,6 +281,7 @@ func (c *Controller) onAppSet(ctx context.Context, snap appset.Snapshot) {
 			c.log.Info("application left the app set", "app", name)
 			w.stop()
 			delete(c.workers, name)
+			delete(c.seenLive, name)
 			c.status.Remove(name)
 		}
 	}

@@ -258,20 +258,43 @@ func (c *Controller) refreshHealth(d *destination) {
 }
 
 // wakeLiveDrift queues a tick for every healthy-looking application on d
-// with live drift detection, so an out-of-band change is seen in seconds.
-// A failing application keeps its backoff.
+// with live drift detection whose own objects changed in the snapshot, so
+// an out-of-band change is seen in seconds while a change to another
+// stack wakes nobody. A failing application keeps its backoff.
 func (c *Controller) wakeLiveDrift(d *destination) {
+	snap := d.live.Current()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for name, w := range c.workers {
 		app := c.apps[name]
-		if app.Destination.Swarm != d.name {
+		if app.Destination.Swarm != d.name || app.DriftDetection != appset.DriftLive {
 			continue
 		}
-		if st, _ := c.status.Get(name); app.DriftDetection == appset.DriftLive && st.LastErrorClass == "" && st.Phase != PhaseApplying {
+		state := c.liveState(app, snap)
+		if c.seenLive[name] == state {
+			continue
+		}
+		c.seenLive[name] = state
+		if st, _ := c.status.Get(name); st.LastErrorClass == "" && st.Phase != PhaseApplying {
 			w.enqueue(Request{})
 		}
 	}
+}
+
+// liveState summarises what app's releases hold in snap (see
+// namespaceState); c.mu is held.
+func (c *Controller) liveState(app appset.Application, snap swarm.Snapshot) string {
+	releases := map[string]bool{app.Release: true}
+	for _, r := range c.rendered {
+		if r.app == app.Name && r.swarm == app.Destination.Swarm {
+			releases[r.release.Name] = true
+		}
+	}
+	var parts []string
+	for _, rel := range slices.Sorted(maps.Keys(releases)) {
+		parts = append(parts, namespaceState(snap, rel))
+	}
+	return strings.Join(parts, "\n--\n")
 }
 
 // snapshotConfigs serves apply's revision reads from the live snapshot, so
