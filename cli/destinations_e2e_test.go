@@ -70,19 +70,23 @@ func newTwoSwarms(t *testing.T) *twoSwarms {
 // writeApps writes the app set: "here" on the local swarm, "there" on the
 // second swarm over TLS, and, when withSSH, "there-ssh" on the second swarm
 // over ssh, a second destination name with its own ownership.
-func (e *twoSwarms) writeApps(t *testing.T, withSSH bool) {
+func (e *twoSwarms) writeApps(t *testing.T, withSSH bool) { e.writeAppsTo(t, withSSH, "two") }
+
+// writeAppsTo is writeApps with "there" deployed to thereSwarm; its
+// syncPolicy.prune is on, so a move removes the release it leaves.
+func (e *twoSwarms) writeAppsTo(t *testing.T, withSSH bool, thereSwarm string) {
 	t.Helper()
 	app := func(name, release, repo, swarmName, extra string) string {
 		return fmt.Sprintf(`  - name: %s
     release: %s
     source: {repo: %s, revision: main}
     destination: {swarm: %q}
-    syncPolicy: {automated: true, interval: 10s, resolveImage: never}
+    syncPolicy: {automated: true, interval: 10s, resolveImage: never, prune: true}
 %s`, name, release, repo, swarmName, extra)
 	}
 	set := "apiVersion: skep/v1\napplications:\n" +
 		app("here", e.ns+"-here", e.local.URL, "", "") +
-		app("there", e.ns+"-there", e.remote.URL, "two", "    driftDetection: live\n")
+		app("there", e.ns+"-there", e.remote.URL, thereSwarm, "    driftDetection: live\n")
 	if withSSH {
 		set += app("there-ssh", e.ns+"-ssh", e.remote.URL, "two-ssh", "")
 	}
@@ -321,6 +325,27 @@ func TestOneControllerKeepsTwoSwarms(t *testing.T) {
 			t.Errorf("there after the outage: %v %v", s, err)
 		}
 	})
+
+	t.Run("a changed destination moves the release and says so", func(t *testing.T) {
+		e.writeAppsTo(t, false, "")
+		moved := waitImage(t, e.main, e.ns+"-there", e.v2)
+		if got := moved.Spec.Labels[stack.LabelController]; got != e.ctlID {
+			t.Errorf("moved service's controller label %q, want %q", got, e.ctlID)
+		}
+		harness.Eventually(t, 2*time.Minute, func(ctx context.Context) (bool, string) {
+			s, err := serviceOf(ctx, second, e.ns+"-there")
+			return err == nil && s == nil, fmt.Sprintf("%s_web still on the second swarm (%v)", e.ns+"-there", err)
+		})
+		var said bool
+		for _, ev := range e.eventsOf(t, "sync-started") {
+			if ev.Application == "there" && ev.Swarm == "" && strings.Contains(ev.Message, `moved from swarm "two" to the local swarm`) {
+				said = true
+			}
+		}
+		if !said {
+			t.Errorf("no sync-started event says the release moved: %+v", e.eventsOf(t, "sync-started"))
+		}
+	})
 }
 
 func TestDestinationsThatCannotBeTrustedStopTheStart(t *testing.T) {
@@ -344,7 +369,15 @@ func TestDestinationsThatCannotBeTrustedStopTheStart(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			writeTestFile(t, e.dests, "apiVersion: skep/v1\nkind: Destinations\ndestinations:\n  "+tc.dest)
-			writeTestFile(t, e.apps, "apiVersion: skep/v1\napplications: []\n")
+			// An application on the local swarm: a start refused for one
+			// destination starts nothing anywhere.
+			writeTestFile(t, e.apps, fmt.Sprintf(`apiVersion: skep/v1
+applications:
+  - name: here
+    release: %s-here
+    source: {repo: %s, revision: main}
+    syncPolicy: {automated: true, interval: 10s, resolveImage: never}
+`, e.ns, e.local.URL))
 			token := filepath.Join(t.TempDir(), "token")
 			writeTestFile(t, token, "destinations-e2e-token\n")
 			env := append(os.Environ(), "SKEP_ADMIN_TOKEN_FILE="+token)
@@ -352,6 +385,9 @@ func TestDestinationsThatCannotBeTrustedStopTheStart(t *testing.T) {
 				"--data", filepath.Join(t.TempDir(), "data"), "--listen", freeAddr(t))
 			if code == 0 || !strings.Contains(errOut, tc.want) {
 				t.Errorf("controller exit %d, stderr:\n%s\nwant a failure naming %s", code, errOut, tc.want)
+			}
+			if s, err := serviceOf(t.Context(), e.main, e.ns+"-here"); err != nil || s != nil {
+				t.Errorf("a refused start deployed %v (%v)", s, err)
 			}
 			_, checkErr, code := e.cliEnv.run(t, os.Environ(), "swarm", "check", e.dests)
 			if code == 0 || !strings.Contains(checkErr, "1 of 1 destinations failed") {

@@ -53,6 +53,9 @@ func (c *Controller) record(app appset.Application, out Result, err error) {
 		}
 		if out.Plan.Action.Valid() {
 			s.Plan = []string{out.Plan.Summary()}
+			if out.moved != "" {
+				s.Plan = append(s.Plan, out.moved)
+			}
 			s.Sync, s.Drift = Synced, ""
 			switch {
 			case out.Plan.Changed():

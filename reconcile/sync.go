@@ -33,6 +33,9 @@ type Result struct {
 
 	applyTook time.Duration // zero when nothing was applied
 	liveDrift bool          // the swarm moved and is not corrected (yet)
+	// moved says, for a release being installed on a new destination,
+	// where it was before and what becomes of it there; "" otherwise.
+	moved string
 }
 
 // desired is an application rendered at one commit and artifact versions,
@@ -100,6 +103,9 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 	if err != nil {
 		return out, err
 	}
+	if recorded == nil {
+		out.moved = c.movedFrom(app)
+	}
 	c.remember(app, d.release)
 	// Sync windows: a window that holds the application keeps every write
 	// the controller would make on its own (apply, drift correction,
@@ -131,7 +137,11 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 		c.setWaitingFor(app.Name, nil)
 		if p.Changed() && st.driftCommit != d.key() {
 			st.driftCommit = d.key()
-			c.emit(ctx, app, notify.DriftDetected, d.commit, p.Summary())
+			summary := p.Summary()
+			if out.moved != "" {
+				summary += "; " + out.moved
+			}
+			c.emit(ctx, app, notify.DriftDetected, d.commit, summary)
 		}
 		// Prune and previews follow a main release that is where git wants
 		// it; while it waits for a sync they wait too.
@@ -326,7 +336,11 @@ func (c *Controller) applyRelease(ctx context.Context, app appset.Application, d
 			return out, err
 		}
 	}
-	c.emit(ctx, app, notify.SyncStarted, d.commit, p.Summary())
+	summary := p.Summary()
+	if out.moved != "" {
+		summary += "; " + out.moved
+	}
+	c.emit(ctx, app, notify.SyncStarted, d.commit, summary)
 	c.status.Update(app.Name, func(s *AppStatus) { s.Phase = PhaseApplying })
 	start := time.Now()
 	defer c.markWrite(app.Name)
