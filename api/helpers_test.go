@@ -201,7 +201,7 @@ const (
 	scopedToken   = "scoped-secret" // deployer for web* only
 )
 
-func testTokens(t *testing.T) *api.Tokens {
+func testTokens(t testing.TB) *api.Tokens {
 	t.Helper()
 	tokens, err := api.NewTokens(
 		api.TokenSpec{Name: "root", Role: api.RoleAdmin, Digest: wire.NewToken(adminToken).Digest()},
@@ -222,7 +222,7 @@ type testServer struct {
 	metrics *api.Metrics
 }
 
-func newTestServer(t *testing.T, opts api.Options) *testServer {
+func newTestServer(t testing.TB, opts api.Options) *testServer {
 	t.Helper()
 	f := &fake{}
 	if opts.Reconciler == nil {

@@ -44,6 +44,7 @@ func ParseFiles(files []File) (*Set, error) {
 	}
 	checkUnique(parsed)
 	checkDependencies(parsed)
+	checkCount(parsed)
 	var problems configfile.Problems
 	for _, p := range parsed {
 		problems = append(problems, p.d.Problems()...)
@@ -76,6 +77,24 @@ func ParseFiles(files []File) (*Set, error) {
 		}
 	}
 	return set, nil
+}
+
+// MaxApplications bounds an app set, across its files: well above the
+// thousand applications Skep is measured with, low enough that a generated
+// set cannot start workers without end.
+const MaxApplications = 10000
+
+// checkCount files one problem, at the document of the file that goes
+// past MaxApplications, when the set is too large.
+func checkCount(files []*parsedFile) {
+	n := 0
+	for _, p := range files {
+		n += len(p.doc.Applications)
+		if n > MaxApplications {
+			p.d.Add("applications", "the app set declares more than %d applications", MaxApplications)
+			return
+		}
+	}
 }
 
 // parsedFile is one file decoded, defaulted and validated on its own, with

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/swarm"
 	"github.com/docker/docker/client"
 
@@ -124,16 +123,7 @@ func writeTestFile(t *testing.T, path, content string) {
 
 // serviceOf returns the live service web of release on cli, or nil.
 func serviceOf(ctx context.Context, cli *client.Client, release string) (*swarm.Service, error) {
-	list, err := cli.ServiceList(ctx, swarm.ServiceListOptions{Filters: filters.NewArgs(filters.Arg("name", release+"_web"))})
-	if err != nil {
-		return nil, err
-	}
-	for _, s := range list {
-		if s.Spec.Name == release+"_web" {
-			return &s, nil
-		}
-	}
-	return nil, nil
+	return harness.ServiceNamed(ctx, cli, release+"_web")
 }
 
 // waitImage waits until release's service on cli runs image.

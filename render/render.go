@@ -52,6 +52,11 @@ const DefaultEnvFile = ".env"
 // files); Swarm itself caps configs at 1000 KiB and secrets at 500 KiB.
 const MaxFileSize = 4 << 20
 
+// MaxServices bounds the services of one release: far above what one stack
+// holds, low enough that a generated file cannot make the controller plan
+// and write without end.
+const MaxServices = 1000
+
 // virtualRoot is the working directory handed to docker/cli's loader. The
 // loader makes relative paths absolute against it without reading them; render
 // maps paths under it back into Input.Root and refuses every other absolute
@@ -342,6 +347,9 @@ func (r *renderer) load(env map[string]string) (*Document, error) {
 	cfg, err := loadConfig(r.details(env, r.files...))
 	if err != nil {
 		return nil, &Error{File: r.files[len(r.files)-1].name, Err: err}
+	}
+	if n := len(cfg.Services); n > MaxServices {
+		return nil, &Error{File: r.files[len(r.files)-1].name, Err: fmt.Errorf("%d services; a release holds at most %d", n, MaxServices)}
 	}
 	// The loader builds the service list from a map: sort it, so the same
 	// input renders the same document.
