@@ -121,6 +121,7 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 		return out, err
 	}
 	if held.Held && !req.Sync {
+		c.setWaitingFor(app.Name, nil)
 		// Reported once per commit and versions, like any drift, naming
 		// the window; nothing is written until it lets syncs through.
 		if p.Changed() && st.windowCommit != d.key() {
@@ -133,6 +134,7 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 	// Gate on policy: a manual application (or an automated one with
 	// nothing to write) only reports, once per commit and versions.
 	if !req.Sync && !(app.SyncPolicy.Automated && p.Changed()) {
+		c.setWaitingFor(app.Name, nil)
 		if p.Changed() && st.driftCommit != d.key() {
 			st.driftCommit = d.key()
 			summary := p.Summary()
@@ -150,6 +152,11 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 			}
 		}
 		return out, nil
+	}
+	// dependsOn: the application is applied only after the applications
+	// it depends on are synced and healthy at their current revision.
+	if err := c.awaitDependencies(app); err != nil {
+		return out, err
 	}
 	// Someone else's objects refused this very render before, and nothing
 	// changed since: say so again in the status, but write nothing and
