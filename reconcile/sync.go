@@ -380,6 +380,7 @@ func (c *Controller) applyRelease(ctx context.Context, app appset.Application, d
 	start := time.Now()
 	defer c.markWrite(app.Name)
 	res, err := apply.Apply(ctx, c.engineOf(app), d.release, apply.Options{
+		Digests:      c.destOf(app).digests,
 		Owner:        c.owner(app),
 		ResolveImage: apply.ResolveImage(app.SyncPolicy.ResolveImage),
 		Commit:       d.commit,
