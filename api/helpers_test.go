@@ -77,6 +77,8 @@ func appOf(name string) wire.Application {
 	if name == "db" {
 		w := frozen
 		a.SyncWindow = &w
+	} else {
+		a.DependsOn, a.WaitingFor = []string{"db"}, []string{"db"}
 	}
 	return a
 }

@@ -147,6 +147,10 @@ type Application struct {
 	// SyncWindows are the app set's sync windows that cover this
 	// application (see package window); nil when none does.
 	SyncWindows []window.Window
+	// DependsOn names applications of the set that must be synced and
+	// healthy at their current revision before this one syncs. The set
+	// has no cycle.
+	DependsOn []string
 }
 
 // Chart names the chart an application renders and the values it gives
@@ -350,6 +354,7 @@ func (a Application) clone() Application {
 	a.Allow.Secrets = slices.Clone(a.Allow.Secrets)
 	a.Allow.Volumes = slices.Clone(a.Allow.Volumes)
 	a.SyncWindows = slices.Clone(a.SyncWindows)
+	a.DependsOn = slices.Clone(a.DependsOn)
 	return a
 }
 

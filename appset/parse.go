@@ -43,6 +43,7 @@ func ParseFiles(files []File) (*Set, error) {
 		parsed[i] = parseFile(f)
 	}
 	checkUnique(parsed)
+	checkDependencies(parsed)
 	checkCount(parsed)
 	var problems configfile.Problems
 	for _, p := range parsed {

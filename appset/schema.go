@@ -46,6 +46,7 @@ type fileApp struct {
 	Allow          fileAllow      `yaml:"allow,omitempty"`
 	Artifacts      *fileArtifacts `yaml:"artifacts,omitempty"`
 	Chart          *fileChart     `yaml:"chart,omitempty"`
+	DependsOn      []string       `yaml:"dependsOn,omitempty"`
 
 	// releaseDefaulted records that setDefaults copied Name into Release,
 	// so that a clash names the application, not a key nobody wrote.
@@ -267,6 +268,7 @@ func toApplication(a fileApp) Application {
 		},
 		Artifacts: toArtifacts(a.Artifacts),
 		Chart:     toChart(a.Chart),
+		DependsOn: nilIfEmpty(slices.Clone(a.DependsOn)),
 	}
 }
 
@@ -360,6 +362,7 @@ func fromApplication(a Application) fileApp {
 		},
 		Artifacts: fromArtifacts(a.Artifacts),
 		Chart:     fromChart(a.Chart),
+		DependsOn: a.DependsOn,
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -132,6 +133,9 @@ func waiting(a wire.Application) string {
 		}
 		return s
 	}
+	if len(a.WaitingFor) > 0 {
+		return "after " + strings.Join(a.WaitingFor, ", ")
+	}
 	return ""
 }
 
@@ -178,6 +182,13 @@ func printAppDetail(w io.Writer, d wire.ApplicationDetail) error {
 		fmt.Fprintf(tw, "Held:\tat %s by %s since %s\n", short(a.Held.Revision), orDash(a.Held.Actor), a.Held.Since.Format(time.RFC3339))
 	}
 	fmt.Fprintf(tw, "Phase:\t%s\n", a.Phase)
+	if len(a.DependsOn) > 0 {
+		line := strings.Join(a.DependsOn, ", ")
+		if len(a.WaitingFor) > 0 {
+			line += " (waiting for " + strings.Join(a.WaitingFor, ", ") + ")"
+		}
+		fmt.Fprintf(tw, "Depends on:\t%s\n", line)
+	}
 	if w := a.SyncWindow; w != nil {
 		manual := "manual syncs pass"
 		if !w.ManualSync {

@@ -76,3 +76,22 @@ func TestAppListAndGetSayWhichSyncWindowHoldsAnApplication(t *testing.T) {
 		t.Errorf("app get lacks %q:\n%s", want, get.String())
 	}
 }
+
+func TestAppListAndGetSayWhichDependenciesAnApplicationWaitsFor(t *testing.T) {
+	a := wire.Application{Name: "web", Sync: "out-of-sync", Health: "missing", Phase: "idle", Automated: true,
+		DependsOn: []string{"db", "cache"}, WaitingFor: []string{"db"}, LastError: "waiting for db (progressing)", LastErrorClass: "waiting"}
+	var list bytes.Buffer
+	if err := printAppList(&list, wire.ApplicationList{Applications: []wire.Application{a}}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "web - out-of-sync missing 0/0 - - true idle after db waiting for db (progressing)"; !containsFields(list.String(), want) {
+		t.Errorf("app list lacks %q:\n%s", want, list.String())
+	}
+	var get bytes.Buffer
+	if err := printAppDetail(&get, wire.ApplicationDetail{Application: a}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "Depends on: db, cache (waiting for db)"; !containsFields(get.String(), want) {
+		t.Errorf("app get lacks %q:\n%s", want, get.String())
+	}
+}
