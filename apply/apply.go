@@ -179,6 +179,10 @@ type Change struct {
 	// Note explains what an operator should know, e.g. that a live network's
 	// options differ from the release (networks are immutable).
 	Note string
+	// SpecHash is, for a service, the spec hash label (stack.LabelSpecHash)
+	// of the spec written or found unchanged: a live view shows the write
+	// once the service carries it.
+	SpecHash string
 }
 
 // Result reports what one Apply did, object by object, in the order it

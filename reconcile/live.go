@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -193,6 +194,67 @@ func rollout(rel stack.Release, snap swarm.Snapshot) string {
 		}
 	}
 	return ""
+}
+
+// notShown names a service the apply res wrote that snap does not show
+// running its new spec yet, and why, or returns "" once every one is
+// shown. Until then the snapshot describes the release as it was before
+// the write, healthy as it may be (see TestSpecPendingUntilTheTasksRunIt).
+// tasksOnly is set when every service shows the spec written and only
+// tasks of an older spec are in the way (see specPending).
+func notShown(res apply.Result, snap swarm.Snapshot) (why string, tasksOnly bool) {
+	for _, c := range res.Changes {
+		if c.Kind != apply.KindService || c.Action == apply.Unchanged || c.SpecHash == "" {
+			continue
+		}
+		live, ok := snap.Service(c.Name)
+		if !ok {
+			return fmt.Sprintf("service %s is not in the live view yet", c.Name), false
+		}
+		pending, tasks := specPending(live, snap.TasksOf(live.ID), c.SpecHash)
+		if pending != "" && !tasks {
+			return pending, false
+		}
+		if why == "" {
+			why = pending
+		}
+	}
+	return why, why != ""
+}
+
+// specPending says why svc does not run the spec whose hash label is hash
+// yet, or returns "". Swarm takes a new spec at once, with no update
+// status, and its orchestrator starts replacing tasks a moment later: in
+// between, the service shows the new spec, no update in progress and only
+// tasks of the old spec. tasks is set when that is the reason: a task
+// meant to run whose spec is not the service's task template. The
+// comparison leaves out what the Engine fills in for services only
+// (Runtime) and placement, whose change alone Swarm may apply without
+// replacing a task; once the update runs, its status says the rest.
+func specPending(svc dswarm.Service, tasks []dswarm.Task, hash string) (why string, tasksOnly bool) {
+	if svc.Spec.Labels[stack.LabelSpecHash] != hash {
+		return fmt.Sprintf("service %s does not show the spec written yet", svc.Spec.Name), false
+	}
+	if svc.UpdateStatus != nil {
+		return "", false
+	}
+	want := comparableTask(svc.Spec.TaskTemplate)
+	for _, t := range tasks {
+		if t.ServiceID != svc.ID || t.DesiredState != dswarm.TaskStateRunning {
+			continue
+		}
+		if !reflect.DeepEqual(comparableTask(t.Spec), want) {
+			return fmt.Sprintf("service %s still runs a task of its previous spec", svc.Spec.Name), true
+		}
+	}
+	return "", false
+}
+
+// comparableTask is spec without the fields specPending leaves out.
+func comparableTask(spec dswarm.TaskSpec) dswarm.TaskSpec {
+	spec.Runtime = ""
+	spec.Placement = nil
+	return spec
 }
 
 // rolledBack returns the daemon's reason when a service of rel was rolled

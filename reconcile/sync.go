@@ -360,7 +360,7 @@ func (c *Controller) applyRelease(ctx context.Context, app appset.Application, d
 		return out, err
 	}
 	if app.SyncPolicy.Wait {
-		if err := c.waitHealthy(ctx, app, d.release); err != nil {
+		if err := c.waitHealthy(ctx, app, d.release, res); err != nil {
 			err = fmt.Errorf("sync %s at %s: %w", app.Release, gitsource.ShortCommit(d.commit), err)
 			c.emit(ctx, app, notify.SyncFailed, d.commit, err.Error())
 			return out, err
@@ -371,10 +371,17 @@ func (c *Controller) applyRelease(ctx context.Context, app appset.Application, d
 	return out, nil
 }
 
-// waitHealthy waits, up to the application's timeout, until every service
-// of rel is healthy. A rollback by Swarm fails at once with the daemon's
+// updateGrace bounds how long waitHealthy waits for Swarm to start an
+// update once the live view shows the spec written: its orchestrator
+// reacts in milliseconds, so a service still without an update status
+// after this needs none.
+const updateGrace = 5 * time.Second
+
+// waitHealthy waits, up to the application's timeout, until the live view
+// shows every service res wrote running its new spec and every service of
+// rel is healthy. A rollback by Swarm fails at once with the daemon's
 // reason.
-func (c *Controller) waitHealthy(ctx context.Context, app appset.Application, rel stack.Release) error {
+func (c *Controller) waitHealthy(ctx context.Context, app appset.Application, rel stack.Release, res apply.Result) error {
 	if c.liveOf(app) == nil {
 		return nil
 	}
@@ -383,18 +390,34 @@ func (c *Controller) waitHealthy(ctx context.Context, app appset.Application, re
 	changes := c.liveOf(app).Subscribe(ctx)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	var shown time.Time // since when only tasks of an older spec were in the way
 	for {
 		snap := c.liveOf(app).Current()
 		if why := rolledBack(rel, snap); why != "" {
 			return &outcome.StalledError{Err: fmt.Errorf("release %s: %s", rel.Name, why)}
 		}
 		last := releaseHealth(rel, snap)
-		if last.State == health.Healthy && rollout(rel, snap) == "" {
+		pending, tasksOnly := notShown(res, snap)
+		switch {
+		case !tasksOnly:
+			shown = time.Time{}
+		case shown.IsZero():
+			shown = time.Now()
+		case time.Since(shown) > updateGrace:
+			// Swarm saw the spec and started no update: it found no task
+			// to replace, whatever the comparison says.
+			pending = ""
+		}
+		if pending == "" && last.State == health.Healthy && rollout(rel, snap) == "" {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				if pending != "" {
+					return &outcome.TransientError{Err: fmt.Errorf("release %s not rolled out within %s: %s",
+						rel.Name, app.SyncPolicy.Timeout, pending)}
+				}
 				return &outcome.TransientError{Err: fmt.Errorf("release %s not healthy within %s: %s (%s, %d/%d running)",
 					rel.Name, app.SyncPolicy.Timeout, last.State, last.Message, last.Running, last.Desired)}
 			}
