@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -152,7 +153,7 @@ func TestFaultControllerKilledMidApplyLosesNothing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		killRunning(t, e)
+		e.current.stop(t, syscall.SIGTERM, 30*time.Second)
 		start := time.Now()
 		e.startController(t, filepath.Join(e.dir, "empty"))
 		// Two reconciles at least (the interval is 10s, ±10 %), so that a
