@@ -128,6 +128,9 @@ type Options struct {
 	KeepRevisions int
 	// Logger receives Debug detail and Warn notices; nil discards them.
 	Logger *slog.Logger
+	// Digests, when set, answers digest look-ups from a cache shared by
+	// every apply to the same swarm; nil asks the Engine each time.
+	Digests *DigestCache
 }
 
 // withDefaults fills in every zero field that has a default.

@@ -168,6 +168,7 @@ func New(opts Options) (*Controller, error) {
 	}
 	for _, d := range c.dests {
 		d.owner = ownerID(c.id, d.name)
+		d.digests = apply.NewDigestCache(0, 0)
 		d.state.Name = d.name
 	}
 	if c.notifier == nil {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/skep-cd/skep/apply"
 	"github.com/skep-cd/skep/appset"
 	"github.com/skep-cd/skep/health"
 	"github.com/skep-cd/skep/notify"
@@ -36,6 +37,8 @@ type destination struct {
 	// named one, so two destinations never claim each other's objects even
 	// when both names reach one swarm.
 	owner string
+	// digests answers image digest look-ups for every apply here.
+	digests *apply.DigestCache
 
 	mu    sync.Mutex
 	state DestinationState

@@ -532,3 +532,67 @@ func TestLiveDriftWakesOnlyTheApplicationWhoseObjectsChanged(t *testing.T) {
 		t.Errorf("quiet reconciled %d more times for changes that were not its own", got-settled)
 	}
 }
+
+// quietObserver records whether each reconcile of an application was quiet.
+type quietObserver struct {
+	mu    sync.Mutex
+	quiet []bool
+}
+
+func (o *quietObserver) ObserveReconcile(ob reconcile.Observation) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.quiet = append(o.quiet, ob.Quiet)
+}
+
+func (o *quietObserver) last() (n int, quiet bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.quiet) == 0 {
+		return 0, false
+	}
+	return len(o.quiet), o.quiet[len(o.quiet)-1]
+}
+
+// A tick whose inputs are those of the last tick that found nothing to do
+// renders nothing; a commit, or a change on the swarm, makes the next one
+// run in full again.
+func TestATickWithUnchangedInputsIsQuiet(t *testing.T) {
+	e := newEnv(t)
+	e.repo.Commit(t, "main", map[string]string{"compose.yaml": compose(harness.FreePort(t)), "settings.txt": "one\n", ".env": "IMAGE=" + e.v1 + "\n"})
+	obs := &quietObserver{}
+	ctrl := e.controllerWith(t, appset.FileSource{Path: writeFile(t, t.TempDir(), "apps.yaml", appSet(e.liveApp("web", true)))}, reconcile.Options{Observer: obs})
+	run(t, ctrl)
+	svc := e.waitImage(t, e.v1, 2*time.Minute)
+	harness.WaitRunning(t, e.cli, svc.ID, 1, 2*time.Minute)
+	tick := func(wantQuiet bool) {
+		t.Helper()
+		before, _ := obs.last()
+		// Refresh queues a plain tick; the refs are read again.
+		if err := ctrl.Refresh(t.Context(), "web"); err != nil {
+			t.Fatal(err)
+		}
+		harness.Eventually(t, time.Minute, func(context.Context) (bool, string) {
+			n, quiet := obs.last()
+			return n > before && quiet == wantQuiet, fmt.Sprintf("%d reconciles, last quiet %v", n, quiet)
+		})
+	}
+	// Until a full tick finds nothing to do, nothing is quiet; then ticks
+	// are, as long as nothing changes.
+	harness.Eventually(t, time.Minute, func(context.Context) (bool, string) {
+		_ = ctrl.Refresh(t.Context(), "web")
+		_, quiet := obs.last()
+		return quiet, "no quiet tick yet"
+	})
+	tick(true)
+	e.repo.Commit(t, "main", map[string]string{"settings.txt": "two\n"})
+	tick(false)
+	harness.Eventually(t, time.Minute, func(context.Context) (bool, string) {
+		_ = ctrl.Refresh(t.Context(), "web")
+		_, quiet := obs.last()
+		return quiet, "no quiet tick after the commit"
+	})
+	if st, _ := ctrl.Statuses().Get("web"); st.Sync != reconcile.Synced || st.DeployedRevision != e.repo.Head(t, "main") {
+		t.Errorf("status after quiet ticks = %s at %s, want synced at the new commit", st.Sync, st.DeployedRevision)
+	}
+}

@@ -136,6 +136,7 @@ func (c *Controller) correct(ctx context.Context, app appset.Application, d desi
 	}
 	defer c.markWrite(app.Name)
 	_, err := apply.Apply(ctx, c.engineOf(app), rel, apply.Options{
+		Digests:      c.destOf(app).digests,
 		Owner:        c.owner(app),
 		ResolveImage: apply.ResolveImage(app.SyncPolicy.ResolveImage),
 		Commit:       d.commit,

@@ -66,13 +66,14 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 	ctx = notify.WithActor(ctx, req.Actor)
 	start := time.Now()
 	var d desired
+	wasQuiet := false
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("reconcile %s: panic: %v", app.Name, r)
 			c.log.Error("reconcile panicked", "app", app.Name, "err", err, "stack", string(debug.Stack()))
 		}
 		c.record(app, out, err)
-		c.observe(app, req, out, d, time.Since(start), err)
+		c.observe(app, req, out, d, time.Since(start), err, wasQuiet)
 	}()
 	c.status.Update(app.Name, func(s *AppStatus) { s.Phase = PhaseReconciling })
 	// Nothing is rendered, compared or written for a swarm that does not
@@ -83,8 +84,21 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 	}
 
 	// Render: the artifact versions, then the compose files at the commit
-	// (a held revision wins over what the application tracks).
-	d, err = c.render(ctx, app, req.Revision)
+	// (a held revision wins over what the application tracks). A tick
+	// whose inputs are those of the last tick that found nothing to do
+	// ends here: it would render, compare and find the same.
+	d, err = c.resolveInputs(ctx, app, req.Revision)
+	quiet := ""
+	if err == nil {
+		quiet = c.quietKey(app, req, d)
+		if quiet != "" && quiet == st.quiet.key {
+			c.observeQuiet(app, st.quiet)
+			d, wasQuiet = st.quiet.d, true
+			return st.quiet.out, nil
+		}
+		d, err = c.renderResolved(ctx, app, d)
+	}
+	st.quiet = quietTick{}
 	out.Commit, out.Artifacts = d.commit, d.artifacts
 	c.reportWaiting(ctx, app, d, st)
 	if err != nil {
@@ -151,6 +165,9 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 			if !req.release {
 				c.reconcilePreviews(ctx, app, d)
 			}
+			if quiet != "" && !out.liveDrift && waitingArtifacts(d.artifacts) == "" {
+				st.quiet = quietTick{key: quiet, out: out, d: d}
+			}
 		}
 		return out, nil
 	}
@@ -198,6 +215,17 @@ func (c *Controller) reportWaiting(ctx context.Context, app appset.Application, 
 // fetches that commit and renders it into the release's desired specs.
 // Errors are classed.
 func (c *Controller) render(ctx context.Context, app appset.Application, commit string) (desired, error) {
+	d, err := c.resolveInputs(ctx, app, commit)
+	if err != nil {
+		return d, err
+	}
+	return c.renderResolved(ctx, app, d)
+}
+
+// resolveInputs finds what a render of app would read: the artifact
+// versions and the commit (commit "" = the revision app tracks). It reads
+// refs and the registry gate, both cached, and renders nothing.
+func (c *Controller) resolveInputs(ctx context.Context, app appset.Application, commit string) (desired, error) {
 	start := time.Now()
 	arts, err := c.resolveArtifacts(ctx, app)
 	if err != nil {
@@ -220,13 +248,20 @@ func (c *Controller) render(ctx context.Context, app appset.Application, commit 
 				classifyGit(fmt.Errorf("resolve %s at %q: %w", gitsource.RedactURL(source.Repo), source.Revision, err))
 		}
 	}
-	tree, err := c.git.Checkout(ctx, source.Repo, commit)
+	return desired{commit: commit, source: source, artifacts: arts.objects, gitTook: time.Since(start)}, nil
+}
+
+// renderResolved fetches d's commit and renders it with d's artifact
+// versions into the release's desired specs.
+func (c *Controller) renderResolved(ctx context.Context, app appset.Application, d desired) (desired, error) {
+	start := time.Now()
+	tree, err := c.git.Checkout(ctx, d.source.Repo, d.commit)
 	if err != nil {
-		return desired{commit: commit, artifacts: arts.objects, gitTook: time.Since(start), gitFailed: true},
-			classifyGit(fmt.Errorf("fetch %s at %s: %w", gitsource.RedactURL(source.Repo), gitsource.ShortCommit(commit), err))
+		d.gitTook, d.gitFailed = d.gitTook+time.Since(start), true
+		return d, classifyGit(fmt.Errorf("fetch %s at %s: %w", gitsource.RedactURL(d.source.Repo), gitsource.ShortCommit(d.commit), err))
 	}
 	defer tree.Release()
-	d := desired{commit: commit, source: source, artifacts: arts.objects, gitTook: time.Since(start)}
+	d.gitTook += time.Since(start)
 	rel, cr, err := c.compose(ctx, app, tree.Dir(), d, nil, c.owner(app))
 	if err != nil {
 		return d, err
@@ -347,6 +382,7 @@ func (c *Controller) applyRelease(ctx context.Context, app appset.Application, d
 	start := time.Now()
 	defer c.markWrite(app.Name)
 	res, err := c.applyWaves(ctx, app, d.release, apply.Options{
+		Digests:      c.destOf(app).digests,
 		Owner:        c.owner(app),
 		ResolveImage: apply.ResolveImage(app.SyncPolicy.ResolveImage),
 		Commit:       d.commit,
