@@ -93,6 +93,7 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 		quiet = c.quietKey(app, req, d)
 		if quiet != "" && quiet == st.quiet.key {
 			c.observeQuiet(app, st.quiet)
+			c.windowVerdict(app) // windows move with time, not with the inputs
 			d, wasQuiet = st.quiet.d, true
 			return st.quiet.out, nil
 		}
