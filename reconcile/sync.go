@@ -180,7 +180,7 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 	// Someone else's objects refused this very render before, and nothing
 	// changed since: say so again in the status, but write nothing and
 	// raise no second sync-started/sync-failed pair.
-	if f := st.foreign; f != nil && !req.Sync && f.key == d.key() && c.liveOf(app) != nil && namespaceState(c.liveOf(app).Current(), app.Release) == f.namespace {
+	if f := st.foreign; f != nil && !req.Sync && f.key == d.key() && c.liveOf(app) != nil && c.stillRefused(app, f) {
 		return out, f.err
 	}
 	st.foreign = nil
@@ -188,7 +188,9 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 	out, err = c.applyRelease(ctx, app, d, p, req, out)
 	var foreign *apply.ForeignError
 	if errors.As(err, &foreign) && c.liveOf(app) != nil {
-		st.foreign = &foreignRefusal{key: d.key(), namespace: namespaceState(c.liveOf(app).Current(), app.Release), err: err}
+		// The namespace is read at the next tick: the snapshot now may
+		// predate what the refused apply created before it stopped.
+		st.foreign = &foreignRefusal{key: d.key(), err: err}
 	}
 	if err == nil {
 		c.pruneResources(ctx, app, d, req)
@@ -199,6 +201,22 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 		st.rolledBack = d.key() // reported by the failed sync already
 	}
 	return out, err
+}
+
+// stillRefused reports whether the release's namespace is as it was when
+// f was refused. The first look after the refusal, from a snapshot that
+// has seen the refused apply's writes, records the namespace; until such a
+// snapshot exists nothing is known to have changed.
+func (c *Controller) stillRefused(app appset.Application, f *foreignRefusal) bool {
+	snap := c.liveOf(app).Current()
+	if snap.ReadFailed() || !c.seenWrites(app.Name, snap) {
+		return true
+	}
+	ns := namespaceState(snap, app.Release)
+	if !f.observed {
+		f.namespace, f.observed = ns, true
+	}
+	return ns == f.namespace
 }
 
 // reportWaiting raises one drift-detected when an artifact's desired
