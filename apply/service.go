@@ -42,14 +42,13 @@ func (a *applier) applyServices(ctx context.Context, live map[string]swarm.Servi
 				return engineError(fmt.Sprintf("create service %q", name), err)
 			}
 			a.warnings(ctx, name, resp.Warnings)
-			a.record(ctx, Change{Kind: KindService, Name: name, ID: resp.ID, Action: Created, SpecHash: spec.Labels[stack.LabelSpecHash]})
+			a.record(ctx, Change{Kind: KindService, Name: name, ID: resp.ID, Action: Created})
 			continue
 		}
 		c, err := a.updateService(ctx, *cur, spec)
 		if err != nil {
 			return err
 		}
-		c.SpecHash = spec.Labels[stack.LabelSpecHash]
 		a.record(ctx, c)
 	}
 	return nil

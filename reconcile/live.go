@@ -136,6 +136,7 @@ func (c *Controller) correct(ctx context.Context, app appset.Application, d desi
 	}
 	defer c.markWrite(app.Name)
 	_, err := apply.Apply(ctx, c.engineOf(app), rel, apply.Options{
+		Digests:      c.destOf(app).digests,
 		Owner:        c.owner(app),
 		ResolveImage: apply.ResolveImage(app.SyncPolicy.ResolveImage),
 		Commit:       d.commit,
@@ -196,65 +197,23 @@ func rollout(rel stack.Release, snap swarm.Snapshot) string {
 	return ""
 }
 
-// notShown names a service the apply res wrote that snap does not show
-// running its new spec yet, and why, or returns "" once every one is
-// shown. Until then the snapshot describes the release as it was before
-// the write, healthy as it may be (see TestSpecPendingUntilTheTasksRunIt).
-// tasksOnly is set when every service shows the spec written and only
-// tasks of an older spec are in the way (see specPending).
-func notShown(res apply.Result, snap swarm.Snapshot) (why string, tasksOnly bool) {
-	for _, c := range res.Changes {
-		if c.Kind != apply.KindService || c.Action == apply.Unchanged || c.SpecHash == "" {
-			continue
-		}
-		live, ok := snap.Service(c.Name)
+// converged names a service of rel that still has a task meant to run
+// with another container spec than the service's (an update Swarm has not
+// finished, or not started yet), or "" when none has.
+func converged(rel stack.Release, snap swarm.Snapshot) string {
+	for _, name := range slices.Sorted(maps.Keys(rel.Services)) {
+		live, ok := snap.Service(name)
 		if !ok {
-			return fmt.Sprintf("service %s is not in the live view yet", c.Name), false
+			continue // health says missing
 		}
-		pending, tasks := specPending(live, snap.TasksOf(live.ID), c.SpecHash)
-		if pending != "" && !tasks {
-			return pending, false
-		}
-		if why == "" {
-			why = pending
-		}
-	}
-	return why, why != ""
-}
-
-// specPending says why svc does not run the spec whose hash label is hash
-// yet, or returns "". Swarm takes a new spec at once, with no update
-// status, and its orchestrator starts replacing tasks a moment later: in
-// between, the service shows the new spec, no update in progress and only
-// tasks of the old spec. tasks is set when that is the reason: a task
-// meant to run whose spec is not the service's task template. The
-// comparison leaves out what the Engine fills in for services only
-// (Runtime) and placement, whose change alone Swarm may apply without
-// replacing a task; once the update runs, its status says the rest.
-func specPending(svc dswarm.Service, tasks []dswarm.Task, hash string) (why string, tasksOnly bool) {
-	if svc.Spec.Labels[stack.LabelSpecHash] != hash {
-		return fmt.Sprintf("service %s does not show the spec written yet", svc.Spec.Name), false
-	}
-	if svc.UpdateStatus != nil {
-		return "", false
-	}
-	want := comparableTask(svc.Spec.TaskTemplate)
-	for _, t := range tasks {
-		if t.ServiceID != svc.ID || t.DesiredState != dswarm.TaskStateRunning {
-			continue
-		}
-		if !reflect.DeepEqual(comparableTask(t.Spec), want) {
-			return fmt.Sprintf("service %s still runs a task of its previous spec", svc.Spec.Name), true
+		for _, t := range snap.TasksOf(live.ID) {
+			current := t.DesiredState == dswarm.TaskStateRunning || t.DesiredState == dswarm.TaskStateReady
+			if current && (!reflect.DeepEqual(t.Spec.ContainerSpec, live.Spec.TaskTemplate.ContainerSpec) || t.Spec.ForceUpdate != live.Spec.TaskTemplate.ForceUpdate) {
+				return fmt.Sprintf("service %s still runs task %s of an earlier spec", name, t.ID)
+			}
 		}
 	}
-	return "", false
-}
-
-// comparableTask is spec without the fields specPending leaves out.
-func comparableTask(spec dswarm.TaskSpec) dswarm.TaskSpec {
-	spec.Runtime = ""
-	spec.Placement = nil
-	return spec
+	return ""
 }
 
 // rolledBack returns the daemon's reason when a service of rel was rolled
@@ -320,20 +279,43 @@ func (c *Controller) refreshHealth(d *destination) {
 }
 
 // wakeLiveDrift queues a tick for every healthy-looking application on d
-// with live drift detection, so an out-of-band change is seen in seconds.
-// A failing application keeps its backoff.
+// with live drift detection whose own objects changed in the snapshot, so
+// an out-of-band change is seen in seconds while a change to another
+// stack wakes nobody. A failing application keeps its backoff.
 func (c *Controller) wakeLiveDrift(d *destination) {
+	snap := d.live.Current()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for name, w := range c.workers {
 		app := c.apps[name]
-		if app.Destination.Swarm != d.name {
+		if app.Destination.Swarm != d.name || app.DriftDetection != appset.DriftLive {
 			continue
 		}
-		if st, _ := c.status.Get(name); app.DriftDetection == appset.DriftLive && st.LastErrorClass == "" && st.Phase != PhaseApplying {
+		state := c.liveState(app, snap)
+		if c.seenLive[name] == state {
+			continue
+		}
+		c.seenLive[name] = state
+		if st, _ := c.status.Get(name); st.LastErrorClass == "" && st.Phase != PhaseApplying {
 			w.enqueue(Request{})
 		}
 	}
+}
+
+// liveState summarises what app's releases hold in snap (see
+// namespaceState); c.mu is held.
+func (c *Controller) liveState(app appset.Application, snap swarm.Snapshot) string {
+	releases := map[string]bool{app.Release: true}
+	for _, r := range c.rendered {
+		if r.app == app.Name && r.swarm == app.Destination.Swarm {
+			releases[r.release.Name] = true
+		}
+	}
+	var parts []string
+	for _, rel := range slices.Sorted(maps.Keys(releases)) {
+		parts = append(parts, namespaceState(snap, rel))
+	}
+	return strings.Join(parts, "\n--\n")
 }
 
 // snapshotConfigs serves apply's revision reads from the live snapshot, so
