@@ -69,8 +69,11 @@ type appState struct {
 
 // foreignRefusal remembers one refused apply.
 type foreignRefusal struct {
-	key       string
-	namespace string // namespaceState when refused
+	key string
+	// namespace is namespaceState as first seen after the refusal;
+	// observed says it was.
+	namespace string
+	observed  bool
 	err       error
 }
 
