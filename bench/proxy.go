@@ -20,35 +20,91 @@ import (
 	"testing"
 )
 
-// Proxy forwards the Engine API from a unix socket of its own to the real
-// Engine socket and counts every request by method and path class. Point
-// DOCKER_HOST at "unix://"+Socket to be counted. It is safe for concurrent
-// use and stops when the benchmark ends.
+// Proxy forwards HTTP requests to an upstream server and counts them by
+// class: the Engine API from a unix socket of its own to the real Engine
+// socket (StartProxy), or git's smart HTTP from a loopback port to the git
+// server (StartGitProxy). It is safe for concurrent use and stops when the
+// benchmark ends.
 type Proxy struct {
-	// Socket is the path of the proxy's unix socket.
+	// Socket is the path of the Engine proxy's unix socket: point
+	// DOCKER_HOST at "unix://"+Socket to be counted.
 	Socket string
+	// URL is the git proxy's base address, "http://127.0.0.1:<port>".
+	URL string
 
-	mu     sync.Mutex
-	counts Counts
+	classify func(*http.Request) string
+	mu       sync.Mutex
+	counts   Counts
 }
 
 // StartProxy listens on a socket in a fresh temp directory and forwards to
-// the Engine socket at engine until tb ends.
+// the Engine socket at engine until tb ends. Requests are counted by
+// method and route (PathClass).
 func StartProxy(tb testing.TB, engine string) *Proxy {
 	tb.Helper()
-	p := &Proxy{Socket: filepath.Join(tb.TempDir(), "engine.sock"), counts: Counts{}}
+	p := &Proxy{Socket: filepath.Join(tb.TempDir(), "engine.sock"), counts: Counts{},
+		classify: func(r *http.Request) string { return r.Method + " " + PathClass(r.URL.Path) }}
 	ln, err := net.Listen("unix", p.Socket)
 	if err != nil {
 		tb.Fatalf("proxy listen: %v", err)
 	}
+	transport := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", engine)
+	}}
+	p.serve(tb, ln, &url.URL{Scheme: "http", Host: "docker"}, transport)
+	tb.Cleanup(func() { _ = os.Remove(p.Socket) })
+	return p
+}
+
+// Git request classes: a ref advertisement starts every ls-remote and
+// every fetch; an upload-pack POST is a fetch that downloads objects.
+const (
+	GitRefs  = "refs"
+	GitFetch = "fetch"
+	GitPush  = "push"
+)
+
+// StartGitProxy listens on a loopback port and forwards to the git server
+// at upstream ("http://host:port") until tb ends. Requests are counted as
+// GitRefs, GitFetch or GitPush.
+func StartGitProxy(tb testing.TB, upstream string) *Proxy {
+	tb.Helper()
+	target, err := url.Parse(upstream)
+	if err != nil {
+		tb.Fatalf("git proxy: %v", err)
+	}
+	p := &Proxy{counts: Counts{}, classify: gitClass}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatalf("git proxy listen: %v", err)
+	}
+	p.URL = "http://" + ln.Addr().String()
+	p.serve(tb, ln, target, http.DefaultTransport)
+	return p
+}
+
+// gitClass classes a smart-HTTP request; anything else is its method and
+// path.
+func gitClass(r *http.Request) string {
+	switch {
+	case strings.HasSuffix(r.URL.Path, "/info/refs"):
+		return GitRefs
+	case strings.HasSuffix(r.URL.Path, "/git-upload-pack"):
+		return GitFetch
+	case strings.HasSuffix(r.URL.Path, "/git-receive-pack"):
+		return GitPush
+	}
+	return r.Method + " " + r.URL.Path
+}
+
+// serve forwards what ln accepts to target until tb ends.
+func (p *Proxy) serve(tb testing.TB, ln net.Listener, target *url.URL, transport http.RoundTripper) {
 	forward := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
-			r.SetURL(&url.URL{Scheme: "http", Host: "docker"})
+			r.SetURL(target)
 		},
-		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", engine)
-		}},
+		Transport: transport,
 		// The events stream must reach the controller as it happens, not
 		// when a buffer fills.
 		FlushInterval: -1,
@@ -66,9 +122,7 @@ func StartProxy(tb testing.TB, engine string) *Proxy {
 		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
 			tb.Errorf("proxy: %v", err)
 		}
-		_ = os.Remove(p.Socket)
 	})
-	return p
 }
 
 // Counts returns a copy of the counts so far.
@@ -79,7 +133,7 @@ func (p *Proxy) Counts() Counts {
 }
 
 func (p *Proxy) count(r *http.Request) {
-	class := r.Method + " " + PathClass(r.URL.Path)
+	class := p.classify(r)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.counts[class]++

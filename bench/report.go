@@ -53,6 +53,7 @@ type Idle struct {
 	Apps     int
 	Window   time.Duration
 	Requests Counts        // Engine requests made by the controller
+	Git      Counts        // git requests made by the controller, by Git class
 	CPU      time.Duration // controller CPU, user and system
 	RSS      int64         // VmRSS at the end, bytes
 	// Events and OtherEvents are the swarm's events in the window of the
@@ -105,6 +106,9 @@ func (r *Report) Rows() []Row {
 			fmt.Sprintf("%.1f (%.1f)", total, writes), "none (not running)", "≤ 7 (0)", ok(total <= 7 && writes == 0))
 		add(fmt.Sprintf("Swarm events per 30 s in that window, %d apps: this run's (others')", idle.Apps),
 			fmt.Sprintf("%.1f (%.1f)", idle.per30s(idle.Events.Total()), idle.per30s(idle.OtherEvents.Total())), "", "—", nil)
+		fetches := idle.per30s(idle.Git[GitFetch])
+		add(fmt.Sprintf("Idle git requests per 30 s, %d apps: ref advertisements (fetches)", idle.Apps),
+			fmt.Sprintf("%.1f (%.1f)", idle.per30s(idle.Git[GitRefs]), fetches), "", "0 fetches", ok(fetches == 0))
 		target, limit := "< 0.3 s", 300*time.Millisecond
 		if idle.Apps > smallApps {
 			target, limit = "< 1 s at 500 apps", time.Second

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -93,6 +94,20 @@ func TestRowsJudgeEachTargetFromItsMeasurement(t *testing.T) {
 	} {
 		if got := verdicts[measurement]; got != want {
 			t.Errorf("%s: %s, want %s (all: %v)", measurement, got, want, verdicts)
+		}
+	}
+}
+
+func TestGitClassTellsRefAdvertisementsFromFetches(t *testing.T) {
+	for _, tc := range []struct{ method, path, want string }{
+		{"GET", "/app01.git/info/refs", GitRefs},
+		{"POST", "/app01.git/git-upload-pack", GitFetch},
+		{"POST", "/app01.git/git-receive-pack", GitPush},
+		{"GET", "/app01.git/HEAD", "GET /app01.git/HEAD"},
+	} {
+		r := httptest.NewRequest(tc.method, tc.path+"?service=git-upload-pack", nil)
+		if got := gitClass(r); got != tc.want {
+			t.Errorf("gitClass(%s %s) = %q, want %q", tc.method, tc.path, got, tc.want)
 		}
 	}
 }

@@ -77,10 +77,13 @@ type env struct {
 	docker string // the docker CLI
 	image  string
 	git    *harness.GitServer
-	proxy  *Proxy
-	watch  *Watch
-	prefix string // every stack's name starts with it
-	rev    int    // the last BENCH_REV committed or deployed
+	// gitProxy counts the controller's git requests; applications name
+	// their repositories by its URL.
+	gitProxy *Proxy
+	proxy    *Proxy
+	watch    *Watch
+	prefix   string // every stack's name starts with it
+	rev      int    // the last BENCH_REV committed or deployed
 }
 
 // Run measures everything once on cli's swarm and returns the report. It
@@ -97,13 +100,15 @@ func Run(tb testing.TB, cli *client.Client, opts Options) *Report {
 		tb.Fatalf("bench: the docker CLI is needed for the docker stack deploy side: %v", err)
 	}
 	prefix := harness.Name(tb, "skb")
+	git := harness.StartGitServer(tb, harness.GitServerOptions{})
 	e := &env{
 		tb: tb, cli: cli, opts: opts, log: opts.Log, docker: docker,
-		image:  harness.TestImage(tb, cli, harness.ImageOptions{}),
-		git:    harness.StartGitServer(tb, harness.GitServerOptions{}),
-		proxy:  StartProxy(tb, engineSocket(tb)),
-		watch:  WatchServices(tb, cli, prefix),
-		prefix: prefix,
+		image:    harness.TestImage(tb, cli, harness.ImageOptions{}),
+		git:      git,
+		gitProxy: StartGitProxy(tb, git.URL),
+		proxy:    StartProxy(tb, engineSocket(tb)),
+		watch:    WatchServices(tb, cli, prefix),
+		prefix:   prefix,
 	}
 	r := &Report{Samples: opts.Samples}
 	e.small(r)
@@ -176,7 +181,7 @@ func (e *env) small(r *Report) {
 	for i := range apps {
 		apps[i].repo = e.git.CreateRepo(e.tb, apps[i].name)
 		apps[i].repo.Commit(e.tb, "main", map[string]string{"compose.yaml": compose(apps[i], e.image, 0)})
-		apps[i].repoURL = apps[i].repo.URL
+		apps[i].repoURL = e.repoURL(apps[i].repo)
 	}
 	appsFile := filepath.Join(dir, "apps.yaml")
 	e.writeFile(appsFile, appSet(apps))
@@ -227,7 +232,7 @@ func (e *env) large(r *Report) {
 	repo := e.git.CreateRepo(e.tb, "scale")
 	repo.Commit(e.tb, "main", files)
 	for i := range apps {
-		apps[i].repoURL = repo.URL
+		apps[i].repoURL = e.repoURL(repo)
 	}
 	dir := e.tb.TempDir()
 	appsFile := filepath.Join(dir, "apps.yaml")
@@ -257,6 +262,11 @@ func (e *env) large(r *Report) {
 			}
 		}
 	})
+}
+
+// repoURL is repo's address through the counting git proxy.
+func (e *env) repoURL(repo *harness.Repo) string {
+	return e.gitProxy.URL + "/" + repo.Name + ".git"
 }
 
 func (e *env) startController(dir, appsFile string) *Controller {
@@ -375,7 +385,7 @@ func restless(apps []wire.Application, n int) string {
 // idle measures one idle window: nothing changes in git or the swarm, and
 // nothing asks the API.
 func (e *env) idle(ctrl *Controller, apps int) Idle {
-	counts, cpu, start := e.proxy.Counts(), ctrl.CPU(e.tb), time.Now()
+	counts, git, cpu, start := e.proxy.Counts(), e.gitProxy.Counts(), ctrl.CPU(e.tb), time.Now()
 	ours, others := e.watch.Counted()
 	select {
 	case <-e.tb.Context().Done():
@@ -383,10 +393,10 @@ func (e *env) idle(ctrl *Controller, apps int) Idle {
 	case <-time.After(e.opts.Idle):
 	}
 	out := Idle{Apps: apps, Window: time.Since(start), Requests: e.proxy.Counts().Since(counts),
-		CPU: ctrl.CPU(e.tb) - cpu, RSS: ctrl.RSS(e.tb)}
+		Git: e.gitProxy.Counts().Since(git), CPU: ctrl.CPU(e.tb) - cpu, RSS: ctrl.RSS(e.tb)}
 	ours2, others2 := e.watch.Counted()
 	out.Events, out.OtherEvents = ours2.Since(ours), others2.Since(others)
-	e.log.Info("idle measured", "applications", apps, "requests", out.Requests.String(), "cpu", out.CPU, "rss_mib", out.RSS>>20,
+	e.log.Info("idle measured", "applications", apps, "requests", out.Requests.String(), "git", out.Git.String(), "cpu", out.CPU, "rss_mib", out.RSS>>20,
 		"events_ours", out.Events.String(), "events_others", out.OtherEvents.String())
 	return out
 }
