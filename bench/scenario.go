@@ -169,13 +169,11 @@ func (e *env) small(r *Report) {
 	r.DockerDeploy.Requests = e.proxy.Counts().Since(before)
 	// The first twin stays for the webhook comparison; the others would
 	// only load the machine.
-	e.removeStacks(ctx, func(yield func(string) bool) {
-		for _, a := range apps[1:] {
-			if !yield(a.docker) {
-				return
-			}
-		}
-	})
+	var twins []string
+	for _, a := range apps[1:] {
+		twins = append(twins, a.docker)
+	}
+	e.removeStacks(ctx, twins...)
 
 	e.log.Info("first deploy with skep", "applications", len(apps))
 	for i := range apps {
@@ -204,14 +202,11 @@ func (e *env) small(r *Report) {
 	r.Polling = e.polling(ctx, ctrl, apps, appsFile)
 
 	ctrl.Stop(e.tb)
-	e.removeStacks(ctx, func(yield func(string) bool) {
-		for _, a := range apps {
-			if !yield(a.release) {
-				return
-			}
-		}
-		yield(apps[0].docker)
-	})
+	stacks := []string{apps[0].docker}
+	for _, a := range apps {
+		stacks = append(stacks, a.release)
+	}
+	e.removeStacks(ctx, stacks...)
 }
 
 // large measures idle cost and memory at opts.Scale applications of one
@@ -255,13 +250,11 @@ func (e *env) large(r *Report) {
 	e.log.Info("idle", "applications", n, "window", e.opts.Idle)
 	r.LargeIdle = e.idle(ctrl, n)
 	ctrl.Stop(e.tb)
-	e.removeStacks(ctx, func(yield func(string) bool) {
-		for _, a := range apps {
-			if !yield(a.release) {
-				return
-			}
-		}
-	})
+	stacks := make([]string, len(apps))
+	for i, a := range apps {
+		stacks[i] = a.release
+	}
+	e.removeStacks(ctx, stacks...)
 }
 
 // repoURL is repo's address through the counting git proxy.
@@ -537,12 +530,12 @@ func (e *env) stackDeploy(ctx context.Context, file, stack string) {
 
 // removeStacks removes stacks now, four at a time: each waits for its
 // tasks to drain before its network can go.
-func (e *env) removeStacks(ctx context.Context, stacks func(yield func(string) bool)) {
+func (e *env) removeStacks(ctx context.Context, stacks ...string) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	sem := make(chan struct{}, 4)
 	var wg sync.WaitGroup
-	for stack := range stacks {
+	for _, stack := range stacks {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
