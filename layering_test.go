@@ -62,16 +62,17 @@ var allowed = map[string][]string{
 	"githttp":           {},
 	"harness":           {"githttp"},
 	"harness/testapp":   {},
+	"bench":             {"harness", "wire"},
 }
 
 // onlyFrom lists outside imports that just the named packages may use: one
 // Engine adapter, one SQLite user, one metrics server, and processes
 // started only where a real program must run.
 var onlyFrom = map[string][]string{
-	"github.com/docker/docker/client":          {"swarm", "harness"},
+	"github.com/docker/docker/client":          {"swarm", "harness", "bench"},
 	"modernc.org/sqlite":                       {"store"},
 	"github.com/prometheus/client_golang":      {"api"},
-	"os/exec":                                  {"harness", "cli", "githttp", "demo"},
+	"os/exec":                                  {"harness", "cli", "githttp", "demo", "bench"},
 	"github.com/go-git/go-git/v5":              {"gitsource", "harness"},
 	"github.com/docker/cli/cli/compose/loader": {"render"},
 	// Docker's ssh transport starts the ssh client: only where destinations
