@@ -16,6 +16,11 @@ import (
 // Report holds what one Run measured.
 type Report struct {
 	Samples int // per sampled measurement
+	// CPUs is the machine's CPU count; LoadStart and LoadEnd the 1-minute
+	// load average when the run started and ended, since other work on a
+	// shared machine moves every number.
+	CPUs               int
+	LoadStart, LoadEnd string
 
 	// DockerDeploy and Deploy are the first deploy of the 20 stacks by
 	// `docker stack deploy` (one after the other) and by Skep (from the
@@ -202,6 +207,7 @@ func (r *Report) Print(w io.Writer) error {
 	for _, row := range rows[1:] {
 		line(row)
 	}
+	fmt.Fprintf(&b, "\n%d CPUs; load average %s at the start, %s at the end.\n", r.CPUs, r.LoadStart, r.LoadEnd)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -281,6 +287,15 @@ func readGoResults(tb testing.TB, path string) map[string]map[string]float64 {
 		}
 	}
 	return out
+}
+
+// loadAverage is the 1-minute load average from /proc/loadavg, or "?".
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	return strings.Fields(string(data) + " ?")[0]
 }
 
 // procs is the -GOMAXPROCS suffix go test adds to a benchmark's name.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -110,7 +111,7 @@ func Run(tb testing.TB, cli *client.Client, opts Options) *Report {
 		watch:    WatchServices(tb, cli, prefix),
 		prefix:   prefix,
 	}
-	r := &Report{Samples: opts.Samples}
+	r := &Report{Samples: opts.Samples, CPUs: runtime.NumCPU(), LoadStart: loadAverage()}
 	e.small(r)
 	if opts.Scale > 0 {
 		e.large(r)
@@ -118,6 +119,7 @@ func Run(tb testing.TB, cli *client.Client, opts Options) *Report {
 	if opts.GoResults != "" {
 		r.Go = readGoResults(tb, opts.GoResults)
 	}
+	r.LoadEnd = loadAverage()
 	return r
 }
 
