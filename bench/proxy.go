@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Proxy forwards HTTP requests to an upstream server and counts them by
@@ -33,8 +34,17 @@ type Proxy struct {
 	URL string
 
 	classify func(*http.Request) string
+	keep     bool // keep every request in requests (the git proxy's are few)
 	mu       sync.Mutex
 	counts   Counts
+	requests []Request
+}
+
+// Request is one request a proxy forwarded, as Requests returns it.
+type Request struct {
+	At    time.Time
+	Class string
+	Path  string
 }
 
 // StartProxy listens on a socket in a fresh temp directory and forwards to
@@ -67,14 +77,14 @@ const (
 
 // StartGitProxy listens on a loopback port and forwards to the git server
 // at upstream ("http://host:port") until tb ends. Requests are counted as
-// GitRefs, GitFetch or GitPush.
+// GitRefs, GitFetch or GitPush, and kept for Requests.
 func StartGitProxy(tb testing.TB, upstream string) *Proxy {
 	tb.Helper()
 	target, err := url.Parse(upstream)
 	if err != nil {
 		tb.Fatalf("git proxy: %v", err)
 	}
-	p := &Proxy{counts: Counts{}, classify: gitClass}
+	p := &Proxy{counts: Counts{}, classify: gitClass, keep: true}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatalf("git proxy listen: %v", err)
@@ -133,10 +143,27 @@ func (p *Proxy) Counts() Counts {
 }
 
 func (p *Proxy) count(r *http.Request) {
-	class := p.classify(r)
+	class, at := p.classify(r), time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.counts[class]++
+	if p.keep {
+		p.requests = append(p.requests, Request{At: at, Class: class, Path: r.URL.Path})
+	}
+}
+
+// Requests returns the kept requests whose path starts with prefix made
+// in [from, to), oldest first; only the git proxy keeps them.
+func (p *Proxy) Requests(prefix string, from, to time.Time) []Request {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []Request
+	for _, r := range p.requests {
+		if strings.HasPrefix(r.Path, prefix) && !r.At.Before(from) && r.At.Before(to) {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // Counts maps a request class ("GET /services/{id}") to how many were made.

@@ -36,7 +36,7 @@ type Report struct {
 	// updated spec, and a `docker stack deploy` run to updated spec.
 	Webhook, DockerWebhook []time.Duration
 	// Polling times a commit to updated spec at the 10 s interval floor.
-	Polling []time.Duration
+	Polling []Poll
 	// Correction times an out-of-band scale to its correction.
 	Correction []time.Duration
 	// Others is the mean number of reconciles of other applications per
@@ -51,6 +51,19 @@ type Report struct {
 type Deploy struct {
 	Exist, Running time.Duration
 	Requests       Counts
+}
+
+// Poll is one polling sample.
+type Poll struct {
+	// Latency is from the push to the updated spec.
+	Latency time.Duration
+	// AfterTick is from the ls-remote of the tick that saw the commit to
+	// the updated spec: the reconcile's own part of Latency. Zero when
+	// no ls-remote was seen.
+	AfterTick time.Duration
+	// Missed counts the ticks that asked for the refs after the push and
+	// did not deploy it: a tick that saw a stale answer.
+	Missed int
 }
 
 // Idle is one idle window.
@@ -136,9 +149,19 @@ func (r *Report) Rows() []Row {
 	}
 	if len(r.Polling) > 0 {
 		limit := pollInterval/2 + 300*time.Millisecond
-		m := median(r.Polling)
+		var latency, afterTick []time.Duration
+		missed := 0
+		for _, p := range r.Polling {
+			latency = append(latency, p.Latency)
+			afterTick = append(afterTick, p.AfterTick)
+			missed += p.Missed
+		}
+		m := median(latency)
 		add(fmt.Sprintf("Polling at 10 s: commit → updated spec, median of %d", len(r.Polling)), seconds(m), "never (no polling)",
 			"≤ "+seconds(limit), ok(m <= limit))
+		add("Polling: the tick's ls-remote → updated spec, median", millis(median(afterTick)), "", "≤ 300 ms",
+			ok(median(afterTick) <= 300*time.Millisecond))
+		add("Polling: ticks that asked git after a push and missed it", strconv.Itoa(missed), "", "0", ok(missed == 0))
 	}
 	if len(r.Correction) > 0 {
 		m := median(r.Correction)
@@ -240,7 +263,11 @@ func (r *Report) Metrics() []Metric {
 		add(ms(median(r.DockerWebhook)), "docker-webhook-ms")
 	}
 	if len(r.Polling) > 0 {
-		add(median(r.Polling).Seconds(), "poll-s")
+		var latency []time.Duration
+		for _, p := range r.Polling {
+			latency = append(latency, p.Latency)
+		}
+		add(median(latency).Seconds(), "poll-s")
 	}
 	if len(r.Correction) > 0 {
 		add(ms(median(r.Correction)), "correct-ms")

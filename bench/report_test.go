@@ -111,3 +111,37 @@ func TestGitClassTellsRefAdvertisementsFromFetches(t *testing.T) {
 		}
 	}
 }
+
+func TestPollSampleFindsTheTickThatSawTheCommitAndTheTicksThatMissedIt(t *testing.T) {
+	pushed := time.Unix(100, 0)
+	at := func(ms int) time.Time { return pushed.Add(time.Duration(ms) * time.Millisecond) }
+	updated := at(9000)
+	for _, tc := range []struct {
+		name     string
+		requests []Request
+		want     Poll
+	}{
+		{
+			name:     "the next tick's ls-remote sees it and fetches",
+			requests: []Request{{At: at(4000), Class: GitRefs}, {At: at(4010), Class: GitRefs}, {At: at(4020), Class: GitFetch}},
+			want:     Poll{Latency: 9 * time.Second, AfterTick: 5 * time.Second},
+		},
+		{
+			name: "a tick that asked first and missed it is counted",
+			requests: []Request{{At: at(1000), Class: GitRefs}, {At: at(8000), Class: GitRefs}, {At: at(8010), Class: GitRefs},
+				{At: at(8020), Class: GitFetch}},
+			want: Poll{Latency: 9 * time.Second, AfterTick: time.Second, Missed: 1},
+		},
+		{
+			name:     "without a fetch the one ls-remote is the tick",
+			requests: []Request{{At: at(8500), Class: GitRefs}},
+			want:     Poll{Latency: 9 * time.Second, AfterTick: 500 * time.Millisecond},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := pollSample(tc.requests, pushed, updated); got != tc.want {
+				t.Errorf("pollSample = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}

@@ -409,19 +409,21 @@ func (e *env) webhook(ctx context.Context, ctrl *Controller, a app, file string)
 		if err := ctrl.Webhook(ctx, a.repoURL, fmt.Sprintf("%s-%d", e.prefix, i)); err != nil {
 			e.tb.Fatal(err)
 		}
-		skep = append(skep, e.updated(ctx, a.release+"_web", start))
+		skep = append(skep, e.updated(ctx, a.release+"_web", start).Sub(start))
 
 		e.writeFile(file, compose(a, e.image, e.rev))
 		start = time.Now()
 		e.stackDeploy(ctx, file, a.docker)
-		docker = append(docker, e.updated(ctx, a.docker+"_web", start))
+		docker = append(docker, e.updated(ctx, a.docker+"_web", start).Sub(start))
 	}
 	return skep, docker
 }
 
 // polling makes a's interval the floor and times, samples times, a commit
-// made at a random moment until Skep updated the service.
-func (e *env) polling(ctx context.Context, ctrl *Controller, apps []app, appsFile string) []time.Duration {
+// made at a random moment until Skep updated the service. The git proxy
+// tells when the tick that saw the commit asked for the refs, and whether
+// an earlier tick asked and missed it.
+func (e *env) polling(ctx context.Context, ctrl *Controller, apps []app, appsFile string) []Poll {
 	loaded := ctrl.LogCount(e.tb, "app set loaded")
 	changed := append([]app(nil), apps...)
 	changed[0].interval = pollInterval.String()
@@ -435,7 +437,7 @@ func (e *env) polling(ctx context.Context, ctrl *Controller, apps []app, appsFil
 		time.Sleep(500 * time.Millisecond)
 	}
 	a := changed[0]
-	var out []time.Duration
+	var out []Poll
 	for range e.opts.Samples {
 		select {
 		case <-ctx.Done():
@@ -444,9 +446,35 @@ func (e *env) polling(ctx context.Context, ctrl *Controller, apps []app, appsFil
 		}
 		e.rev++
 		a.repo.Commit(e.tb, "main", map[string]string{"compose.yaml": compose(a, e.image, e.rev)})
-		out = append(out, e.updated(ctx, a.release+"_web", time.Now()))
+		pushed := time.Now()
+		at := e.updated(ctx, a.release+"_web", pushed)
+		out = append(out, pollSample(e.gitProxy.Requests("/"+a.repo.Name+".git/", pushed, at), pushed, at))
 	}
 	return out
+}
+
+// pollSample reads one polling sample from the git requests made between
+// the push and the updated spec. The deploying tick's ls-remote is a ref
+// advertisement, its fetch another one and then an upload-pack POST; any
+// ls-remote before those is a tick that asked and missed the commit.
+func pollSample(requests []Request, pushed, updated time.Time) Poll {
+	var refs []time.Time
+	for _, r := range requests {
+		if r.Class == GitFetch {
+			break
+		}
+		if r.Class == GitRefs {
+			refs = append(refs, r.At)
+		}
+	}
+	p := Poll{Latency: updated.Sub(pushed), Missed: max(len(refs)-2, 0)}
+	switch {
+	case len(refs) >= 2:
+		p.AfterTick = updated.Sub(refs[len(refs)-2])
+	case len(refs) == 1:
+		p.AfterTick = updated.Sub(refs[0])
+	}
+	return p
 }
 
 // outOfBand scales the web service of apps[i] to 3 replicas with `docker
@@ -499,9 +527,9 @@ func (e *env) outOfBand(ctx context.Context, ctrl *Controller, apps []app, i int
 }
 
 // updated waits for the first spec update of service after start and
-// returns how long after start the Engine made it; then it waits for the
-// rollout it started to end, so samples do not overlap.
-func (e *env) updated(ctx context.Context, service string, start time.Time) time.Duration {
+// returns when the Engine made it; then it waits for the rollout it
+// started to end, so samples do not overlap.
+func (e *env) updated(ctx context.Context, service string, start time.Time) time.Time {
 	wait, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	ev, err := e.watch.Next(wait, service, start, ServiceEvent.SpecUpdate)
@@ -513,7 +541,7 @@ func (e *env) updated(ctx context.Context, service string, start time.Time) time
 	if _, err := e.watch.Next(settle, service, ev.At, Settled); err != nil {
 		e.log.Warn("rollout did not end", "service", service, "err", err)
 	}
-	return ev.At.Sub(start)
+	return ev.At
 }
 
 // stackDeploy runs `docker stack deploy` of file as stack through the
