@@ -184,8 +184,15 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 		return out, f.err
 	}
 	st.foreign = nil
+	if f := st.hookFailed; f != nil && !req.Sync && f.key == d.key() {
+		return out, f.err
+	}
+	st.hookFailed = nil
 	// Apply, wait, then prune what the new revision stopped declaring.
 	out, err = c.applyRelease(ctx, app, d, p, req, out)
+	if preSyncFailed(err) {
+		st.hookFailed = &hookFailure{key: d.key(), err: err}
+	}
 	var foreign *apply.ForeignError
 	if errors.As(err, &foreign) && c.liveOf(app) != nil {
 		// The namespace is read at the next tick: the snapshot now may
@@ -345,6 +352,7 @@ func (c *Controller) compose(ctx context.Context, app appset.Application, root s
 		},
 		Files: doc.Files,
 		Waves: doc.Waves,
+		Hooks: stackHooks(doc.Hooks),
 	})
 	if err != nil {
 		return stack.Release{}, nil, &outcome.StalledError{Err: fmt.Errorf("convert at %s: %w", gitsource.ShortCommit(d.commit), err)}
@@ -412,7 +420,7 @@ func (c *Controller) applyRelease(ctx context.Context, app appset.Application, d
 	c.status.Update(app.Name, func(s *AppStatus) { s.Phase = PhaseApplying })
 	start := time.Now()
 	defer c.markWrite(app.Name)
-	res, err := c.applyWaves(ctx, app, d.release, apply.Options{
+	opts := apply.Options{
 		Digests:      c.destOf(app).digests,
 		Owner:        c.owner(app),
 		ResolveImage: apply.ResolveImage(app.SyncPolicy.ResolveImage),
@@ -421,7 +429,14 @@ func (c *Controller) applyRelease(ctx context.Context, app appset.Application, d
 		Force:        req.Force,
 		Chart:        record,
 		Logger:       c.log.With("app", app.Name),
-	})
+	}
+	// Pre-sync hooks (migrations) run before any service is written: one
+	// that fails leaves the release's services as they were.
+	if err := c.preSync(ctx, app, d, opts); err != nil {
+		c.emit(ctx, app, notify.SyncFailed, d.commit, err.Error())
+		return out, err
+	}
+	res, err := c.applyWaves(ctx, app, d.release, opts)
 	out.Applying = res
 	out.applyTook = time.Since(start)
 	if err != nil {
@@ -443,6 +458,12 @@ func (c *Controller) applyRelease(ctx context.Context, app appset.Application, d
 		}
 	}
 	out.Applied = true
+	// Post-sync hooks run against what was written (and, with wait,
+	// found healthy); a failure fails the sync, the release stays.
+	if err := c.runHooks(ctx, app, d, stack.PostSync); err != nil {
+		c.emit(ctx, app, notify.SyncFailed, d.commit, err.Error())
+		return out, err
+	}
 	c.emit(ctx, app, notify.SyncSucceeded, d.commit, applySummary(app.Release, res))
 	return out, nil
 }
