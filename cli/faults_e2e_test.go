@@ -61,6 +61,9 @@ type faultEnv struct {
 	top *testing.T
 	// wait sets syncPolicy.wait: a sync ends once its services are healthy.
 	wait bool
+	// artifacts, when set, is the app set's artifacts block of the
+	// application (its lines, indented under it).
+	artifacts string
 	// dest is the application's destination: "" is the controller's own
 	// swarm (DOCKER_HOST, the proxy); any other name is defined in a
 	// destinations file whose one manager is the proxy.
@@ -97,7 +100,7 @@ func newFaultEnvAt(t *testing.T, docker *client.Client, sock, dest string) *faul
 			"apiVersion: skep/v1\nkind: Destinations\ndestinations:\n  - name: %s\n    managers:\n      - host: unix://%s\n", dest, e.proxy.sock))
 	}
 	e.repo = e.git.CreateRepo(t, "stack")
-	e.repo.Commit(t, "main", map[string]string{"compose.yaml": faultCompose(), ".env": "IMAGE=" + e.v1 + "\n", "settings.txt": "one\n"})
+	e.repo.Commit(t, "main", map[string]string{"compose.yaml": faultCompose("IMAGE"), ".env": "IMAGE=" + e.v1 + "\n", "settings.txt": "one\n"})
 	e.apps = filepath.Join(e.dir, "apps.yaml")
 	e.writeApps(t, "main")
 	e.token = filepath.Join(e.dir, "admin.token")
@@ -118,13 +121,14 @@ func shortTempDir(t *testing.T) string {
 }
 
 // faultCompose is the release: faultServices services on one network, each
-// with a config, so an apply writes every kind of object.
-func faultCompose() string {
+// with a config, so an apply writes every kind of object. Their image is
+// the variable imageVar.
+func faultCompose(imageVar string) string {
 	var b strings.Builder
 	b.WriteString("services:\n")
 	for i := 1; i <= faultServices; i++ {
 		fmt.Fprintf(&b, `  s%d:
-    image: ${IMAGE}
+    image: ${`+imageVar+`}
     deploy: {endpoint_mode: dnsrr, replicas: 1, update_config: {order: start-first}}
     networks: [back]
     configs: [{source: settings, target: /settings.txt}]
@@ -151,7 +155,7 @@ applications:
     destination: {swarm: %q}
     syncPolicy: {automated: true, interval: 10s, resolveImage: never, prune: true, pruneResources: true, wait: %t}
     driftDetection: live
-`, e.ns, e.repo.URL, revision, e.dest, e.wait))
+%s`, e.ns, e.repo.URL, revision, e.dest, e.wait, e.artifacts))
 }
 
 // reloadApps writes the app set as writeApps does and waits until the
@@ -372,16 +376,17 @@ func (e *faultEnv) events(t *testing.T, typ string) []wire.EventItem {
 	return list.Events
 }
 
-// waitConverged waits until the application is synced at commit and every
-// service of the release runs image with its rollout settled, then
+// waitConverged waits until the application is synced and healthy at
+// commit and every service of the release runs image (a prefix: a tag
+// whose digest the test does not know) with its rollout settled, then
 // returns the release's objects.
 func (e *faultEnv) waitConverged(t *testing.T, commit, image string, timeout time.Duration) objects {
 	t.Helper()
 	var objs objects
 	harness.Eventually(t, timeout, func(ctx context.Context) (bool, string) {
 		a := e.app(t).Application
-		if a.Sync != "synced" || a.DeployedRevision != commit {
-			return false, fmt.Sprintf("application %s at %.12s (want %.12s), last error %q", a.Sync, a.DeployedRevision, commit, a.LastError)
+		if a.Sync != "synced" || a.DeployedRevision != commit || a.Health != "healthy" {
+			return false, fmt.Sprintf("application %s, %s at %.12s (want %.12s), last error %q", a.Sync, a.Health, a.DeployedRevision, commit, a.LastError)
 		}
 		var err error
 		if objs, err = listObjects(ctx, e.docker, e.ns); err != nil {
@@ -392,7 +397,7 @@ func (e *faultEnv) waitConverged(t *testing.T, commit, image string, timeout tim
 			switch {
 			case !ok:
 				return false, fmt.Sprintf("service s%d missing", i)
-			case s.Spec.TaskTemplate.ContainerSpec.Image != image:
+			case !strings.HasPrefix(s.Spec.TaskTemplate.ContainerSpec.Image, image):
 				return false, fmt.Sprintf("service s%d runs %s", i, s.Spec.TaskTemplate.ContainerSpec.Image)
 			case s.UpdateStatus != nil && s.UpdateStatus.State != swarm.UpdateStateCompleted:
 				return false, fmt.Sprintf("service s%d rollout %s", i, s.UpdateStatus.State)
