@@ -48,6 +48,8 @@ type controllerFlags struct {
 	appsetPath     string
 	appsetDir      string
 	appsetInterval time.Duration
+	// gitTimeout bounds one git remote call (gitsource.Options.Timeout).
+	gitTimeout time.Duration
 	// data holds the git cache and the event store; it outlives restarts.
 	data string
 	// controllerID is stamped in every ownership label. Prune deletes only
@@ -78,6 +80,7 @@ func (f *controllerFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.appsetPath, "appset-path", ".", "directory (or file) in --appset-repo holding the app set")
 	fs.StringVar(&f.appsetDir, "appset-dir", "", "directory of app-set files")
 	fs.DurationVar(&f.appsetInterval, "appset-interval", reconcile.DefaultAppSetInterval, "how often the app set is re-read")
+	fs.DurationVar(&f.gitTimeout, "git-timeout", gitsource.DefaultTimeout, "bound of one git ls-remote or fetch; a git host that does not answer within it fails the reconcile as transient")
 	fs.StringVar(&f.data, "data", "/var/lib/skep", "data directory (git clones, store)")
 	fs.StringVar(&f.controllerID, "controller-id", "default", "id stamped in ownership labels; two controllers on one swarm need different ids")
 	fs.StringVar(&f.destinations, "destinations", "", "YAML file of the swarms besides the local one (managers over unix, TCP with TLS or ssh)")
@@ -154,7 +157,10 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 			return nil, nil, err
 		}
 	}
-	git, err := gitsource.New(gitsource.Options{Dir: filepath.Join(f.data, "git"), Credentials: creds, Logger: logger})
+	if f.gitTimeout <= 0 {
+		return nil, nil, usageError("--git-timeout: want a positive duration, got %s", f.gitTimeout)
+	}
+	git, err := gitsource.New(gitsource.Options{Dir: filepath.Join(f.data, "git"), Credentials: creds, Logger: logger, Timeout: f.gitTimeout})
 	if err != nil {
 		return nil, nil, fmt.Errorf("git cache in %s: %w", f.data, err)
 	}

@@ -61,6 +61,10 @@ type faultEnv struct {
 	top *testing.T
 	// wait sets syncPolicy.wait: a sync ends once its services are healthy.
 	wait bool
+	// dest is the application's destination: "" is the controller's own
+	// swarm (DOCKER_HOST, the proxy); any other name is defined in a
+	// destinations file whose one manager is the proxy.
+	dest string
 }
 
 // faultServices is how many services the release has: enough that an
@@ -69,18 +73,29 @@ const faultServices = 6
 
 // newFaultEnv sets up a case on the swarm docker answers at sock (a unix
 // socket path): images, the proxy, the repository at v1 and the app set.
+// The controller reaches that swarm as its own.
 func newFaultEnv(t *testing.T, docker *client.Client, sock string) *faultEnv {
+	return newFaultEnvAt(t, docker, sock, "")
+}
+
+// newFaultEnvAt is newFaultEnv with the swarm reached as the destination
+// dest ("" for the controller's own).
+func newFaultEnvAt(t *testing.T, docker *client.Client, sock, dest string) *faultEnv {
 	t.Helper()
 	if skepBinary == "" {
 		t.Skip("no skep binary in -short mode")
 	}
 	e := &faultEnv{docker: docker, git: harness.StartGitServer(t, harness.GitServerOptions{}),
-		ns: harness.Name(t, "flt"), ctlID: harness.Name(t, "ctl"), dir: shortTempDir(t), cli: &cliEnv{}, top: t}
+		ns: harness.Name(t, "flt"), ctlID: harness.Name(t, "ctl"), dir: shortTempDir(t), cli: &cliEnv{}, top: t, dest: dest}
 	e.v1 = harness.TestImage(t, docker, harness.ImageOptions{Version: "v1"})
 	e.v2 = harness.TestImage(t, docker, harness.ImageOptions{Version: "v2"})
 	harness.CleanupStack(t, docker, e.ns)
 	harness.CleanupStack(t, docker, e.ns+"-hm")
 	e.proxy = startEngineProxy(t, sock, filepath.Join(e.dir, "engine.sock"))
+	if dest != "" {
+		writeTestFile(t, filepath.Join(e.dir, "destinations.yaml"), fmt.Sprintf(
+			"apiVersion: skep/v1\nkind: Destinations\ndestinations:\n  - name: %s\n    managers:\n      - host: unix://%s\n", dest, e.proxy.sock))
+	}
 	e.repo = e.git.CreateRepo(t, "stack")
 	e.repo.Commit(t, "main", map[string]string{"compose.yaml": faultCompose(), ".env": "IMAGE=" + e.v1 + "\n", "settings.txt": "one\n"})
 	e.apps = filepath.Join(e.dir, "apps.yaml")
@@ -133,9 +148,10 @@ applications:
   - name: stack
     release: %s
     source: {repo: %s, revision: %s}
+    destination: {swarm: %q}
     syncPolicy: {automated: true, interval: 10s, resolveImage: never, prune: true, pruneResources: true, wait: %t}
     driftDetection: live
-`, e.ns, e.repo.URL, revision, e.wait))
+`, e.ns, e.repo.URL, revision, e.dest, e.wait))
 }
 
 // reloadApps writes the app set as writeApps does and waits until the
@@ -219,7 +235,12 @@ func (e *faultEnv) spawn(t *testing.T, data string, extra ...string) *ctlProc {
 	args := append([]string{"controller", "--config", e.apps, "--listen", addr, "--data", data,
 		"--controller-id", e.ctlID, "--log-level", "debug", "--prune", "--appset-interval", "2s"}, extra...)
 	p := &ctlProc{cmd: exec.Command(skepBinary, args...), done: make(chan struct{}), output: &syncBuffer{}}
-	p.cmd.Env = append(os.Environ(), "SKEP_ADMIN_TOKEN_FILE="+e.token, "DOCKER_HOST=unix://"+e.proxy.sock)
+	p.cmd.Env = append(os.Environ(), "SKEP_ADMIN_TOKEN_FILE="+e.token)
+	if e.dest == "" {
+		p.cmd.Env = append(p.cmd.Env, "DOCKER_HOST=unix://"+e.proxy.sock)
+	} else {
+		p.cmd.Args = append(p.cmd.Args, "--destinations", filepath.Join(e.dir, "destinations.yaml"))
+	}
 	out := io.MultiWriter(e.top.Output(), p.output)
 	p.cmd.Stdout, p.cmd.Stderr = out, out
 	if err := p.cmd.Start(); err != nil {

@@ -48,7 +48,7 @@ type worker struct {
 
 // appState is what one worker remembers between reconciles.
 type appState struct {
-	stalledCommit string // a commit that failed to render: not retried until git moves
+	stalled string // what a stalled failure was reported for (see stalledKey): reported once
 	driftCommit   string // the commit a drift-detected event was raised for
 	liveDrift     string // the live drift findings last reported, as one line
 	rolledBack    string // the commit and versions whose rollout Swarm rolled back, reported once

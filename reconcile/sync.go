@@ -105,13 +105,13 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 	if err != nil {
 		// A stalled commit is reported once, not on every tick.
 		stalled := outcome.Of(err) == outcome.Stalled
-		if stalled && (st.stalledCommit != d.commit || req.Sync) {
-			st.stalledCommit = d.commit
+		if key := stalledKey(d.commit, err); stalled && (st.stalled != key || req.Sync) {
+			st.stalled = key
 			c.emit(ctx, app, notify.SyncFailed, d.commit, err.Error())
 		}
 		return out, err
 	}
-	st.stalledCommit = ""
+	st.stalled = ""
 	// Compare: git moved when the render differs from the last recorded
 	// revision; the swarm moved when live services differ from the render.
 	p, recorded, err := c.compare(ctx, app, d)
@@ -224,6 +224,18 @@ func (c *Controller) stillRefused(app appset.Application, f *foreignRefusal) boo
 		f.namespace, f.observed = ns, true
 	}
 	return ns == f.namespace
+}
+
+// stalledKey names what a stalled failure is about, so that it is
+// reported once: the commit that cannot be rendered, or, when the revision
+// did not even resolve to a commit (a deleted branch or tag), the error
+// itself. An empty key would read as "nothing reported yet" and never be
+// reported (see TestFaultGitServerFailuresChangeNothingAndConverge).
+func stalledKey(commit string, err error) string {
+	if commit != "" {
+		return commit
+	}
+	return "unresolved: " + err.Error()
 }
 
 // reportWaiting raises one drift-detected when an artifact's desired
