@@ -24,7 +24,7 @@ const module = "github.com/skep-cd/skep/"
 // top: entry (cmd/skep, cli) → face (api, ui) and loop (reconcile) → steps
 // (artifact, render, chart, stack, plan, health, apply, prune, preview)
 // and records (notify, store) → adapters (swarm, gitsource, chartrepo)
-// and leaves (wire, outcome, configfile, secret, version, window). The loop never
+// and leaves (wire, outcome, configfile, secret, sops, version, window). The loop never
 // imports the face.
 var allowed = map[string][]string{
 	"cmd/skep":          {"cli"},
@@ -54,6 +54,7 @@ var allowed = map[string][]string{
 	"outcome":           {},
 	"configfile":        {},
 	"secret":            {},
+	"sops":              {},
 	"version":           {},
 	"window":            {},
 	"golden":            {},
