@@ -9,7 +9,7 @@ LDFLAGS := -X github.com/skep-cd/skep/version.Version=$(VERSION) -X github.com/s
 # several suites create and remove services on it at once.
 TEST_FLAGS ?= -race -count=1 -timeout 40m -p 1
 
-.PHONY: demo build test lint vet fmt-check staticcheck swarm-up swarm-down swarm2-up swarm2-down unit fuzz clean
+.PHONY: demo build test lint vet fmt-check staticcheck swarm-up swarm-down swarm2-up swarm2-down unit fuzz bench clean
 
 build: ## build bin/skep (static: the demo packages it FROM scratch)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/skep ./cmd/skep
@@ -64,6 +64,22 @@ fuzz:
 	    $(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) $$pkg; \
 	  done; \
 	done
+
+# Speed (issue 16; not part of `make test`, see docs/performance.md): the
+# Go benchmarks of the hot pure functions (benchstat-friendly, kept in
+# bin/bench-go.txt), then the measurements on the local swarm side by side
+# with `docker stack deploy`, printed as one table. It takes about 25
+# minutes; BENCH_IDLE, BENCH_SAMPLES and BENCH_SCALE (-1 skips the large
+# scale point) shorten it.
+BENCH_PKGS ?= ./stack ./plan ./notify
+BENCH_IDLE ?= 5m
+BENCH_SAMPLES ?= 10
+BENCH_SCALE ?= 200
+bench: swarm-up build
+	set -o pipefail; $(GO) test -count=1 -run '^$$' -bench . -benchmem $(BENCH_PKGS) | tee bin/bench-go.txt
+	SKEP_REQUIRE_SWARM=1 SKEP_BENCH=1 SKEP_BENCH_BINARY=$(CURDIR)/bin/skep SKEP_BENCH_GO=$(CURDIR)/bin/bench-go.txt \
+	SKEP_BENCH_IDLE=$(BENCH_IDLE) SKEP_BENCH_SAMPLES=$(BENCH_SAMPLES) SKEP_BENCH_SCALE=$(BENCH_SCALE) \
+	$(GO) test -count=1 -timeout 90m -run '^$$' -bench '^BenchmarkSwarm$$' -benchtime 1x ./bench
 
 clean:
 	rm -rf bin

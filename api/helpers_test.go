@@ -79,6 +79,7 @@ func appOf(name string) wire.Application {
 		a.SyncWindow = &w
 	} else {
 		a.DependsOn, a.WaitingFor = []string{"db"}, []string{"db"}
+		a.Generator, a.Path = "stacks", "stacks/web"
 	}
 	return a
 }

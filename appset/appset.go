@@ -14,6 +14,9 @@
 // it is valid, keeping the last good one otherwise: an invalid push to the
 // app set never stops applications that were running.
 //
+// Generators are kept unexpanded: the caller lists their directories and
+// Set.Expand makes the applications, with the same checks.
+//
 // appset never talks to git, Docker or the network, and reads only the files
 // it is pointed at. It says what an application is, not how it is rendered:
 // default compose and env file names belong to package render.
@@ -44,6 +47,9 @@ const (
 	DefaultInterval = 3 * time.Minute
 	// DefaultTimeout bounds how long a sync with Wait waits for health.
 	DefaultTimeout = 5 * time.Minute
+	// MaxKeepHookJobs bounds syncPolicy.keepHookJobs: finished jobs are
+	// services, and a swarm lists every one of them.
+	MaxKeepHookJobs = 100
 	// MinInterval is the floor of SyncPolicy.Interval: a shorter one is a
 	// problem, not silently raised.
 	MinInterval = 10 * time.Second
@@ -59,6 +65,9 @@ type Set struct {
 	swarmAt map[string]configfile.Problem
 	// windows are the sync windows of every file, in file order.
 	windows []window.Window
+	// generators are the generators of every file, in file order; apps
+	// holds what they generated only once Expand has run.
+	generators []generator
 }
 
 // SyncWindows returns a copy of the set's sync windows, in the order the
@@ -151,6 +160,9 @@ type Application struct {
 	// healthy at their current revision before this one syncs. The set
 	// has no cycle.
 	DependsOn []string
+	// Generator names the generator that made this application from the
+	// directory Source.Path; "" for an application the app set declares.
+	Generator string
 }
 
 // Chart names the chart an application renders and the values it gives
@@ -309,6 +321,10 @@ type SyncPolicy struct {
 	Wait bool
 	// Timeout bounds that wait; DefaultTimeout when the file gives none.
 	Timeout time.Duration
+	// KeepHookJobs is how many finished jobs of each hook (compose
+	// x-skep-hook) stay in the swarm for their logs; 0 means the hook
+	// runner's default.
+	KeepHookJobs int
 }
 
 // ResolveImage says when image tags are pinned to the digest a registry

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/skep-cd/skep/configfile"
@@ -44,6 +45,7 @@ func ParseFiles(files []File) (*Set, error) {
 	}
 	checkUnique(parsed)
 	checkDependencies(parsed)
+	checkGenerators(parsed)
 	checkCount(parsed)
 	var problems configfile.Problems
 	for _, p := range parsed {
@@ -59,6 +61,15 @@ func ParseFiles(files []File) (*Set, error) {
 	for _, p := range parsed {
 		for _, w := range p.doc.SyncWindows {
 			set.windows = append(set.windows, toWindow(w))
+		}
+		for i, g := range p.doc.Generators {
+			field := fmt.Sprintf("generators[%d].directories", i)
+			line, col := p.d.Position(field)
+			set.generators = append(set.generators, generator{
+				Generator: Generator{Name: g.Name, Repo: g.Repo, Revision: g.Revision, Directories: slices.Clone(g.Directories)},
+				tmpl:      templateOf(g),
+				at:        configfile.Problem{File: p.name, Line: line, Column: col, Field: field},
+			})
 		}
 	}
 	for _, p := range parsed {

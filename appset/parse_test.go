@@ -110,7 +110,7 @@ func TestParseFixtures(t *testing.T) {
 			file: "invalid/unknown-key.yaml",
 			problems: []string{
 				"6:7 applications[0].source.branch: unknown key; want one of repo, revision, path, files, envFiles, variables",
-				"8:7 applications[0].syncPolicy.intervall: unknown key; want one of automated, interval, prune, pruneResources, pruneVolumes, resolveImage, wait, timeout",
+				"8:7 applications[0].syncPolicy.intervall: unknown key; want one of automated, interval, prune, pruneResources, pruneVolumes, resolveImage, wait, timeout, keepHookJobs",
 			},
 		},
 		{
@@ -205,7 +205,7 @@ func TestParseFixtures(t *testing.T) {
 			name: "missing apiVersion and applications point at the document",
 			file: "invalid/missing-keys.yaml",
 			problems: []string{
-				"2:1 kind: unknown key; want one of apiVersion, applications, syncWindows",
+				"2:1 kind: unknown key; want one of apiVersion, applications, syncWindows, generators",
 				"2:1 apiVersion: missing; want skep/v1",
 				"2:1 applications: missing; write `applications: []` for an empty set",
 			},
@@ -337,6 +337,11 @@ func TestParseRules(t *testing.T) {
 			name:     "a negative interval is refused in UnmarshalYAML",
 			apps:     "  - {name: web, source: {repo: /r}, syncPolicy: {interval: -1m}}\n",
 			problems: []string{`3:60 applications[0].syncPolicy.interval: want a positive duration, got "-1m"`},
+		},
+		{
+			name:     "a negative number of hook jobs to keep is refused",
+			apps:     "  - {name: web, source: {repo: /r}, syncPolicy: {keepHookJobs: -1}}\n",
+			problems: []string{"3:64 applications[0].syncPolicy.keepHookJobs: want a number from 1 to 100 (0 or absent: the default), got -1"},
 		},
 		{
 			name:     "a zero interval is below the floor, not the default",

@@ -18,9 +18,22 @@ import (
 // unknown keys) and only toApplication reads them; the rest of Skep sees
 // Application. Empty strings mean "use the default".
 type fileDoc struct {
-	APIVersion   string       `yaml:"apiVersion"`
-	Applications []fileApp    `yaml:"applications"`
-	SyncWindows  []fileWindow `yaml:"syncWindows,omitempty"`
+	APIVersion   string          `yaml:"apiVersion"`
+	Applications []fileApp       `yaml:"applications"`
+	SyncWindows  []fileWindow    `yaml:"syncWindows,omitempty"`
+	Generators   []fileGenerator `yaml:"generators,omitempty"`
+}
+
+// fileGenerator is one entry of generators; see Generator. Template holds
+// the fields of every application it generates, as written: name and
+// source.repo, revision and path come from the generator and the
+// directory.
+type fileGenerator struct {
+	Name        string   `yaml:"name"`
+	Repo        string   `yaml:"repo"`
+	Revision    string   `yaml:"revision"`
+	Directories []string `yaml:"directories"`
+	Template    fileApp  `yaml:"template"`
 }
 
 // fileWindow is one entry of syncWindows; see window.Window. A nil
@@ -117,6 +130,7 @@ type fileSyncPolicy struct {
 	ResolveImage   ResolveImage `yaml:"resolveImage"`
 	Wait           bool         `yaml:"wait"`
 	Timeout        duration     `yaml:"timeout"`
+	KeepHookJobs   int          `yaml:"keepHookJobs,omitempty"`
 }
 
 // fileAllow is an application's allow key; see Allow.
@@ -257,6 +271,7 @@ func toApplication(a fileApp) Application {
 			ResolveImage:   a.SyncPolicy.ResolveImage,
 			Wait:           a.SyncPolicy.Wait,
 			Timeout:        a.SyncPolicy.Timeout.value,
+			KeepHookJobs:   a.SyncPolicy.KeepHookJobs,
 		},
 		DriftDetection: a.DriftDetection,
 		Allow: Allow{
@@ -351,6 +366,7 @@ func fromApplication(a Application) fileApp {
 			ResolveImage:   resolve,
 			Wait:           a.SyncPolicy.Wait,
 			Timeout:        duration{value: timeout, set: true},
+			KeepHookJobs:   a.SyncPolicy.KeepHookJobs,
 		},
 		DriftDetection: drift,
 		Allow: fileAllow{
@@ -395,10 +411,15 @@ func (s *Set) MarshalYAML() (any, error) {
 	doc := fileDoc{APIVersion: APIVersion, Applications: []fileApp{}}
 	if s != nil {
 		for _, a := range s.apps {
-			doc.Applications = append(doc.Applications, fromApplication(a))
+			if a.Generator == "" {
+				doc.Applications = append(doc.Applications, fromApplication(a))
+			}
 		}
 		for _, w := range s.windows {
 			doc.SyncWindows = append(doc.SyncWindows, fromWindow(w))
+		}
+		for _, g := range s.generators {
+			doc.Generators = append(doc.Generators, g.toFile())
 		}
 	}
 	return doc, nil

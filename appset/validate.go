@@ -42,6 +42,9 @@ func validateDoc(d *configfile.Document, doc *fileDoc) {
 	for i := range doc.SyncWindows {
 		validateWindow(d, doc.SyncWindows[i], fmt.Sprintf("syncWindows[%d]", i))
 	}
+	for i := range doc.Generators {
+		validateGenerator(d, &doc.Generators[i], fmt.Sprintf("generators[%d]", i))
+	}
 }
 
 // validateWindow checks one sync window: its kind, schedule, duration,
@@ -129,6 +132,9 @@ func validateApp(d *configfile.Document, a *fileApp, field string) {
 	}
 	if to := a.SyncPolicy.Timeout.value; to < time.Second {
 		d.Add(field+".syncPolicy.timeout", "%s is too short; give at least 1s", to)
+	}
+	if n := a.SyncPolicy.KeepHookJobs; n < 0 || n > MaxKeepHookJobs {
+		d.Add(field+".syncPolicy.keepHookJobs", "want a number from 1 to %d (0 or absent: the default), got %d", MaxKeepHookJobs, n)
 	}
 
 	allow := field + ".allow"

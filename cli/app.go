@@ -107,13 +107,13 @@ func nonEmpty(q map[string]string) map[string]string {
 // not mistaken for a stopped application.
 func printAppList(w io.Writer, list wire.ApplicationList) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tSWARM\tSYNC\tHEALTH\tSERVICES\tREVISION\tDEPLOYED\tAUTO\tPHASE\tWAITING\tERROR")
+	fmt.Fprintln(tw, "NAME\tGENERATOR\tSWARM\tSYNC\tHEALTH\tSERVICES\tREVISION\tDEPLOYED\tAUTO\tPHASE\tWAITING\tERROR")
 	for _, a := range list.Applications {
 		deployed := short(a.DeployedRevision)
 		if a.Held != nil {
 			deployed += " (held)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%t\t%s\t%s\t%s\n", a.Name, orDash(a.Swarm), a.Sync, a.Health,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%t\t%s\t%s\t%s\n", a.Name, orDash(a.Generator), orDash(a.Swarm), a.Sync, a.Health,
 			a.Services.Running, a.Services.Desired, short(a.Revision), deployed, a.Automated, a.Phase,
 			orDash(waiting(a)), orDash(oneLine(a.LastError, 60)))
 	}
@@ -174,6 +174,9 @@ func printAppDetail(w io.Writer, d wire.ApplicationDetail) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "Name:\t%s\n", a.Name)
 	fmt.Fprintf(tw, "Source:\t%s @ %s, path %s\n", a.Repo, a.TargetRevision, a.Path)
+	if a.Generator != "" {
+		fmt.Fprintf(tw, "Generated:\tby generator %s from directory %s\n", a.Generator, a.Path)
+	}
 	fmt.Fprintf(tw, "Swarm:\t%s\n", orDash(a.Swarm))
 	fmt.Fprintf(tw, "Sync:\t%s (automated: %t)\n", a.Sync, a.Automated)
 	fmt.Fprintf(tw, "Health:\t%s\n", a.Health)

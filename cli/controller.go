@@ -396,6 +396,13 @@ func runController(ctx context.Context, logger *slog.Logger, flags *controllerFl
 		if lastID, err = db.LastID(ctx); err != nil {
 			logger.Warn("store last id unreadable", "err", err)
 		}
+		// One controller owns a data directory: a sync the store still has
+		// running was cut short when the last process died.
+		if n, err := db.CloseRunning(ctx, time.Now(), "the controller stopped before the sync ended"); err != nil {
+			logger.Warn("store running syncs not closed", "err", err)
+		} else if n > 0 {
+			logger.Info("syncs left running by the last run closed as interrupted", "count", n)
+		}
 	}
 	broker := notify.NewBroker(notify.BrokerOptions{Logger: logger})
 	recOpts := notify.RecorderOptions{Publish: broker, LastID: lastID, Logger: logger}

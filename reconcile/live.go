@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -200,6 +201,25 @@ func rollout(rel stack.Release, snap swarm.Snapshot) string {
 		switch live.UpdateStatus.State {
 		case dswarm.UpdateStateUpdating, dswarm.UpdateStateRollbackStarted:
 			return fmt.Sprintf("service %s is %s", name, live.UpdateStatus.State)
+		}
+	}
+	return ""
+}
+
+// converged names a service of rel that still has a task meant to run
+// with another container spec than the service's (an update Swarm has not
+// finished, or not started yet), or "" when none has.
+func converged(rel stack.Release, snap swarm.Snapshot) string {
+	for _, name := range slices.Sorted(maps.Keys(rel.Services)) {
+		live, ok := snap.Service(name)
+		if !ok {
+			continue // health says missing
+		}
+		for _, t := range snap.TasksOf(live.ID) {
+			current := t.DesiredState == dswarm.TaskStateRunning || t.DesiredState == dswarm.TaskStateReady
+			if current && (!reflect.DeepEqual(t.Spec.ContainerSpec, live.Spec.TaskTemplate.ContainerSpec) || t.Spec.ForceUpdate != live.Spec.TaskTemplate.ForceUpdate) {
+				return fmt.Sprintf("service %s still runs task %s of an earlier spec", name, t.ID)
+			}
 		}
 	}
 	return ""

@@ -57,7 +57,11 @@ type appState struct {
 	// foreign is the last apply refused because someone else's objects
 	// hold the release: not tried again, nor reported again, until git
 	// (the key) or the release's namespace on the swarm changes.
-	foreign    *foreignRefusal
+	foreign *foreignRefusal
+	// hookFailed is the last sync a pre-sync hook stopped: not tried
+	// again, nor reported again, until git (the key) changes or a sync is
+	// asked for.
+	hookFailed *hookFailure
 	pending    *Request // a requested sync that must wait for a rollout
 	holdLoaded bool     // the recorded hold was read from the swarm
 	failures   int
@@ -69,8 +73,11 @@ type appState struct {
 
 // foreignRefusal remembers one refused apply.
 type foreignRefusal struct {
-	key       string
-	namespace string // namespaceState when refused
+	key string
+	// namespace is namespaceState as first seen after the refusal;
+	// observed says it was.
+	namespace string
+	observed  bool
 	err       error
 }
 

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -92,6 +93,7 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 		quiet = c.quietKey(app, req, d)
 		if quiet != "" && quiet == st.quiet.key {
 			c.observeQuiet(app, st.quiet)
+			c.windowVerdict(app) // windows move with time, not with the inputs
 			d, wasQuiet = st.quiet.d, true
 			return st.quiet.out, nil
 		}
@@ -178,15 +180,24 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 	// Someone else's objects refused this very render before, and nothing
 	// changed since: say so again in the status, but write nothing and
 	// raise no second sync-started/sync-failed pair.
-	if f := st.foreign; f != nil && !req.Sync && f.key == d.key() && c.liveOf(app) != nil && namespaceState(c.liveOf(app).Current(), app.Release) == f.namespace {
+	if f := st.foreign; f != nil && !req.Sync && f.key == d.key() && c.liveOf(app) != nil && c.stillRefused(app, f) {
 		return out, f.err
 	}
 	st.foreign = nil
+	if f := st.hookFailed; f != nil && !req.Sync && f.key == d.key() {
+		return out, f.err
+	}
+	st.hookFailed = nil
 	// Apply, wait, then prune what the new revision stopped declaring.
 	out, err = c.applyRelease(ctx, app, d, p, req, out)
+	if preSyncFailed(err) {
+		st.hookFailed = &hookFailure{key: d.key(), err: err}
+	}
 	var foreign *apply.ForeignError
 	if errors.As(err, &foreign) && c.liveOf(app) != nil {
-		st.foreign = &foreignRefusal{key: d.key(), namespace: namespaceState(c.liveOf(app).Current(), app.Release), err: err}
+		// The namespace is read at the next tick: the snapshot now may
+		// predate what the refused apply created before it stopped.
+		st.foreign = &foreignRefusal{key: d.key(), err: err}
 	}
 	if err == nil {
 		c.pruneResources(ctx, app, d, req)
@@ -197,6 +208,22 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 		st.rolledBack = d.key() // reported by the failed sync already
 	}
 	return out, err
+}
+
+// stillRefused reports whether the release's namespace is as it was when
+// f was refused. The first look after the refusal, from a snapshot that
+// has seen the refused apply's writes, records the namespace; until such a
+// snapshot exists nothing is known to have changed.
+func (c *Controller) stillRefused(app appset.Application, f *foreignRefusal) bool {
+	snap := c.liveOf(app).Current()
+	if snap.ReadFailed() || !c.seenWrites(app.Name, snap) {
+		return true
+	}
+	ns := namespaceState(snap, app.Release)
+	if !f.observed {
+		f.namespace, f.observed = ns, true
+	}
+	return ns == f.namespace
 }
 
 // reportWaiting raises one drift-detected when an artifact's desired
@@ -313,6 +340,8 @@ func (c *Controller) compose(ctx context.Context, app appset.Application, root s
 			Volumes:   app.Allow.Volumes,
 		},
 		Files: doc.Files,
+		Waves: doc.Waves,
+		Hooks: stackHooks(doc.Hooks),
 	})
 	if err != nil {
 		err = &outcome.StalledError{Err: fmt.Errorf("convert at %s: %w", gitsource.ShortCommit(d.commit), err)}
@@ -382,7 +411,7 @@ func (c *Controller) applyRelease(ctx context.Context, app appset.Application, d
 	c.status.Update(app.Name, func(s *AppStatus) { s.Phase = PhaseApplying })
 	start := time.Now()
 	defer c.markWrite(app.Name)
-	res, err := apply.Apply(ctx, c.engineOf(app), d.release, apply.Options{
+	opts := apply.Options{
 		Digests:      c.destOf(app).digests,
 		Owner:        c.owner(app),
 		ResolveImage: apply.ResolveImage(app.SyncPolicy.ResolveImage),
@@ -391,7 +420,14 @@ func (c *Controller) applyRelease(ctx context.Context, app appset.Application, d
 		Force:        req.Force,
 		Chart:        record,
 		Logger:       c.log.With("app", app.Name),
-	})
+	}
+	// Pre-sync hooks (migrations) run before any service is written: one
+	// that fails leaves the release's services as they were.
+	if err := c.preSync(ctx, app, d, opts); err != nil {
+		c.emit(ctx, app, notify.SyncFailed, d.commit, err.Error())
+		return out, err
+	}
+	res, err := c.applyWaves(ctx, app, d.release, opts)
 	out.Applying = res
 	out.applyTook = time.Since(start)
 	if err != nil {
@@ -407,21 +443,28 @@ func (c *Controller) applyRelease(ctx context.Context, app appset.Application, d
 		return out, err
 	}
 	if app.SyncPolicy.Wait {
-		if err := c.waitHealthy(ctx, app, d.release); err != nil {
+		if err := c.waitHealthy(ctx, app, d.release, time.Now()); err != nil {
 			err = hideDecrypted(fmt.Errorf("sync %s at %s: %w", app.Release, gitsource.ShortCommit(d.commit), err), d.release)
 			c.emit(ctx, app, notify.SyncFailed, d.commit, err.Error())
 			return out, err
 		}
 	}
 	out.Applied = true
+	// Post-sync hooks run against what was written (and, with wait,
+	// found healthy); a failure fails the sync, the release stays.
+	if err := c.runHooks(ctx, app, d, stack.PostSync); err != nil {
+		c.emit(ctx, app, notify.SyncFailed, d.commit, err.Error())
+		return out, err
+	}
 	c.emit(ctx, app, notify.SyncSucceeded, d.commit, applySummary(app.Release, res))
 	return out, nil
 }
 
 // waitHealthy waits, up to the application's timeout, until every service
-// of rel is healthy. A rollback by Swarm fails at once with the daemon's
-// reason.
-func (c *Controller) waitHealthy(ctx context.Context, app appset.Application, rel stack.Release) error {
+// of rel is healthy and converged (see converged) in a snapshot taken
+// after written, when the write ended. A rollback by Swarm fails at once
+// with the daemon's reason.
+func (c *Controller) waitHealthy(ctx context.Context, app appset.Application, rel stack.Release, written time.Time) error {
 	if c.liveOf(app) == nil {
 		return nil
 	}
@@ -436,14 +479,20 @@ func (c *Controller) waitHealthy(ctx context.Context, app appset.Application, re
 			return &outcome.StalledError{Err: fmt.Errorf("release %s: %s", rel.Name, why)}
 		}
 		last := releaseHealth(rel, snap)
-		if last.State == health.Healthy && rollout(rel, snap) == "" {
+		pending := cmp.Or(rollout(rel, snap), converged(rel, snap))
+		// A snapshot from before the write still shows the old tasks
+		// running, healthy: it says nothing about what was written.
+		if snap.TakenAt().After(written) && last.State == health.Healthy && pending == "" {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return &outcome.TransientError{Err: fmt.Errorf("release %s not healthy within %s: %s (%s, %d/%d running)",
-					rel.Name, app.SyncPolicy.Timeout, last.State, last.Message, last.Running, last.Desired)}
+				why := fmt.Sprintf("%s (%s, %d/%d running)", last.State, last.Message, last.Running, last.Desired)
+				if last.State == health.Healthy && pending != "" {
+					why = pending
+				}
+				return &outcome.TransientError{Err: fmt.Errorf("release %s not healthy within %s: %s", rel.Name, app.SyncPolicy.Timeout, why)}
 			}
 			return ctx.Err()
 		case <-changes:

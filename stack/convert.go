@@ -31,6 +31,14 @@ type Options struct {
 	// names, keyed by the File field as it appears in the compose document
 	// (render.Document.Files). Convert does not modify it.
 	Files map[string][]byte
+	// Waves holds the wave of services (by compose name) not in wave 0
+	// (render.Document.Waves); each gets it as LabelWave.
+	Waves map[string]int
+	// Hooks holds the services (by compose name) that are hooks, with
+	// their phase and timeout (render.Document.Hooks). Each is converted
+	// like a service, made a one-completion job and put in Release.Hooks,
+	// not Release.Services.
+	Hooks map[string]Hook
 }
 
 // apiVersion is the Engine API version handed to docker/cli's converter. It
@@ -88,6 +96,8 @@ func Convert(cfg *composetypes.Config, opts Options) (Release, error) {
 	sort.Slice(cfg.Services, func(i, j int) bool { return cfg.Services[i].Name < cfg.Services[j].Name })
 
 	c := converter{
+		waves:   opts.Waves,
+		hooks:   opts.Hooks,
 		ns:      convert.NewNamespace(name),
 		owner:   ownerLabels(opts.Owner),
 		files:   opts.Files,
@@ -119,6 +129,8 @@ func ptr[T any](v T) *T { return &v }
 
 // converter holds the state of one Convert call.
 type converter struct {
+	waves   map[string]int
+	hooks   map[string]Hook
 	ns      convert.Namespace
 	owner   map[string]string
 	files   map[string][]byte
@@ -402,12 +414,20 @@ func (c *converter) service(cfg *composetypes.Config, svc composetypes.ServiceCo
 		cs.Config = credConfig
 	}
 	spec.Labels = c.withOwner(spec.Labels)
+	if w := c.waves[svc.Name]; w != 0 {
+		spec.Labels[LabelWave] = strconv.Itoa(w)
+	}
 	// A named volume is created by the node on first use, with the labels
 	// its mount carries; owner labels there are what lets prune prove it.
 	for i, m := range spec.TaskTemplate.ContainerSpec.Mounts {
 		if m.Type == mount.TypeVolume && m.Source != "" && m.VolumeOptions != nil {
 			spec.TaskTemplate.ContainerSpec.Mounts[i].VolumeOptions.Labels = c.withOwner(m.VolumeOptions.Labels)
 		}
+	}
+	if h, ok := c.hooks[svc.Name]; ok {
+		h.Service, h.Spec = svc.Name, jobSpec(deepCopy(spec), svc.Name)
+		c.release.Hooks = append(c.release.Hooks, h)
+		return nil
 	}
 	c.release.Services[spec.Name] = deepCopy(spec)
 	return nil

@@ -6,10 +6,11 @@ import (
 	"github.com/skep-cd/skep/sops"
 )
 
-// Masked returns a copy of r in which every string field of every spec
-// (names, labels, env, command, …) shows each of r.Sensitive as its mask
-// (see sops.NewMasker). Byte payloads (config and secret Data) are left as they are: revisions
-// and plans digest secrets whole. Map keys are not masked. r is not
+// Masked returns a copy of r in which every string field of every spec,
+// hooks' included (names, labels, env, command, …), shows each of
+// r.Sensitive as its mask (see sops.NewMasker). Byte payloads (config and
+// secret Data) are left as they are: revisions and plans digest secrets
+// whole. Map keys are not masked. r is not
 // modified; the copy shares no changed map, slice or pointer with it. A
 // release without Sensitive values is returned as it is.
 func (r Release) Masked() Release {
@@ -23,6 +24,9 @@ func (r Release) Masked() Release {
 	out.Networks = maskMap(r.Networks, mask)
 	out.Configs = maskMap(r.Configs, mask)
 	out.Secrets = maskMap(r.Secrets, mask)
+	if r.Hooks != nil {
+		out.Hooks = maskValue(reflect.ValueOf(r.Hooks), mask).Interface().([]Hook)
+	}
 	return out
 }
 

@@ -77,6 +77,9 @@ type Application struct {
 	// while a sync of this one waits (lastError says why each is not).
 	DependsOn  []string `json:"dependsOn,omitempty"`
 	WaitingFor []string `json:"waitingFor,omitempty"`
+	// Generator names the app-set generator that made this application
+	// from the directory Path; absent for a declared application.
+	Generator string `json:"generator,omitempty"`
 }
 
 // SyncWindow is a sync window of the app set that holds an application:
