@@ -110,6 +110,13 @@ applications:
 // SIGINT when the test ends and must exit cleanly.
 func launch(t *testing.T, e *cliEnv, dir, apps string, extra ...string) {
 	t.Helper()
+	launchLogging(t, e, dir, apps, t.Output(), extra...)
+}
+
+// launchLogging is launch with the controller's stdout and stderr (its log)
+// written to logs.
+func launchLogging(t *testing.T, e *cliEnv, dir, apps string, logs io.Writer, extra ...string) {
+	t.Helper()
 	tokenFile := filepath.Join(dir, "admin.token")
 	if err := os.WriteFile(tokenFile, []byte("cli-e2e-admin-token\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -120,7 +127,7 @@ func launch(t *testing.T, e *cliEnv, dir, apps string, extra ...string) {
 		"--controller-id", harness.Name(t, "ctl"), "--log-level", "debug"}, extra...)
 	ctrl := exec.Command(skepBinary, args...)
 	ctrl.Env = append(os.Environ(), "SKEP_ADMIN_TOKEN_FILE="+tokenFile)
-	ctrl.Stdout, ctrl.Stderr = t.Output(), t.Output()
+	ctrl.Stdout, ctrl.Stderr = logs, logs
 	if err := ctrl.Start(); err != nil {
 		t.Fatal(err)
 	}
