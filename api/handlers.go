@@ -87,6 +87,10 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request, subj Subject) {
 	if st.Swarms == nil {
 		st.Swarms = []wire.Swarm{}
 	}
+	if s.store != nil {
+		store := s.store()
+		st.Store = &store
+	}
 	writeJSON(w, http.StatusOK, st)
 }
 
@@ -173,6 +177,9 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request, _ Subject) {
 	}
 	if h.Syncs == nil {
 		h.Syncs = []wire.HistorySync{}
+	}
+	if why := s.notKept(); why != "" {
+		h.SyncsError = "sync history is not kept: " + why
 	}
 	if s.syncs != nil {
 		syncs, err := s.syncs.History(r.Context(), name, limit)

@@ -386,19 +386,16 @@ func runController(ctx context.Context, logger *slog.Logger, flags *controllerFl
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("data directory: %w", err)}
 	}
 	// A store that cannot be opened loses history, never safety: the
-	// controller runs on, and events are still streamed live.
-	db, err := store.Open(ctx, filepath.Join(flags.data, store.FileName), store.Options{Logger: logger})
-	if err != nil {
-		// Logged and not returned: the store is history, not safety (see above).
-		logger.Error("store not opened; events are not kept", "err", err)
-		db = nil
-	}
+	// controller runs on, and events are still streamed live (see
+	// openStore and docs/operations.md, "The history store").
+	db, storeState := openStore(ctx, logger, filepath.Join(flags.data, store.FileName))
 	var lastID int64
 	if db != nil {
 		defer db.Close()
 		// New event ids must stay above every id already kept, or a client
 		// resuming a stream by id would skip events. Unreadable, the
 		// recorder's clock floor still keeps ids growing (see notify.Recorder).
+		var err error
 		if lastID, err = db.LastID(ctx); err != nil {
 			logger.Warn("store last id unreadable", "err", err)
 		}
@@ -416,6 +413,13 @@ func runController(ctx context.Context, logger *slog.Logger, flags *controllerFl
 		recOpts.Store = db
 	}
 	recorder := notify.NewRecorder(recOpts)
+	storeStatus := func() wire.StoreStatus {
+		st := storeState
+		if db != nil {
+			st.FailedWrites = int64(recorder.Stats().Failed)
+		}
+		return st
+	}
 
 	var notifier notify.Registry
 	var previews previewLookup
@@ -494,7 +498,7 @@ func runController(ctx context.Context, logger *slog.Logger, flags *controllerFl
 	}
 	srvOpts := api.Options{
 		Notifiers: notifier.Names, Reconciler: api.NewController(ctrl), Authorizer: tokens, Metrics: metrics, Webhooks: hooks,
-		Broker: broker, UI: webUI, Logger: logger,
+		Broker: broker, UI: webUI, Logger: logger, Store: storeStatus,
 	}
 	if db != nil {
 		// Without a store the API still serves, but has no history to answer
@@ -508,6 +512,34 @@ func runController(ctx context.Context, logger *slog.Logger, flags *controllerFl
 	// The notifier set is copied: registration is over, and the runners must
 	// not see a set that changes under them.
 	return serveController(ctx, logger, ctrl, apiServer, metrics, apiOpts, certs, notifier.Notifiers(), broker, db)
+}
+
+// openStore opens the history store at path. A corrupt database is moved
+// aside, kept for inspection, and a new one started: history from now on
+// is worth more than a controller that keeps nothing. Any other failure
+// (a file it may not open, a schema from a newer skep) leaves the file
+// alone and the controller without a store. Either way it is logged at
+// error level and the returned state says so on the status route.
+func openStore(ctx context.Context, logger *slog.Logger, path string) (*store.Store, wire.StoreStatus) {
+	st := wire.StoreStatus{Path: path}
+	db, err := store.Open(ctx, path, store.Options{Logger: logger})
+	if errors.Is(err, store.ErrCorrupt) {
+		moved, moveErr := store.MoveAside(path, time.Now())
+		if moveErr != nil {
+			err = fmt.Errorf("%w; %w", err, moveErr)
+		} else {
+			logger.Error("store corrupt; moved aside and a new one started", "moved_to", moved, "err", err)
+			st.MovedAside, st.Error = moved, err.Error()
+			db, err = store.Open(ctx, path, store.Options{Logger: logger})
+		}
+	}
+	if err != nil {
+		logger.Error("store not opened; events are not kept", "err", err)
+		st.Error = err.Error()
+		return nil, st
+	}
+	st.Kept = true
+	return db, st
 }
 
 // registerCounters exports counts kept by other packages: the git cache's

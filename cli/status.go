@@ -42,6 +42,19 @@ func newStatusCommand() *cobra.Command {
 			if len(st.Notifiers) > 0 {
 				fmt.Fprintf(tw, "Notifiers:\t%s\n", strings.Join(st.Notifiers, ", "))
 			}
+			if sts := st.Store; sts != nil {
+				if sts.Kept {
+					fmt.Fprintf(tw, "Store:\tkept (%s)\n", sts.Path)
+				} else {
+					fmt.Fprintf(tw, "Store:\tNOT KEPT: %s\n", sts.Error)
+				}
+				if sts.MovedAside != "" {
+					fmt.Fprintf(tw, "  moved aside:\t%s (%s)\n", sts.MovedAside, sts.Error)
+				}
+				if sts.FailedWrites > 0 {
+					fmt.Fprintf(tw, "  failed writes:\t%d events not kept (streamed live only)\n", sts.FailedWrites)
+				}
+			}
 			if len(st.Orphaned) > 0 {
 				fmt.Fprintf(tw, "Orphaned:\t%v\n", st.Orphaned)
 			}

@@ -365,8 +365,29 @@ type ControllerStatus struct {
 	Notifiers []string `json:"notifiers,omitempty"`
 	// Swarms are the destinations the controller deploys to, the local
 	// swarm ("") first.
-	Swarms  []Swarm        `json:"swarms"`
+	Swarms []Swarm `json:"swarms"`
+	// Store is the state of the history store (events and sync history);
+	// absent when the server was not told.
+	Store   *StoreStatus   `json:"store,omitempty"`
 	Details *StatusDetails `json:"details,omitempty"`
+}
+
+// StoreStatus is the state of the controller's history store. The store
+// is history, never safety: whatever it says, the controller deploys.
+type StoreStatus struct {
+	// Kept is true while events and syncs are kept; false when the store
+	// could not be opened, and Error says why.
+	Kept bool   `json:"kept"`
+	Path string `json:"path,omitempty"`
+	// Error is why nothing is kept, or what was wrong with the database
+	// found at start (see MovedAside).
+	Error string `json:"error,omitempty"`
+	// MovedAside names where a corrupt database found at start was moved
+	// before a new one was started.
+	MovedAside string `json:"movedAside,omitempty"`
+	// FailedWrites counts the events that could not be written since the
+	// controller started (a full disk, say); they were streamed live only.
+	FailedWrites int64 `json:"failedWrites,omitempty"`
 }
 
 // Swarm is one destination and what the controller knows of it.
