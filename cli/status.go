@@ -42,8 +42,14 @@ func newStatusCommand() *cobra.Command {
 			if len(st.Notifiers) > 0 {
 				fmt.Fprintf(tw, "Notifiers:\t%s\n", strings.Join(st.Notifiers, ", "))
 			}
-			if len(st.Orphaned) > 0 {
-				fmt.Fprintf(tw, "Orphaned:\t%v\n", st.Orphaned)
+			// Releases left running that nothing declares, each with why it
+			// was not pruned: with an empty or broken app set this is the only
+			// place they show.
+			if len(st.OrphanedReleases) > 0 {
+				fmt.Fprintf(tw, "Orphaned:\t%d release(s) deployed that no application declares\n", len(st.OrphanedReleases))
+				for _, r := range st.OrphanedReleases {
+					fmt.Fprintf(tw, "  %s (%s):\t%s\n", r.Release, r.Application, r.Reason)
+				}
 			}
 			// Details is nil for a token that may not see the controller's inside
 			// (the swarm node and the git counts are for admins).

@@ -152,8 +152,7 @@ func (c *Controller) pruneReleases(ctx context.Context) {
 		case inSet && !app.SyncPolicy.Prune:
 			continue
 		case !inSet && !c.pruneApps:
-			c.status.AddOrphaned(owner.Application)
-			continue
+			continue // orphaned: Orphans lists it
 		}
 		if err := prune.Allowed(c.gates(owner.Application, owner.Release)); err != nil {
 			c.log.Warn("prune held", "app", owner.Application, "release", owner.Release, "err", err)
