@@ -9,7 +9,7 @@ LDFLAGS := -X github.com/skep-cd/skep/version.Version=$(VERSION) -X github.com/s
 # several suites create and remove services on it at once.
 TEST_FLAGS ?= -race -count=1 -timeout 40m -p 1
 
-.PHONY: demo build test lint vet fmt-check staticcheck swarm-up swarm-down unit fuzz clean
+.PHONY: demo build test lint vet fmt-check staticcheck swarm-up swarm-down swarm2-up swarm2-down unit fuzz clean
 
 build: ## build bin/skep (static: the demo packages it FROM scratch)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/skep ./cmd/skep
@@ -24,6 +24,13 @@ swarm-up:
 
 swarm-down:
 	scripts/swarm-down
+
+# A second, independent swarm for multi-destination tests (docs/testing.md).
+swarm2-up:
+	scripts/swarm2-up
+
+swarm2-down:
+	scripts/swarm2-down
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -48,7 +48,7 @@ var allowed = map[string][]string{
 	"notify/notifytest": {"notify"},
 	"store":             {"notify"},
 	"appset":            {"configfile"},
-	"swarm":             {},
+	"swarm":             {"configfile"},
 	"gitsource":         {"configfile", "secret"},
 	"wire":              {},
 	"outcome":           {},
@@ -72,6 +72,9 @@ var onlyFrom = map[string][]string{
 	"os/exec":                                  {"harness", "cli", "githttp", "demo"},
 	"github.com/go-git/go-git/v5":              {"gitsource", "harness"},
 	"github.com/docker/cli/cli/compose/loader": {"render"},
+	// Docker's ssh transport starts the ssh client: only where destinations
+	// are dialled.
+	"github.com/docker/cli/cli/connhelper": {"swarm"},
 }
 
 func TestPackagesImportOnlyWhatTheirLayerAllows(t *testing.T) {

@@ -405,7 +405,7 @@ func (a *Controller) Status(context.Context) (wire.ControllerStatus, error) {
 		},
 	}
 	for _, r := range o.Orphans {
-		st.OrphanedReleases = append(st.OrphanedReleases, wire.OrphanedRelease{Application: r.Application, Release: r.Release, Reason: r.Reason})
+		st.OrphanedReleases = append(st.OrphanedReleases, wire.OrphanedRelease{Application: r.Application, Release: r.Release, Swarm: r.Swarm, Reason: r.Reason})
 		if !slices.Contains(st.Orphaned, r.Application) {
 			st.Orphaned = append(st.Orphaned, r.Application) // Orphans is sorted by application
 		}
@@ -413,6 +413,16 @@ func (a *Controller) Status(context.Context) (wire.ControllerStatus, error) {
 	if !o.AppSet.LoadedAt.IsZero() {
 		t := o.AppSet.LoadedAt.UTC()
 		st.AppSet.LoadedAt = &t
+	}
+	st.Swarms = make([]wire.Swarm, 0, len(o.Destinations))
+	for _, d := range o.Destinations {
+		w := wire.Swarm{Name: d.Name, Reachable: d.Reachable, Error: d.Error, EngineVersion: d.Identity.EngineVersion,
+			APIVersion: d.Identity.APIVersion, Nodes: d.Identity.Nodes, Managers: d.Identity.Managers, Applications: d.Applications}
+		if !d.UnreachableSince.IsZero() {
+			t := d.UnreachableSince.UTC()
+			w.UnreachableSince = &t
+		}
+		st.Swarms = append(st.Swarms, w)
 	}
 	return st, nil
 }

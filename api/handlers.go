@@ -17,6 +17,7 @@ func (s *Server) table() []route {
 		{method: "GET", pattern: "/readyz", handle: s.readyz},
 		{method: "GET", pattern: "/metrics", need: RoleAdmin, handle: s.serveMetrics},
 		{method: "GET", pattern: "/api/v1/version", need: RoleViewer, handle: s.version},
+		{method: "GET", pattern: "/api/v1/swarms", need: RoleViewer, handle: s.swarms},
 		{method: "GET", pattern: "/api/v1/whoami", need: RoleViewer, handle: s.whoami},
 		{method: "GET", pattern: "/api/v1/status", need: RoleViewer, handle: s.status},
 		{method: "GET", pattern: "/api/v1/applications", need: RoleViewer, handle: s.list},
@@ -89,7 +90,24 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request, subj Subject) {
 	if s.notifiers != nil {
 		st.Notifiers = s.notifiers()
 	}
+	if st.Swarms == nil {
+		st.Swarms = []wire.Swarm{}
+	}
 	writeJSON(w, http.StatusOK, st)
+}
+
+// swarms lists the destinations and their state; it is the status's
+// swarms, served on its own for `skep swarm list` and the UI.
+func (s *Server) swarms(w http.ResponseWriter, r *http.Request, _ Subject) {
+	st, err := s.rec.Status(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if st.Swarms == nil {
+		st.Swarms = []wire.Swarm{}
+	}
+	writeJSON(w, http.StatusOK, wire.SwarmList{Swarms: st.Swarms})
 }
 
 // list lists the applications the subject sees; the others are left out
@@ -100,8 +118,15 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, subj Subject) {
 		s.fail(w, r, err)
 		return
 	}
+	// ?swarm= keeps one destination's applications; present and empty is
+	// the local swarm.
+	q := r.URL.Query()
+	_, bySwarm := q["swarm"]
 	visible := make([]wire.Application, 0, len(list.Applications))
 	for _, a := range list.Applications {
+		if bySwarm && a.Swarm != q.Get("swarm") {
+			continue
+		}
 		if subj.Sees(a.Name) {
 			visible = append(visible, a)
 		}

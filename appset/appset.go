@@ -20,9 +20,12 @@
 package appset
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/skep-cd/skep/configfile"
 )
 
 // APIVersion is the only apiVersion an app-set file may declare.
@@ -50,6 +53,9 @@ const (
 type Set struct {
 	apps   []Application
 	byName map[string]int
+	// swarmAt is where each application named its destination.swarm, for
+	// CheckSwarms' problems; absent when the key was not written.
+	swarmAt map[string]configfile.Problem
 }
 
 // Len returns the number of applications; 0 for a nil set.
@@ -257,8 +263,8 @@ type AppSource struct {
 
 // Destination names the swarm a release is deployed to.
 type Destination struct {
-	// Swarm is "" for the swarm the controller runs in, the only one
-	// supported today.
+	// Swarm is "" for the swarm the controller runs in, or the name of a
+	// destination in the controller's destinations file.
 	Swarm string
 }
 
@@ -329,4 +335,24 @@ func (a Application) clone() Application {
 	a.Allow.Secrets = slices.Clone(a.Allow.Secrets)
 	a.Allow.Volumes = slices.Clone(a.Allow.Volumes)
 	return a
+}
+
+// CheckSwarms returns configfile.Problems naming, with its file and line,
+// every application whose destination.swarm is not "" and not known. known
+// lists the names for the message ("", staging, production).
+func (s *Set) CheckSwarms(isKnown func(string) bool, known string) error {
+	var problems configfile.Problems
+	for _, a := range s.Applications() {
+		if a.Destination.Swarm == "" || isKnown(a.Destination.Swarm) {
+			continue
+		}
+		p := s.swarmAt[a.Name]
+		p.Message = fmt.Sprintf("unknown swarm %q; known: %s", a.Destination.Swarm, known)
+		problems = append(problems, p)
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	problems.Sort()
+	return problems
 }

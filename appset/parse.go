@@ -51,11 +51,14 @@ func ParseFiles(files []File) (*Set, error) {
 		problems.Sort()
 		return nil, problems
 	}
-	set := &Set{byName: map[string]int{}}
+	set := &Set{byName: map[string]int{}, swarmAt: map[string]configfile.Problem{}}
 	for _, p := range parsed {
-		for _, a := range p.doc.Applications {
+		for i, a := range p.doc.Applications {
 			set.byName[a.Name] = len(set.apps)
 			set.apps = append(set.apps, toApplication(a))
+			field := fmt.Sprintf("applications[%d].destination.swarm", i)
+			line, col := p.d.Position(field)
+			set.swarmAt[a.Name] = configfile.Problem{File: p.name, Line: line, Column: col, Field: field}
 		}
 	}
 	return set, nil

@@ -160,9 +160,9 @@ func TestParseFixtures(t *testing.T) {
 			},
 		},
 		{
-			name:     "a named destination fails clearly until multi-swarm exists",
-			file:     "invalid/named-destination.yaml",
-			problems: []string{`6:14 applications[0].destination.swarm: named swarms are not supported yet; use "" for the swarm the controller runs in`},
+			name:     "a destination name that cannot be one is refused at parse time",
+			file:     "invalid/bad-destination-name.yaml",
+			problems: []string{`6:14 applications[0].destination.swarm: want "" (the swarm the controller runs in) or the name of a destination, got "Production_EU"`},
 		},
 		{
 			name: "every problem of a file is reported at once, in line order",

@@ -81,10 +81,10 @@ func validateApp(d *configfile.Document, a *fileApp, field string) {
 		}
 	}
 
-	// Refused, not ignored: an application meant for another swarm must
-	// not be deployed to this one.
-	if a.Destination.Swarm != "" {
-		d.Add(field+".destination.swarm", `named swarms are not supported yet; use "" for the swarm the controller runs in`)
+	// Whether the name is a known destination is the controller's to say
+	// (Set.CheckSwarms); here only its shape.
+	if a.Destination.Swarm != "" && !dnsLabel.MatchString(a.Destination.Swarm) {
+		d.Add(field+".destination.swarm", "want \"\" (the swarm the controller runs in) or the name of a destination, got %s", configfile.Quote(a.Destination.Swarm))
 	}
 	if iv := a.SyncPolicy.Interval.value; iv < MinInterval {
 		d.Add(field+".syncPolicy.interval", "%s is below the floor of %s", iv, MinInterval)

@@ -15,6 +15,9 @@ type Watcher struct {
 	reload  sync.Mutex // serialises Reload, so snapshots are swapped in load order
 	current atomic.Pointer[Snapshot]
 	wake    chan struct{} // buffered 1: a pending wake absorbs later ones
+	// check, when set, judges a loaded set against what only the caller
+	// knows (the destinations); a set it refuses is treated as invalid.
+	check func(*Set) error
 }
 
 // Snapshot is what a Watcher holds at one moment. It is a value, and its Set
@@ -43,6 +46,14 @@ func NewWatcher(source Source) *Watcher {
 	return w
 }
 
+// NewCheckedWatcher is NewWatcher whose loads must also pass check: a set
+// check refuses is kept out as an invalid one would be.
+func NewCheckedWatcher(source Source, check func(*Set) error) *Watcher {
+	w := NewWatcher(source)
+	w.check = check
+	return w
+}
+
 // Current returns the latest snapshot without blocking.
 func (w *Watcher) Current() Snapshot {
 	return *w.current.Load()
@@ -56,6 +67,9 @@ func (w *Watcher) Reload(ctx context.Context) (changed bool, err error) {
 	defer w.reload.Unlock()
 	old := w.Current()
 	set, revision, err := w.source.Load(ctx)
+	if err == nil && set != nil && w.check != nil {
+		err = w.check(set)
+	}
 	if err != nil {
 		next := old
 		next.Err, next.ErrRevision, next.Stale = err, revision, old.Set != nil

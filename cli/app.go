@@ -41,13 +41,11 @@ func fetch(cmd *cobra.Command, out output, path string, query map[string]string,
 	if err != nil {
 		return false, err
 	}
-	// Empty values are dropped, so an unset flag is no filter rather than a
-	// filter on "".
+	// Callers leave unset filters out; an empty value present is a filter
+	// on "" (the local swarm, for swarm).
 	q := map[string][]string{}
 	for k, val := range query {
-		if val != "" {
-			q[k] = []string{val}
-		}
+		q[k] = []string{val}
 	}
 	body, err := c.Call(cmd.Context(), http.MethodGet, path, q, nil)
 	if err != nil {
@@ -66,21 +64,41 @@ func fetch(cmd *cobra.Command, out output, path string, query map[string]string,
 
 // newAppListCommand builds `skep app list`: one table row per application.
 func newAppListCommand() *cobra.Command {
-	var out output
+	var (
+		out       output
+		swarmName string
+	)
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List applications: sync, health, services, revisions",
+		Short: "List applications: swarm, sync, health, services, revisions",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			var query map[string]string
+			// --swarm "" is a filter too: the local swarm.
+			if cmd.Flags().Changed("swarm") {
+				query = map[string]string{"swarm": swarmName}
+			}
 			var list wire.ApplicationList
-			if printed, err := fetch(cmd, out, "/api/v1/applications", nil, &list); printed || err != nil {
+			if printed, err := fetch(cmd, out, "/api/v1/applications", query, &list); printed || err != nil {
 				return err
 			}
 			return printAppList(cmd.OutOrStdout(), list)
 		},
 	}
 	out.register(cmd)
+	cmd.Flags().StringVar(&swarmName, "swarm", "", `only the applications of this swarm ("" is the local one)`)
 	return cmd
+}
+
+// nonEmpty drops the empty values of q: an unset flag is no filter.
+func nonEmpty(q map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range q {
+		if v != "" {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // printAppList writes the table of `skep app list`. Live state that could
@@ -88,13 +106,13 @@ func newAppListCommand() *cobra.Command {
 // not mistaken for a stopped application.
 func printAppList(w io.Writer, list wire.ApplicationList) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tSYNC\tHEALTH\tSERVICES\tREVISION\tDEPLOYED\tAUTO\tPHASE\tERROR")
+	fmt.Fprintln(tw, "NAME\tSWARM\tSYNC\tHEALTH\tSERVICES\tREVISION\tDEPLOYED\tAUTO\tPHASE\tERROR")
 	for _, a := range list.Applications {
 		deployed := short(a.DeployedRevision)
 		if a.Held != nil {
 			deployed += " (held)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\t%t\t%s\t%s\n", a.Name, a.Sync, a.Health,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%t\t%s\t%s\n", a.Name, orDash(a.Swarm), a.Sync, a.Health,
 			a.Services.Running, a.Services.Desired, short(a.Revision), deployed, a.Automated, a.Phase,
 			orDash(oneLine(a.LastError, 60)))
 	}
@@ -242,7 +260,7 @@ func newAppDiffCommand() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var d wire.Diff
-			if printed, err := fetch(cmd, out, client.AppPath(args[0], "/diff"), map[string]string{"revision": revision}, &d); printed || err != nil {
+			if printed, err := fetch(cmd, out, client.AppPath(args[0], "/diff"), nonEmpty(map[string]string{"revision": revision}), &d); printed || err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s at %s\n", d.Application, short(d.Revision))

@@ -53,6 +53,8 @@ type controllerFlags struct {
 	// controllerID is stamped in every ownership label. Prune deletes only
 	// what carries its own id, which is how two controllers share a swarm.
 	controllerID string
+	// destinations names the file of the swarms besides the local one.
+	destinations string
 	logFormat    string
 	logLevel     string
 	// Controller only (see registerController).
@@ -78,6 +80,7 @@ func (f *controllerFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.appsetInterval, "appset-interval", reconcile.DefaultAppSetInterval, "how often the app set is re-read")
 	fs.StringVar(&f.data, "data", "/var/lib/skep", "data directory (git clones, store)")
 	fs.StringVar(&f.controllerID, "controller-id", "default", "id stamped in ownership labels; two controllers on one swarm need different ids")
+	fs.StringVar(&f.destinations, "destinations", "", "YAML file of the swarms besides the local one (managers over unix, TCP with TLS or ssh)")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 }
@@ -170,11 +173,33 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 	if err != nil {
 		return nil, nil, err
 	}
+	remotes, err := f.remotes(ctx, logger)
+	if err != nil {
+		_ = engine.Close()
+		return nil, nil, err
+	}
+	closeAll := func() {
+		// Runs at exit, after the work is done: a failed close changes no
+		// result, but an operator may want to know a socket misbehaved.
+		for _, c := range append([]*swarm.Client{engine}, remotes...) {
+			if err := c.Close(); err != nil {
+				logger.Warn("swarm client close", "swarm", c.Destination, "err", err)
+			}
+		}
+	}
 	var watcher *swarm.Watcher
-	// Only the controller's Run runs a watcher; deploy makes one pass and
+	byName := map[string]reconcile.Remote{}
+	// Only the controller's Run runs watchers; deploy makes one pass and
 	// exits, so it gets none.
 	if live {
 		watcher = swarm.NewWatcher(engine, swarm.WatcherOptions{Logger: logger})
+	}
+	for _, r := range remotes {
+		rr := reconcile.Remote{Engine: r}
+		if live {
+			rr.Live = swarm.NewWatcher(r, swarm.WatcherOptions{Logger: logger.With("swarm", r.Destination)})
+		}
+		byName[r.Destination] = rr
 	}
 	ctrl, err := reconcile.New(reconcile.Options{
 		Live:              watcher,
@@ -190,20 +215,15 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 		Logger:            logger,
 		Observer:          observer,
 		Charts:            charts,
+		Remotes:           byName,
 	})
 	if err != nil {
 		// The construction error is the one to report; a failure to close
 		// a client nobody used would only hide it.
-		_ = engine.Close()
+		closeAll()
 		return nil, nil, err
 	}
-	return ctrl, func() {
-		// Runs at exit, after the work is done: a failed close changes no
-		// result, but an operator may want to know the socket misbehaved.
-		if err := engine.Close(); err != nil {
-			logger.Warn("swarm client close", "err", err)
-		}
-	}, nil
+	return ctrl, closeAll, nil
 }
 
 // apiFlags are the controller's API settings. Tokens and webhook secrets

@@ -466,7 +466,7 @@ func TestCLIEndToEnd(t *testing.T) {
 			}
 			return st.Applications == 0 && len(st.OrphanedReleases) > 0, out
 		})
-		want := wire.OrphanedRelease{Application: "web", Release: e.ns, Reason: "app set is empty; pruning held"}
+		want := wire.OrphanedRelease{Application: "web", Release: e.ns, Swarm: "", Reason: "app set is empty; pruning held"}
 		if len(st.OrphanedReleases) != 1 || st.OrphanedReleases[0] != want || !slices.Equal(st.Orphaned, []string{"web"}) {
 			t.Errorf("status orphans = %+v, names %v; want [%+v], [web]", st.OrphanedReleases, st.Orphaned, want)
 		}

@@ -116,6 +116,7 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newDeployCommand())
 	root.AddCommand(newAppCommand())
 	root.AddCommand(newStatusCommand())
+	root.AddCommand(newSwarmCommand())
 	root.AddCommand(newEventsCommand())
 	root.AddCommand(newDemoCommand(), newDemoAppCommand())
 	return root

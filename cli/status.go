@@ -48,7 +48,11 @@ func newStatusCommand() *cobra.Command {
 			if len(st.OrphanedReleases) > 0 {
 				fmt.Fprintf(tw, "Orphaned:\t%d release(s) deployed that no application declares\n", len(st.OrphanedReleases))
 				for _, r := range st.OrphanedReleases {
-					fmt.Fprintf(tw, "  %s (%s):\t%s\n", r.Release, r.Application, r.Reason)
+					where := r.Application
+					if r.Swarm != "" {
+						where += " on " + r.Swarm
+					}
+					fmt.Fprintf(tw, "  %s (%s):\t%s\n", r.Release, where, r.Reason)
 				}
 			}
 			// Details is nil for a token that may not see the controller's inside

@@ -14,13 +14,14 @@ import (
 	"github.com/skep-cd/skep/appset"
 	"github.com/skep-cd/skep/artifact"
 	"github.com/skep-cd/skep/configfile"
+	"github.com/skep-cd/skep/swarm"
 )
 
 // newValidateCommand builds `skep validate`, the offline check CI runs on
 // an app-set repository, or on a release repository's artifact
 // directories, before a controller reads them.
 func newValidateCommand() *cobra.Command {
-	var output string
+	var output, destinations string
 	var artifactOptions artifact.LoadOptions
 	cmd := &cobra.Command{
 		Use:   "validate PATH...",
@@ -39,6 +40,10 @@ each hold a list, is an environment's artifact directory instead (see
 release-repository shape, --registry and --git-base make the images and
 sources of the docker and github names; without them the names themselves
 are checked, so a release repository's CI needs no flags.
+
+With --destinations FILE, every destination.swarm must be "" or a name that
+file defines (only the destinations file is read, not the files it names);
+without it, named swarms are checked for their shape only.
 
 Every problem is printed to stdout, one per line, as
 file:line:column: field: message. With -o json, stdout holds one object:
@@ -60,7 +65,21 @@ Exit status: 0 when every set is valid, 1 when any is invalid or unreadable,
 				return usageError("validate: %v", err)
 			}
 			artifactOptions.NamesOnly = true
-			report := validatePaths(cmd.Context(), args, artifactOptions)
+			var check func(*appset.Set) error
+			if destinations != "" {
+				data, err := os.ReadFile(destinations)
+				if err != nil {
+					return fmt.Errorf("destinations file: %w", err)
+				}
+				dests, err := swarm.ParseDestinations(destinations, data)
+				if err != nil {
+					return err
+				}
+				check = func(set *appset.Set) error {
+					return set.CheckSwarms(func(n string) bool { _, ok := dests[n]; return ok }, swarm.Known(dests))
+				}
+			}
+			report := validatePaths(cmd.Context(), args, artifactOptions, check)
 			if err := report.write(cmd.OutOrStdout(), output); err != nil {
 				return err
 			}
@@ -81,6 +100,7 @@ Exit status: 0 when every set is valid, 1 when any is invalid or unreadable,
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	cmd.Flags().StringVar(&destinations, "destinations", "", "destinations file: check that every named destination.swarm is defined there")
 	cmd.Flags().StringVar(&artifactOptions.Registry, "registry", "", "registry prefix of docker names in release-repository artifact directories, e.g. registry.example.org/team")
 	cmd.Flags().StringVar(&artifactOptions.GitBase, "git-base", "", "git base URL of github names in release-repository artifact directories, e.g. https://github.com/team")
 	return cmd
@@ -114,7 +134,8 @@ type validatedAppSet struct {
 
 // validatePaths loads each path as its own app set. A path that cannot be
 // read is reported as a problem of that path.
-func validatePaths(ctx context.Context, paths []string, opts artifact.LoadOptions) validateReport {
+// check, when set, judges each loaded set further (the destinations).
+func validatePaths(ctx context.Context, paths []string, opts artifact.LoadOptions, check func(*appset.Set) error) validateReport {
 	// Problems starts empty, not nil, so -o json prints [] and a script can
 	// take its length without a null check.
 	report := validateReport{Valid: true, Problems: []configfile.Problem{}}
@@ -138,6 +159,11 @@ func validatePaths(ctx context.Context, paths []string, opts artifact.LoadOption
 		}
 		// set is nil on any error, and a nil set's Len is 0.
 		set, _, err := source.Load(ctx)
+		if err == nil && check != nil {
+			if err = check(set); err != nil {
+				set = nil
+			}
+		}
 		result := validatedAppSet{Path: path, Valid: err == nil, Applications: set.Len()}
 		var problems configfile.Problems
 		switch {

@@ -28,6 +28,8 @@ func TestValidateGolden(t *testing.T) {
 		{name: "invalid-file-lists-every-problem", args: []string{validateInput + "invalid.yaml"}, wantCode: ExitFailure},
 		{name: "directory-is-one-set", args: []string{validateInput + "dir"}, wantCode: ExitFailure},
 		{name: "each-path-reported-in-order", args: []string{validateInput + "valid.yaml", validateInput + "missing.yaml", validateInput + "invalid.yaml"}, wantCode: ExitFailure},
+		{name: "named-swarms-unchecked-without-destinations", args: []string{validateInput + "two-swarms.yaml"}, wantCode: ExitOK},
+		{name: "unknown-swarm-named-with-its-line", args: []string{"--destinations", validateInput + "destinations.yaml", validateInput + "two-swarms.yaml"}, wantCode: ExitFailure},
 		{name: "json-valid", args: []string{"-o", "json", validateInput + "valid.yaml"}, wantCode: ExitOK},
 		{name: "json-invalid", args: []string{"-o", "json", validateInput + "invalid.yaml", validateInput + "valid.yaml"}, wantCode: ExitFailure},
 		{name: "no-arguments-is-usage", args: nil, wantCode: ExitUsage},

@@ -49,12 +49,20 @@ const (
 	ResourcesPruned EventType = "resources-pruned"
 	// PruneFailed: a deletion did not complete; the next reconcile retries.
 	PruneFailed EventType = "prune-failed"
+	// SwarmUnreachable: a destination stopped answering. Application is
+	// empty and Swarm names it; its applications are unknown until
+	// SwarmReachable.
+	SwarmUnreachable EventType = "swarm-unreachable"
+	// SwarmReachable: a destination answers again; its applications are
+	// reconciled at once.
+	SwarmReachable EventType = "swarm-reachable"
 )
 
 // Types lists every event type, in a stable order.
 func Types() []EventType {
 	return []EventType{SyncStarted, SyncSucceeded, SyncFailed, DriftDetected,
-		LiveDriftDetected, DriftConverged, ResourcesPruned, PruneFailed}
+		LiveDriftDetected, DriftConverged, ResourcesPruned, PruneFailed,
+		SwarmUnreachable, SwarmReachable}
 }
 
 // Event is one thing that happened to one application. It is a value with

@@ -26,7 +26,8 @@ func (r *recorder) Notify(_ context.Context, e Event) {
 
 func TestEventTypeStringsAreTheContract(t *testing.T) {
 	want := []string{"sync-started", "sync-succeeded", "sync-failed", "drift-detected",
-		"live-drift-detected", "drift-converged", "resources-pruned", "prune-failed"}
+		"live-drift-detected", "drift-converged", "resources-pruned", "prune-failed",
+		"swarm-unreachable", "swarm-reachable"}
 	var got []string
 	for _, ty := range Types() {
 		got = append(got, string(ty))

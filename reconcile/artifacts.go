@@ -104,7 +104,7 @@ func (c *Controller) currentVersions(ctx context.Context, app appset.Application
 	live := c.releaseServices(ctx, app, owner.Release)
 	for _, e := range entries {
 		if e.Kind == artifact.Infrastructure {
-			if rev, err := apply.LatestRevision(ctx, c.revisionSource(app.Name), owner); err == nil && rev != nil {
+			if rev, err := apply.LatestRevision(ctx, c.revisionSource(app), owner); err == nil && rev != nil {
 				out[e.Name] = rev.Commit
 			}
 			continue
@@ -124,8 +124,8 @@ func (c *Controller) currentVersions(ctx context.Context, app appset.Application
 // shows it.
 func (c *Controller) releaseServices(ctx context.Context, app appset.Application, release string) map[string]string {
 	out := map[string]string{}
-	if c.live != nil {
-		for name, s := range servicesOf(c.live.Current(), release) {
+	if c.liveOf(app) != nil {
+		for name, s := range servicesOf(c.liveOf(app).Current(), release) {
 			out[name] = runningImage(s)
 		}
 		return out

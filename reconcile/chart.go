@@ -100,8 +100,8 @@ func (c *Controller) fetchChart(ctx context.Context, spec *appset.Chart) (*chart
 func (c *Controller) checkRequirements(app appset.Application, ch *chart.Chart) error {
 	allowed := chart.Objects{Networks: app.Allow.Networks, Configs: app.Allow.Configs, Secrets: app.Allow.Secrets}
 	existing := allowed // without a snapshot, only the allow list is checked
-	if c.live != nil && !c.live.Current().ReadFailed() {
-		snap := c.live.Current()
+	if c.liveOf(app) != nil && !c.liveOf(app).Current().ReadFailed() {
+		snap := c.liveOf(app).Current()
 		existing = chart.Objects{Networks: slices.Collect(maps.Values(snap.NetworkNames())),
 			Configs: slices.Collect(maps.Values(snap.ConfigNames()))}
 		for _, s := range snap.Secrets() {

@@ -3,8 +3,10 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,6 +76,9 @@ type Options struct {
 	// Charts fetches charts from chart repositories; nil means an
 	// application naming one stalls with a clear error.
 	Charts ChartSource
+	// Remotes are the named swarms besides the local one (Engine, Live),
+	// by the name applications give in destination.swarm.
+	Remotes map[string]Remote
 }
 
 // Controller keeps every application of an app set at what git declares.
@@ -81,7 +86,7 @@ type Options struct {
 type Controller struct {
 	id        string
 	git       *gitsource.Cache
-	engine    Engine
+	dests     map[string]*destination // by name; "" is the local swarm. Fixed at New.
 	notifier  *notify.Registry
 	log       *slog.Logger
 	now       func() time.Time
@@ -92,7 +97,6 @@ type Controller struct {
 	observer  Observer
 	appSet    appset.Source
 	syncs     atomic.Uint64 // last sync id handed out
-	live      *swarm.Watcher
 	pruneApps bool
 	ownStack  string
 	images    artifact.Images
@@ -117,16 +121,14 @@ func New(opts Options) (*Controller, error) {
 	case opts.Git == nil:
 		return nil, errors.New("controller: no git cache")
 	case opts.Engine == nil:
-		return nil, errors.New("controller: no docker engine")
+		return nil, errors.New("controller: no docker engine for the local swarm")
 	}
 	c := &Controller{
 		id:        opts.ControllerID,
 		git:       opts.Git,
-		engine:    opts.Engine,
 		notifier:  opts.Notifier,
 		log:       opts.Logger,
 		now:       opts.Now,
-		watcher:   appset.NewWatcher(opts.AppSet),
 		interval:  opts.AppSetInterval,
 		source:    opts.AppSetName,
 		status:    NewStatuses(),
@@ -136,17 +138,35 @@ func New(opts Options) (*Controller, error) {
 		workers:   map[string]*worker{},
 		rendered:  map[string]rendered{},
 		wrote:     map[string]time.Time{},
-		live:      opts.Live,
 		pruneApps: opts.PruneApplications,
 		ownStack:  opts.OwnStack,
 		images:    opts.Images,
 		charts:    opts.Charts,
 	}
+	c.dests = map[string]*destination{swarm.Local: {name: swarm.Local, engine: opts.Engine, live: opts.Live}}
+	for name, r := range opts.Remotes {
+		switch {
+		case name == swarm.Local:
+			return nil, errors.New(`controller: remote "" is the local swarm; give it as Engine`)
+		case r.Engine == nil:
+			return nil, fmt.Errorf("controller: remote %q has no engine", name)
+		}
+		c.dests[name] = &destination{name: name, engine: r.Engine, live: r.Live}
+	}
+	c.watcher = appset.NewCheckedWatcher(opts.AppSet, c.checkSwarms)
 	if c.images == nil {
 		c.images = artifact.NewRegistry(artifact.RegistryOptions{})
 	}
 	if c.id == "" {
 		c.id = "default"
+	}
+	// '@' separates a named destination in the controller label (ownerID).
+	if strings.Contains(c.id, "@") {
+		return nil, fmt.Errorf("controller id %q: '@' is not allowed", c.id)
+	}
+	for _, d := range c.dests {
+		d.owner = ownerID(c.id, d.name)
+		d.state.Name = d.name
 	}
 	if c.notifier == nil {
 		c.notifier = &notify.Registry{}
@@ -175,17 +195,20 @@ func (c *Controller) Statuses() *Statuses { return c.status }
 // and the status says why nothing runs.
 func (c *Controller) Run(ctx context.Context) error {
 	var side sync.WaitGroup
-	if c.live != nil {
+	for _, d := range c.dests {
+		if d.live == nil {
+			continue
+		}
 		side.Add(2)
 		go func() {
 			defer side.Done()
-			if err := c.live.Run(ctx); err != nil {
-				c.log.Error("live snapshot stopped", "err", err)
+			if err := d.live.Run(ctx); err != nil {
+				c.log.Error("live snapshot stopped", "swarm", d.name, "err", err)
 			}
 		}()
 		go func() {
 			defer side.Done()
-			c.followSwarm(ctx)
+			c.followSwarm(ctx, d)
 		}()
 	}
 	c.watcher.Run(ctx, c.interval, func(snap appset.Snapshot) { c.onAppSet(ctx, snap) })
@@ -194,11 +217,12 @@ func (c *Controller) Run(ctx context.Context) error {
 	return nil
 }
 
-// followSwarm reacts to the live snapshot: it refreshes health, wakes the
-// applications that watch for live drift, and looks for releases to prune
-// on every app-set interval.
-func (c *Controller) followSwarm(ctx context.Context) {
-	changes := c.live.Subscribe(ctx)
+// followSwarm reacts to one destination's live snapshot: it follows the
+// swarm's reachability, refreshes health, wakes the applications there
+// that watch for live drift, and looks for releases to prune there on
+// every app-set interval.
+func (c *Controller) followSwarm(ctx context.Context, d *destination) {
+	changes := d.live.Subscribe(ctx)
 	tick := time.NewTicker(c.interval)
 	defer tick.Stop()
 	for {
@@ -209,11 +233,12 @@ func (c *Controller) followSwarm(ctx context.Context) {
 			if !ok {
 				return
 			}
-			c.refreshHealth()
-			c.wakeLiveDrift()
+			c.observeDestination(ctx, d)
+			c.refreshHealth(d)
+			c.wakeLiveDrift(d)
 		case <-tick.C:
 			if c.Loaded() {
-				c.pruneReleases(ctx)
+				c.pruneReleases(ctx, d)
 				c.status.SetPruneChecked(c.now())
 			}
 		}
@@ -307,5 +332,5 @@ func (c *Controller) Applications() []appset.Application {
 
 // owner is the ownership of app's release by this controller.
 func (c *Controller) owner(app appset.Application) stack.Owner {
-	return stack.Owner{Controller: c.id, Application: app.Name, Release: app.Release}
+	return stack.Owner{Controller: c.destOf(app).owner, Application: app.Name, Release: app.Release}
 }

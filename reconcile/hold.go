@@ -45,7 +45,7 @@ func (c *Controller) runRequest(ctx context.Context, app appset.Application, req
 	// The hold is written before the reconcile, so a controller killed
 	// mid-sync restarts held where the request meant it to be.
 	if hold != nil {
-		if err := apply.SaveHold(ctx, c.engine, c.owner(app), *hold); err != nil {
+		if err := apply.SaveHold(ctx, c.engineOf(app), c.owner(app), *hold); err != nil {
 			c.log.Warn("hold not recorded in the swarm; it lasts until the controller restarts", "app", app.Name, "err", err)
 		}
 	}
@@ -98,7 +98,7 @@ func (c *Controller) restoreHold(ctx context.Context, app appset.Application, st
 	}
 	// Read from the Engine, not the snapshot: the snapshot may not have
 	// run yet when the first worker starts.
-	h, err := apply.LoadHold(ctx, c.engine, c.owner(app))
+	h, err := apply.LoadHold(ctx, c.engineOf(app), c.owner(app))
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {
 			c.log.Warn("hold not read", "app", app.Name, "err", err)

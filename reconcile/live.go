@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -25,10 +26,10 @@ import (
 // rolled back, and live drift, which an automated application (or a sync)
 // corrects. It does nothing without a live snapshot.
 func (c *Controller) observeLive(ctx context.Context, app appset.Application, d desired, p plan.Release, req Request, st *appState, out *Result) error {
-	if c.live == nil {
+	if c.liveOf(app) == nil {
 		return nil
 	}
-	snap := c.live.Current()
+	snap := c.liveOf(app).Current()
 	h := releaseHealth(d.release, snap)
 	var findings []plan.Finding
 	// A snapshot taken before this application's last write ended has not
@@ -127,11 +128,11 @@ func (c *Controller) correct(ctx context.Context, app appset.Application, d desi
 	for name := range skip {
 		delete(rel.Services, name)
 	}
-	if err := c.gate(rel); err != nil {
+	if err := c.gate(app, rel); err != nil {
 		return err
 	}
 	defer c.markWrite(app.Name)
-	_, err := apply.Apply(ctx, c.engine, rel, apply.Options{
+	_, err := apply.Apply(ctx, c.engineOf(app), rel, apply.Options{
 		Owner:        c.owner(app),
 		ResolveImage: apply.ResolveImage(app.SyncPolicy.ResolveImage),
 		Commit:       d.commit,
@@ -205,31 +206,37 @@ func rolledBack(rel stack.Release, snap swarm.Snapshot) string {
 }
 
 // rendered is a release's last render, kept for health between
-// reconciles, with the application it belongs to.
+// reconciles, with the application it belongs to and where it runs.
 type rendered struct {
 	app     string
+	swarm   string
 	release stack.Release
 }
 
 // remember keeps rel, app's last render of one of its releases, for health
-// between reconciles.
-func (c *Controller) remember(app string, rel stack.Release) {
+// between reconciles. Renders are keyed by destination and release: two
+// swarms may each run a release of one name.
+func (c *Controller) remember(app appset.Application, rel stack.Release) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.rendered[rel.Name] = rendered{app: app, release: rel}
+	c.rendered[app.Destination.Swarm+"\x00"+rel.Name] = rendered{app: app.Name, swarm: app.Destination.Swarm, release: rel}
 }
 
-// refreshHealth recomputes every application's health from the snapshot:
-// one release's health, or the worst of an application's releases.
-func (c *Controller) refreshHealth() {
-	snap := c.live.Current()
+// refreshHealth recomputes the health of every application on d from its
+// snapshot: one release's health, or the worst of an application's
+// releases. While d does not answer, its applications stay unknown.
+func (c *Controller) refreshHealth(d *destination) {
+	snap := d.live.Current()
 	c.mu.Lock()
 	byApp := map[string]map[string]health.Result{}
-	for name, r := range c.rendered {
+	for _, r := range c.rendered {
+		if r.swarm != d.name {
+			continue
+		}
 		if byApp[r.app] == nil {
 			byApp[r.app] = map[string]health.Result{}
 		}
-		byApp[r.app][name] = releaseHealth(r.release, snap)
+		byApp[r.app][r.release.Name] = releaseHealth(r.release, snap)
 	}
 	c.mu.Unlock()
 	for app, releases := range byApp {
@@ -239,20 +246,26 @@ func (c *Controller) refreshHealth() {
 				h = only // keep the service-level message of a single release
 			}
 		}
+		if snap.ReadFailed() && !errors.Is(snap.Err(), swarm.ErrNotListed) {
+			h.Message = fmt.Sprintf("%s: %v", swarm.Describe(d.name), snap.Err())
+		}
 		c.status.Update(app, func(s *AppStatus) {
 			s.Health, s.HealthMessage, s.Running, s.Desired = h.State, h.Message, h.Running, h.Desired
 		})
 	}
 }
 
-// wakeLiveDrift queues a tick for every healthy-looking application with
-// live drift detection, so an out-of-band change is seen in seconds. A
-// failing application keeps its backoff.
-func (c *Controller) wakeLiveDrift() {
+// wakeLiveDrift queues a tick for every healthy-looking application on d
+// with live drift detection, so an out-of-band change is seen in seconds.
+// A failing application keeps its backoff.
+func (c *Controller) wakeLiveDrift(d *destination) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for name, w := range c.workers {
 		app := c.apps[name]
+		if app.Destination.Swarm != d.name {
+			continue
+		}
 		if st, _ := c.status.Get(name); app.DriftDetection == appset.DriftLive && st.LastErrorClass == "" && st.Phase != PhaseApplying {
 			w.enqueue(Request{})
 		}
@@ -272,13 +285,14 @@ func (s snapshotConfigs) ConfigList(context.Context, dswarm.ConfigListOptions) (
 // snapshot when it is readable and has seen the application's last write
 // (a write it has not seen would read as a stale revision), the Engine
 // otherwise.
-func (c *Controller) revisionSource(app string) apply.ConfigLister {
-	if c.live == nil {
-		return c.engine
+func (c *Controller) revisionSource(app appset.Application) apply.ConfigLister {
+	live := c.liveOf(app)
+	if live == nil {
+		return c.engineOf(app)
 	}
-	snap := c.live.Current()
-	if snap.ReadFailed() || !c.seenWrites(app, snap) {
-		return c.engine
+	snap := live.Current()
+	if snap.ReadFailed() || !c.seenWrites(app.Name, snap) {
+		return c.engineOf(app)
 	}
 	return snapshotConfigs{snap: snap}
 }

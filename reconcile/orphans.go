@@ -11,39 +11,48 @@ import (
 	"github.com/skep-cd/skep/swarm"
 )
 
-// Orphan is a release of this controller that is deployed in the swarm
-// while no application of the loaded app set declares it, and why it is
+// Orphan is a release of this controller that is deployed in a swarm while
+// no application of the loaded app set declares it there, and why it is
 // still there.
 type Orphan struct {
 	Application string
 	Release     string
+	// Swarm is the destination holding it; "" is the local swarm.
+	Swarm string
 	// Reason says why it was not pruned: the app set is not loaded or is
 	// empty, the controller runs without --prune, the application's
 	// syncPolicy.prune is off, or a safety gate holds pruning.
 	Reason string
 }
 
-// Orphans lists, sorted, the releases of this controller the live swarm
-// holds and no loaded application declares. It reads the live snapshot and
-// the app set in memory and makes no Docker call; without a readable
-// snapshot it lists none. An app set that failed to load, or is empty,
-// leaves every release in place: each is listed with that reason (see
+// Orphans lists, sorted by application, release and swarm, the releases of
+// this controller that the live swarms hold and no loaded application
+// declares there. It reads each destination's live snapshot and the app set
+// in memory and makes no Docker call; a swarm without a readable snapshot
+// adds none. An app set that failed to load, or is empty, leaves every
+// release in place: each is listed with that reason (see
 // TestOrphansSayWhyNothingWasPruned).
 func (c *Controller) Orphans() []Orphan {
-	if c.live == nil {
-		return nil
+	var out []Orphan
+	for _, name := range c.destNames() {
+		d := c.dests[name]
+		if d.live == nil {
+			continue
+		}
+		snap := d.live.Current()
+		if snap.ReadFailed() {
+			continue
+		}
+		out = append(out, c.orphansOf(name, liveOwners(d.owner, snap))...)
 	}
-	snap := c.live.Current()
-	if snap.ReadFailed() {
-		return nil
-	}
-	return c.orphansOf(liveOwners(c.id, snap))
+	sortOrphans(out)
+	return out
 }
 
 // liveOwners lists the (application, release) pairs whose revisions or
-// services in snap carry controller id's ownership labels. Services count
-// too: a release whose revisions were removed by hand is still deployed.
-func liveOwners(id string, snap swarm.Snapshot) []stack.Owner {
+// services in snap carry the controller label owner. Services count too: a
+// release whose revisions were removed by hand is still deployed.
+func liveOwners(owner string, snap swarm.Snapshot) []stack.Owner {
 	var labels []map[string]string
 	for _, cfg := range snap.Configs() {
 		if cfg.Spec.Labels[stack.LabelKind] != "" {
@@ -55,28 +64,30 @@ func liveOwners(id string, snap swarm.Snapshot) []stack.Owner {
 	}
 	var out []stack.Owner
 	for _, l := range labels {
-		o := stack.Owner{Controller: id, Application: l[stack.LabelApplication], Release: l[stack.LabelRelease]}
-		if l[stack.LabelController] == id && o.Application != "" && o.Release != "" && !slices.Contains(out, o) {
+		o := stack.Owner{Controller: owner, Application: l[stack.LabelApplication], Release: l[stack.LabelRelease]}
+		if l[stack.LabelController] == owner && o.Application != "" && o.Release != "" && !slices.Contains(out, o) {
 			out = append(out, o)
 		}
 	}
 	return out
 }
 
-// orphansOf keeps the owners no loaded application declares, with the
-// reason each stays, sorted by application and release. It follows
-// pruneReleases's decisions, so what it lists is what that leaves alone.
-func (c *Controller) orphansOf(owners []stack.Owner) []Orphan {
+// orphansOf keeps the owners on destination dest that no loaded
+// application declares there, with the reason each stays, sorted. It
+// follows pruneReleases's decisions, so what it lists is what that leaves
+// alone.
+func (c *Controller) orphansOf(dest string, owners []stack.Owner) []Orphan {
 	snap := c.watcher.Current()
 	set := snap.Set
 	var out []Orphan
 	for _, owner := range owners {
 		app, inSet := set.Lookup(owner.Application)
+		here := inSet && app.Destination.Swarm == dest
 		switch {
-		case inSet && app.Release == owner.Release,
-			inSet && previewName(app.Release).MatchString(owner.Release),
-			inSet && c.declaresRelease(app.Name, owner.Release),
-			!inSet && declares(set, owner.Release):
+		case here && app.Release == owner.Release,
+			here && previewName(app.Release).MatchString(owner.Release),
+			here && c.declaresRelease(app.Name, owner.Release),
+			!inSet && declares(set, dest, owner.Release):
 			continue // declared, a preview, or renamed: see pruneReleases
 		}
 		var reason string
@@ -91,6 +102,8 @@ func (c *Controller) orphansOf(owners []stack.Owner) []Orphan {
 			reason = "app set is empty; pruning held"
 		case !inSet && !c.pruneApps:
 			reason = "application left the app set; kept: the controller runs without --prune"
+		case inSet && !here && !app.SyncPolicy.Prune:
+			reason = fmt.Sprintf("application moved to %s; kept: its syncPolicy.prune is off", swarm.Describe(app.Destination.Swarm))
 		case inSet && !app.SyncPolicy.Prune:
 			reason = "no longer declared by its application; kept: its syncPolicy.prune is off"
 		default:
@@ -99,10 +112,15 @@ func (c *Controller) orphansOf(owners []stack.Owner) []Orphan {
 				reason = strings.ReplaceAll(err.Error(), "\n", "; ")
 			}
 		}
-		out = append(out, Orphan{Application: owner.Application, Release: owner.Release, Reason: reason})
+		out = append(out, Orphan{Application: owner.Application, Release: owner.Release, Swarm: dest, Reason: reason})
 	}
-	slices.SortFunc(out, func(a, b Orphan) int {
-		return cmp.Or(cmp.Compare(a.Application, b.Application), cmp.Compare(a.Release, b.Release))
-	})
+	sortOrphans(out)
 	return out
+}
+
+// sortOrphans orders list by application, release and swarm.
+func sortOrphans(list []Orphan) {
+	slices.SortFunc(list, func(a, b Orphan) int {
+		return cmp.Or(cmp.Compare(a.Application, b.Application), cmp.Compare(a.Release, b.Release), cmp.Compare(a.Swarm, b.Swarm))
+	})
 }

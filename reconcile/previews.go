@@ -60,7 +60,7 @@ type previewBranch struct {
 // branch goes. Failures are recorded per preview and never fail the main
 // release.
 func (c *Controller) reconcilePreviews(ctx context.Context, app appset.Application, d desired) {
-	if app.Artifacts == nil || c.live == nil {
+	if app.Artifacts == nil || c.liveOf(app) == nil {
 		return
 	}
 	cfg := app.Artifacts.Previews
@@ -157,9 +157,9 @@ func previewNames(release string, branches []previewBranch) []string {
 // previewSlots reads the port slots the live previews of app hold.
 func (c *Controller) previewSlots(app appset.Application) map[string]int {
 	out := map[string]int{}
-	for _, s := range c.live.Current().Services() {
+	for _, s := range c.liveOf(app).Current().Services() {
 		l := s.Spec.Labels
-		if l[stack.LabelController] == c.id && l[stack.LabelApplication] == app.Name && l[labelPreviewSlot] != "" {
+		if l[stack.LabelController] == c.destOf(app).owner && l[stack.LabelApplication] == app.Name && l[labelPreviewSlot] != "" {
 			out[l[stack.LabelRelease]] = preview.SlotOf(l[labelPreviewSlot])
 		}
 	}
@@ -174,7 +174,7 @@ const labelPreviewSlot = "io.skep.preview.slot"
 // branch, and reports what it found.
 func (c *Controller) deployPreview(ctx context.Context, app appset.Application, d desired, cfg appset.Previews, b previewBranch, slot int) PreviewStatus {
 	name := preview.Name(app.Release, b.Name)
-	owner := stack.Owner{Controller: c.id, Application: app.Name, Release: name}
+	owner := stack.Owner{Controller: c.destOf(app).owner, Application: app.Name, Release: name}
 	st := PreviewStatus{Branch: b.Name, Hash: b.Hash, Release: name, Commit: b.Commit}
 	// The previewed artifacts track the branch; the others keep the main
 	// release's versions.
@@ -210,9 +210,9 @@ func (c *Controller) deployPreview(ctx context.Context, app appset.Application, 
 		st.Deployed = len(c.releaseServices(ctx, app, name)) > 0
 		return st
 	}
-	snap := c.live.Current()
+	snap := c.liveOf(app).Current()
 	st.Health, st.Deployed = releaseHealth(rel, snap).State, len(servicesOf(snap, name)) > 0
-	recorded, err := apply.LatestRevision(ctx, c.revisionSource(app.Name), owner)
+	recorded, err := apply.LatestRevision(ctx, c.revisionSource(app), owner)
 	if err != nil {
 		st.Error = fmt.Sprintf("read recorded revision of %s: %v", name, err)
 		return st
@@ -227,7 +227,7 @@ func (c *Controller) deployPreview(ctx context.Context, app appset.Application, 
 	if !p.Changed() {
 		return st
 	}
-	if err := c.gate(rel); err != nil {
+	if err := c.gate(app, rel); err != nil {
 		st.Error = err.Error()
 		return st
 	}
@@ -238,7 +238,7 @@ func (c *Controller) deployPreview(ctx context.Context, app appset.Application, 
 	c.notePreview(app.Name, b.Commit, b.Name, st.Domain)
 	c.emit(ctx, app, notify.SyncStarted, b.Commit, what+": "+p.Summary())
 	defer c.markWrite(app.Name)
-	res, err := apply.Apply(ctx, c.engine, rel, apply.Options{
+	res, err := apply.Apply(ctx, c.engineOf(app), rel, apply.Options{
 		Owner:        owner,
 		ResolveImage: apply.ResolveImage(app.SyncPolicy.ResolveImage),
 		Commit:       b.Commit,
@@ -283,8 +283,8 @@ func (c *Controller) expired(ctx context.Context, app appset.Application, cfg ap
 	if cfg.TTL <= 0 {
 		return false
 	}
-	owner := stack.Owner{Controller: c.id, Application: app.Name, Release: st.Release}
-	rev, err := apply.LatestRevision(ctx, c.revisionSource(app.Name), owner)
+	owner := stack.Owner{Controller: c.destOf(app).owner, Application: app.Name, Release: st.Release}
+	rev, err := apply.LatestRevision(ctx, c.revisionSource(app), owner)
 	if err != nil || rev == nil {
 		return false
 	}
@@ -295,12 +295,12 @@ func (c *Controller) expired(ctx context.Context, app appset.Application, cfg ap
 // any more (its branch is gone, it expired, or previews were turned off),
 // with everything this controller provably created for it.
 func (c *Controller) prunePreviews(ctx context.Context, app appset.Application, wanted map[string]bool) {
-	snap := c.live.Current()
+	snap := c.liveOf(app).Current()
 	if snap.ReadFailed() {
 		return
 	}
 	match := previewName(app.Release)
-	for _, owner := range c.recordedOwners(snap) {
+	for _, owner := range c.recordedOwners(c.destOf(app), snap) {
 		if owner.Application != app.Name || !match.MatchString(owner.Release) || wanted[owner.Release] {
 			continue
 		}

@@ -50,7 +50,7 @@ func (c *Controller) restamp(ctx context.Context, app appset.Application, snap s
 	if len(p.Select(prune.Restamp)) == 0 {
 		return nil
 	}
-	res := prune.Relabel(ctx, c.engine, p)
+	res := prune.Relabel(ctx, c.engineOf(app), p)
 	if err := res.Err(); err != nil {
 		c.log.Warn("restamp incomplete", "app", app.Name, "release", app.Release, "err", err)
 	}
@@ -65,7 +65,7 @@ func (c *Controller) pruneResources(ctx context.Context, app appset.Application,
 	if req.Prune != nil {
 		enabled = *req.Prune
 	}
-	if !enabled || c.live == nil {
+	if !enabled || c.liveOf(app) == nil {
 		return
 	}
 	if err := prune.Allowed(c.gates(app.Name, app.Release)); err != nil {
@@ -73,13 +73,13 @@ func (c *Controller) pruneResources(ctx context.Context, app appset.Application,
 		return
 	}
 	owner := c.owner(app)
-	revs, err := apply.Revisions(ctx, c.revisionSource(app.Name), owner)
+	revs, err := apply.Revisions(ctx, c.revisionSource(app), owner)
 	if err != nil {
 		c.log.Warn("prune skipped: revisions unreadable", "app", app.Name, "err", err)
 		return
 	}
 	p := prune.Orphans(prune.Input{
-		Owner: owner, Declared: d.release, Live: liveObjects(c.live.Current()), Recorded: records(revs),
+		Owner: owner, Declared: d.release, Live: liveObjects(c.liveOf(app).Current()), Recorded: records(revs),
 		Applications: c.appNames(), OwnStack: c.ownStack, PruneVolumes: app.SyncPolicy.PruneVolumes,
 	})
 	c.reportUnmanaged(app.Name, p)
@@ -108,7 +108,7 @@ func (c *Controller) execute(ctx context.Context, app, swarmName, commit string,
 		return prune.Result{}
 	}
 	defer c.markWrite(app)
-	res := prune.Execute(ctx, c.engine, p)
+	res := prune.Execute(ctx, c.dest(swarmName).engine, p)
 	ev := notify.Event{Application: app, Revision: commit, Swarm: swarmName, Actor: notify.ActorFrom(ctx), At: c.now()}
 	if len(res.Deleted) > 0 {
 		ev.Type, ev.Message = notify.ResourcesPruned, "deleted "+describeObjects(res.Deleted)
@@ -129,50 +129,59 @@ func (c *Controller) execute(ctx context.Context, app, swarmName, commit string,
 // and those an application stopped declaring (its syncPolicy.prune). It
 // proves each deletion with the owner's recorded revisions, and removes the
 // revisions last, once nothing else of the release is left.
-func (c *Controller) pruneReleases(ctx context.Context) {
-	if c.live == nil {
+func (c *Controller) pruneReleases(ctx context.Context, d *destination) {
+	if d.live == nil {
 		return
 	}
-	snap := c.live.Current()
+	// Nothing is pruned on a swarm that is not fully observed: a failed
+	// list shows nothing of what still runs there.
+	snap := d.live.Current()
 	if snap.ReadFailed() {
 		return
 	}
 	set := c.watcher.Current().Set
-	for _, owner := range c.recordedOwners(snap) {
+	for _, owner := range c.recordedOwners(d, snap) {
 		app, inSet := set.Lookup(owner.Application)
+		here := inSet && app.Destination.Swarm == d.name
 		switch {
-		case inSet && app.Release == owner.Release:
+		case here && app.Release == owner.Release:
 			continue // still declared
-		case inSet && previewName(app.Release).MatchString(owner.Release):
+		case here && previewName(app.Release).MatchString(owner.Release):
 			continue // a preview: its application's worker keeps or removes it
-		case inSet && c.declaresRelease(app.Name, owner.Release):
+		case here && c.declaresRelease(app.Name, owner.Release):
 			continue // a release its release file declares
-		case !inSet && declares(set, owner.Release):
+		case !inSet && declares(set, d.name, owner.Release):
 			continue // renamed: the new application re-stamps what it keeps
 		case inSet && !app.SyncPolicy.Prune:
+			// Moved to another swarm, or a release it stopped declaring: its
+			// own prune policy decides.
 			continue
 		case !inSet && !c.pruneApps:
 			continue // orphaned: Orphans lists it
 		}
 		if err := prune.Allowed(c.gates(owner.Application, owner.Release)); err != nil {
-			c.log.Warn("prune held", "app", owner.Application, "release", owner.Release, "err", err)
+			c.log.Warn("prune held", "app", owner.Application, "release", owner.Release, "swarm", d.name, "err", err)
 			continue
 		}
-		c.pruneRelease(ctx, owner, app.Destination.Swarm, snap, "")
+		why := ""
+		if inSet && !here {
+			why = fmt.Sprintf("moved to %s", swarm.Describe(app.Destination.Swarm))
+		}
+		c.pruneRelease(ctx, owner, d.name, snap, why)
 	}
 }
 
 // recordedOwners lists the (application, release) pairs this controller has
-// recorded revisions for.
-func (c *Controller) recordedOwners(snap swarm.Snapshot) []stack.Owner {
+// recorded revisions for on d.
+func (c *Controller) recordedOwners(d *destination, snap swarm.Snapshot) []stack.Owner {
 	seen := map[stack.Owner]bool{}
 	var out []stack.Owner
 	for _, cfg := range snap.Configs() {
 		l := cfg.Spec.Labels
-		if l[stack.LabelKind] == "" || l[stack.LabelController] != c.id {
+		if l[stack.LabelKind] == "" || l[stack.LabelController] != d.owner {
 			continue
 		}
-		o := stack.Owner{Controller: c.id, Application: l[stack.LabelApplication], Release: l[stack.LabelRelease]}
+		o := stack.Owner{Controller: d.owner, Application: l[stack.LabelApplication], Release: l[stack.LabelRelease]}
 		if o.Application != "" && o.Release != "" && !seen[o] {
 			seen[o] = true
 			out = append(out, o)
@@ -185,7 +194,8 @@ func (c *Controller) recordedOwners(snap swarm.Snapshot) []stack.Owner {
 // a release nobody declares any more, then, once nothing of the release is
 // left but its records, the records themselves.
 func (c *Controller) pruneRelease(ctx context.Context, owner stack.Owner, swarmName string, snap swarm.Snapshot, why string) {
-	revs, err := apply.Revisions(ctx, c.engine, owner)
+	engine := c.dest(swarmName).engine
+	revs, err := apply.Revisions(ctx, engine, owner)
 	if err != nil || len(revs) == 0 {
 		return
 	}
@@ -203,7 +213,7 @@ func (c *Controller) pruneRelease(ctx context.Context, owner stack.Owner, swarmN
 			return // something of ours is still there: keep the proof until it is gone
 		}
 	}
-	if err := apply.ForgetRelease(ctx, c.engine, owner); err != nil {
+	if err := apply.ForgetRelease(ctx, engine, owner); err != nil {
 		c.log.Warn("revisions of pruned release not removed", "app", owner.Application, "release", owner.Release, "err", err)
 		return
 	}
@@ -211,10 +221,11 @@ func (c *Controller) pruneRelease(ctx context.Context, owner stack.Owner, swarmN
 	c.log.Warn("release pruned", "app", owner.Application, "release", owner.Release)
 }
 
-// declares reports whether an application of set deploys release.
-func declares(set *appset.Set, release string) bool {
+// declares reports whether an application of set deploys release on the
+// swarm called dest.
+func declares(set *appset.Set, dest, release string) bool {
 	for _, a := range set.Applications() {
-		if a.Release == release {
+		if a.Release == release && a.Destination.Swarm == dest {
 			return true
 		}
 	}

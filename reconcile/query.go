@@ -44,32 +44,61 @@ func (c *Controller) Application(name string) (appset.Application, error) {
 func (c *Controller) GitStats() gitsource.Stats { return c.git.Stats() }
 
 // LiveServices lists this controller's services, of one application when
-// app is not "", with running and desired task counts, in one Engine call.
+// app is not "", with running and desired task counts, in one Engine call
+// per destination. A destination known not to answer is skipped at once
+// (the error says so) rather than waited for.
 func (c *Controller) LiveServices(ctx context.Context, app string) ([]dswarm.Service, error) {
-	f := filters.NewArgs(filters.Arg("label", stack.LabelController+"="+c.id))
+	dests := c.destNames()
 	if app != "" {
-		f.Add("label", stack.LabelApplication+"="+app)
+		a, ok := c.app(app)
+		if !ok {
+			return nil, fmt.Errorf("%w: %s", ErrUnknownApplication, app)
+		}
+		dests = []string{a.Destination.Swarm}
 	}
-	list, err := c.engine.ServiceList(ctx, dswarm.ServiceListOptions{Filters: f, Status: true})
-	if err != nil {
-		return nil, fmt.Errorf("list services of controller %s: %w", c.id, err)
-	}
-	// The label filter is a hint to the daemon; ownership is decided on the
-	// labels themselves.
-	out := list[:0]
-	for _, s := range list {
-		if s.Spec.Labels[stack.LabelController] == c.id && (app == "" || s.Spec.Labels[stack.LabelApplication] == app) {
-			out = append(out, s)
+	var (
+		out  []dswarm.Service
+		errs []error
+	)
+	for _, name := range dests {
+		d := c.dest(name)
+		if err := d.down(); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		f := filters.NewArgs(filters.Arg("label", stack.LabelController+"="+d.owner))
+		if app != "" {
+			f.Add("label", stack.LabelApplication+"="+app)
+		}
+		list, err := d.engine.ServiceList(ctx, dswarm.ServiceListOptions{Filters: f, Status: true})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("list services of controller %s on %s: %w", c.id, swarm.Describe(name), err))
+			continue
+		}
+		// The label filter is a hint to the daemon; ownership is decided on
+		// the labels themselves.
+		for _, s := range list {
+			if s.Spec.Labels[stack.LabelController] == d.owner && (app == "" || s.Spec.Labels[stack.LabelApplication] == app) {
+				out = append(out, s)
+			}
 		}
 	}
-	return out, nil
+	return out, errors.Join(errs...)
 }
 
 // LiveTasks lists the tasks of app's services in one Engine call.
 func (c *Controller) LiveTasks(ctx context.Context, app string) ([]dswarm.Task, error) {
-	f := filters.NewArgs(filters.Arg("label", stack.LabelController+"="+c.id),
+	a, ok := c.app(app)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", ErrUnknownApplication, app)
+	}
+	d := c.destOf(a)
+	if err := d.down(); err != nil {
+		return nil, err
+	}
+	f := filters.NewArgs(filters.Arg("label", stack.LabelController+"="+d.owner),
 		filters.Arg("label", stack.LabelApplication+"="+app))
-	tasks, err := c.engine.TaskList(ctx, dswarm.TaskListOptions{Filters: f})
+	tasks, err := d.engine.TaskList(ctx, dswarm.TaskListOptions{Filters: f})
 	if err != nil {
 		return nil, fmt.Errorf("list tasks of application %s: %w", app, err)
 	}
@@ -89,7 +118,7 @@ func (c *Controller) Revisions(ctx context.Context, name, release string) ([]app
 	}
 	owner := c.owner(app)
 	owner.Release = release
-	revs, err := apply.Revisions(ctx, c.engine, owner)
+	revs, err := apply.Revisions(ctx, c.engineOf(app), owner)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
@@ -217,7 +246,7 @@ func (c *Controller) Unhold(ctx context.Context, name string) error {
 		return err
 	}
 	c.status.Update(name, func(s *AppStatus) { s.Held = apply.Hold{} })
-	if err := apply.SaveHold(ctx, c.engine, c.owner(app), apply.Hold{}); err != nil {
+	if err := apply.SaveHold(ctx, c.engineOf(app), c.owner(app), apply.Hold{}); err != nil {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	c.log.InfoContext(ctx, "hold released", "app", name, "actor", notify.ActorFrom(ctx))
@@ -291,8 +320,10 @@ type Overview struct {
 	Orphans []Orphan
 	Pruned  []string
 	Git     gitsource.Stats
-	Swarm   swarm.Identity
-	Workers int
+	// Swarm is the local swarm's manager; Destinations every swarm's state.
+	Swarm        swarm.Identity
+	Destinations []DestinationState
+	Workers      int
 }
 
 // Overview returns the controller's state now.
@@ -308,7 +339,8 @@ func (c *Controller) Overview() Overview {
 		Orphans:      c.Orphans(),
 		Pruned:       c.status.Pruned(),
 		Git:          c.git.Stats(),
-		Swarm:        c.engine.Identity(),
+		Swarm:        c.dest(swarm.Local).engine.Identity(),
+		Destinations: c.Destinations(),
 		Workers:      workers,
 	}
 }
@@ -321,7 +353,9 @@ func (c *Controller) Ready(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if _, err := c.engine.Ping(ctx); err != nil {
+	// Only the local swarm decides readiness: a remote swarm that does not
+	// answer is that swarm's applications' problem, not the controller's.
+	if _, err := c.dest(swarm.Local).engine.Ping(ctx); err != nil {
 		return fmt.Errorf("%w: swarm does not answer: %w", ErrUnavailable, err)
 	}
 	return nil

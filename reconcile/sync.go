@@ -71,6 +71,12 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 		c.observe(app, req, out, d, time.Since(start), err)
 	}()
 	c.status.Update(app.Name, func(s *AppStatus) { s.Phase = PhaseReconciling })
+	// Nothing is rendered, compared or written for a swarm that does not
+	// answer; its applications are unknown until it does.
+	if err := c.unreachable(app); err != nil {
+		c.markUnknown(app.Name, err)
+		return out, err
+	}
 
 	// Render: the artifact versions, then the compose files at the commit
 	// (a held revision wins over what the application tracks).
@@ -94,7 +100,7 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 	if err != nil {
 		return out, err
 	}
-	c.remember(app.Name, d.release)
+	c.remember(app, d.release)
 	if err := c.observeLive(ctx, app, d, p, req, st, &out); err != nil {
 		return out, err
 	}
@@ -118,22 +124,22 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 	// Someone else's objects refused this very render before, and nothing
 	// changed since: say so again in the status, but write nothing and
 	// raise no second sync-started/sync-failed pair.
-	if f := st.foreign; f != nil && !req.Sync && f.key == d.key() && c.live != nil && namespaceState(c.live.Current(), app.Release) == f.namespace {
+	if f := st.foreign; f != nil && !req.Sync && f.key == d.key() && c.liveOf(app) != nil && namespaceState(c.liveOf(app).Current(), app.Release) == f.namespace {
 		return out, f.err
 	}
 	st.foreign = nil
 	// Apply, wait, then prune what the new revision stopped declaring.
 	out, err = c.applyRelease(ctx, app, d, p, req, out)
 	var foreign *apply.ForeignError
-	if errors.As(err, &foreign) && c.live != nil {
-		st.foreign = &foreignRefusal{key: d.key(), namespace: namespaceState(c.live.Current(), app.Release), err: err}
+	if errors.As(err, &foreign) && c.liveOf(app) != nil {
+		st.foreign = &foreignRefusal{key: d.key(), namespace: namespaceState(c.liveOf(app).Current(), app.Release), err: err}
 	}
 	if err == nil {
 		c.pruneResources(ctx, app, d, req)
 		if !req.release {
 			c.reconcilePreviews(ctx, app, d)
 		}
-	} else if c.live != nil && rolledBack(d.release, c.live.Current()) != "" {
+	} else if c.liveOf(app) != nil && rolledBack(d.release, c.liveOf(app).Current()) != "" {
 		st.rolledBack = d.key() // reported by the failed sync already
 	}
 	return out, err
@@ -248,7 +254,7 @@ func (c *Controller) compose(ctx context.Context, app appset.Application, root s
 // compare plans the desired release against its last recorded revision:
 // the "git moved" half of drift.
 func (c *Controller) compare(ctx context.Context, app appset.Application, d desired) (plan.Release, *apply.Revision, error) {
-	recorded, err := apply.LatestRevision(ctx, c.revisionSource(app.Name), c.owner(app))
+	recorded, err := apply.LatestRevision(ctx, c.revisionSource(app), c.owner(app))
 	if err != nil {
 		return plan.Release{}, nil, &outcome.TransientError{Err: fmt.Errorf("read recorded revision of %s: %w", app.Release, err)}
 	}
@@ -261,11 +267,12 @@ func (c *Controller) compare(ctx context.Context, app appset.Application, d desi
 
 // gate refuses a write while a service of rel is still updating or rolling
 // back: the reconcile waits and says so.
-func (c *Controller) gate(rel stack.Release) error {
-	if c.live == nil {
+func (c *Controller) gate(app appset.Application, rel stack.Release) error {
+	live := c.liveOf(app)
+	if live == nil {
 		return nil
 	}
-	if why := rollout(rel, c.live.Current()); why != "" {
+	if why := rollout(rel, live.Current()); why != "" {
 		return &outcome.WaitingError{Err: fmt.Errorf("release %s: waiting for a rollout: %s", rel.Name, why), Retry: 5 * time.Second}
 	}
 	return nil
@@ -275,7 +282,7 @@ func (c *Controller) gate(rel stack.Release) error {
 // and then sync-succeeded or sync-failed, and waits for health when the
 // policy asks.
 func (c *Controller) applyRelease(ctx context.Context, app appset.Application, d desired, p plan.Release, req Request, out Result) (Result, error) {
-	if err := c.gate(d.release); err != nil {
+	if err := c.gate(app, d.release); err != nil {
 		return out, err
 	}
 	if d.chart != nil && out.Recorded != nil {
@@ -287,8 +294,8 @@ func (c *Controller) applyRelease(ctx context.Context, app appset.Application, d
 	if d.chart != nil {
 		record = d.chart.record
 	}
-	if c.live != nil {
-		if err := c.restamp(ctx, app, c.live.Current()); err != nil {
+	if c.liveOf(app) != nil {
+		if err := c.restamp(ctx, app, c.liveOf(app).Current()); err != nil {
 			return out, err
 		}
 	}
@@ -296,7 +303,7 @@ func (c *Controller) applyRelease(ctx context.Context, app appset.Application, d
 	c.status.Update(app.Name, func(s *AppStatus) { s.Phase = PhaseApplying })
 	start := time.Now()
 	defer c.markWrite(app.Name)
-	res, err := apply.Apply(ctx, c.engine, d.release, apply.Options{
+	res, err := apply.Apply(ctx, c.engineOf(app), d.release, apply.Options{
 		Owner:        c.owner(app),
 		ResolveImage: apply.ResolveImage(app.SyncPolicy.ResolveImage),
 		Commit:       d.commit,
@@ -334,16 +341,16 @@ func (c *Controller) applyRelease(ctx context.Context, app appset.Application, d
 // of rel is healthy. A rollback by Swarm fails at once with the daemon's
 // reason.
 func (c *Controller) waitHealthy(ctx context.Context, app appset.Application, rel stack.Release) error {
-	if c.live == nil {
+	if c.liveOf(app) == nil {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, app.SyncPolicy.Timeout)
 	defer cancel()
-	changes := c.live.Subscribe(ctx)
+	changes := c.liveOf(app).Subscribe(ctx)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
-		snap := c.live.Current()
+		snap := c.liveOf(app).Current()
 		if why := rolledBack(rel, snap); why != "" {
 			return &outcome.StalledError{Err: fmt.Errorf("release %s: %s", rel.Name, why)}
 		}

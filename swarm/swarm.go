@@ -2,34 +2,36 @@
 // to. It is the only package that builds Docker clients; every other step
 // receives one (or a narrow interface it declares) from here.
 //
-// Today only the local swarm is supported: destination "" reaches the
-// engine named by DOCKER_HOST (or the default socket). A client always
-// negotiates the API version, since the engines Skep meets range from
-// 20.10 (API 1.41) upwards, and Connect refuses an engine that is not an
-// active swarm manager, because only a manager can read and write services.
+// Destination "" is the swarm the controller runs in: the engine named by
+// DOCKER_HOST (or the default socket). Other destinations come from a
+// destinations file (ParseDestinations): managers reached over a unix
+// socket, TCP with mutual TLS, or ssh with a checked host key, tried in
+// order. A client always negotiates the API version, since the engines Skep
+// meets range from 20.10 (API 1.41) upwards, and Probe refuses an engine
+// that is not an active swarm manager, because only a manager can read and
+// write services.
 //
-// This package never writes to the swarm; it only connects and reads.
+// This package never writes to the swarm; it only connects and reads. It
+// never trusts a peer it cannot verify: no clear-text TCP, no unchecked
+// certificate, no ssh host key accepted on first use.
 package swarm
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/docker/docker/api/types/swarm"
 	"github.com/docker/docker/api/types/system"
 	"github.com/docker/docker/client"
 )
 
-// ErrNamedSwarm is returned by Connect for any destination other than the
-// local swarm ("").
-var ErrNamedSwarm = errors.New("named swarms are not supported yet; use destination \"\" for the local swarm")
-
-// Options selects the swarm Connect reaches. The zero value is the local
+// Options selects the swarm a client reaches. The zero value is the local
 // swarm.
 type Options struct {
-	// Destination names the swarm; "" is the swarm the controller runs in.
-	Destination string
+	// Destination names the swarm and its managers; the zero value is the
+	// swarm the controller runs in.
+	Destination Destination
 }
 
 // NotManagerError says the engine answered but cannot manage the swarm:
@@ -50,66 +52,128 @@ func (e *NotManagerError) Error() string {
 	return fmt.Sprintf("engine at %s is a swarm worker, not a manager: deploy through a manager node", e.Host)
 }
 
-// Client is a Docker Engine API client for one swarm manager. It embeds
+// Client is a Docker Engine API client for one swarm's managers. It embeds
 // *client.Client, so it satisfies the narrow interfaces consumers declare
 // (apply.Engine). It is safe for concurrent use. Close releases it.
 type Client struct {
 	*client.Client
 
-	// Destination is the name the client was connected for ("" = local).
+	// Destination is the name the client was built for ("" = local).
 	Destination string
-	// NodeID and ClusterID identify the manager node and its swarm.
-	NodeID    string
-	ClusterID string
-	// EngineVersion is the engine's version, e.g. "20.10.24".
-	EngineVersion string
+
+	dialer *failover // nil for the local swarm
+
+	mu       sync.Mutex
+	identity Identity // as the last successful Probe found it
 }
 
-// Connect builds a client for opts.Destination, negotiates the API version
-// and checks that the engine is an active swarm manager. It blocks for one
-// round trip to the engine (bounded by ctx). On error nothing stays open.
+// New builds a client for opts.Destination without reaching it: only the
+// files a manager names are read (a missing certificate fails here). The
+// first request, or Probe, dials.
+func New(opts Options) (*Client, error) {
+	dest := opts.Destination
+	var (
+		api *client.Client
+		err error
+		f   *failover
+	)
+	if len(dest.Managers) == 0 {
+		if dest.Name != Local {
+			return nil, fmt.Errorf("%s: no managers", Describe(dest.Name))
+		}
+		api, err = client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	} else {
+		f = &failover{dest: dest.Name}
+		for i, m := range dest.Managers {
+			e, err := newEndpoint(m)
+			if err != nil {
+				return nil, fmt.Errorf("%s, manager %d: %w", Describe(dest.Name), i, err)
+			}
+			f.endpoints = append(f.endpoints, e)
+		}
+		// The host is a placeholder for the requests' URLs, as Docker's own
+		// connection helpers use: the failover dialer decides where to go.
+		api, err = client.NewClientWithOpts(client.WithHost("http://"+hostLabel(dest.Name)),
+			client.WithDialContext(f.dial), client.WithAPIVersionNegotiation())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("docker client for %s: %w", Describe(dest.Name), err)
+	}
+	return &Client{Client: api, Destination: dest.Name, dialer: f, identity: Identity{Destination: dest.Name}}, nil
+}
+
+// hostLabel is the placeholder host of a destination's request URLs.
+func hostLabel(name string) string { return name + ".destination.skep.invalid" }
+
+// Connect builds a client for opts.Destination and probes it: it blocks
+// for one round trip to the engine (bounded by ctx). On error nothing
+// stays open.
 func Connect(ctx context.Context, opts Options) (*Client, error) {
-	if opts.Destination != "" {
-		return nil, fmt.Errorf("connect to swarm %q: %w", opts.Destination, ErrNamedSwarm)
-	}
-	api, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	c, err := New(opts)
 	if err != nil {
-		return nil, fmt.Errorf("docker client for the local swarm: %w", err)
-	}
-	// Info negotiates the API version on its way, as any first request does.
-	info, err := api.Info(ctx)
-	if err != nil {
-		_ = api.Close()
-		return nil, fmt.Errorf("reach docker engine at %s: %w", api.DaemonHost(), err)
-	}
-	if err := checkManager(api.DaemonHost(), info); err != nil {
-		_ = api.Close()
 		return nil, err
 	}
-	c := &Client{
-		Client:        api,
-		Destination:   opts.Destination,
-		NodeID:        info.Swarm.NodeID,
-		EngineVersion: info.ServerVersion,
-	}
-	if info.Swarm.Cluster != nil {
-		c.ClusterID = info.Swarm.Cluster.ID
+	if _, err := c.Probe(ctx); err != nil {
+		_ = c.Close()
+		return nil, err
 	}
 	return c, nil
 }
 
-// Identity names the manager a client talks to, for status pages. Its
-// fields are those of Client.
+// Probe asks the engine who it is, negotiating the API version on its way
+// as any first request does, and checks it is an active swarm manager. The
+// identity it finds is what Identity returns from then on. The error names
+// the destination.
+func (c *Client) Probe(ctx context.Context) (Identity, error) {
+	info, err := c.Info(ctx)
+	if err != nil {
+		if c.dialer != nil && c.dialer.lastError() != nil {
+			err = c.dialer.lastError()
+		}
+		return Identity{}, fmt.Errorf("reach %s at %s: %w", Describe(c.Destination), c.where(), err)
+	}
+	if err := checkManager(c.where(), info); err != nil {
+		return Identity{}, fmt.Errorf("%s: %w", Describe(c.Destination), err)
+	}
+	id := Identity{Destination: c.Destination, NodeID: info.Swarm.NodeID, EngineVersion: info.ServerVersion,
+		APIVersion: c.ClientVersion(), Nodes: info.Swarm.Nodes, Managers: info.Swarm.Managers}
+	if info.Swarm.Cluster != nil {
+		id.ClusterID = info.Swarm.Cluster.ID
+	}
+	c.mu.Lock()
+	c.identity = id
+	c.mu.Unlock()
+	return id, nil
+}
+
+// where names the engine address for messages: the daemon host, or for a
+// named destination its name (the failover dialer names the manager).
+func (c *Client) where() string {
+	if c.Destination == Local {
+		return c.DaemonHost()
+	}
+	return "its managers"
+}
+
+// Identity names the manager a client talks to, for status pages.
 type Identity struct {
 	Destination   string
 	NodeID        string
 	ClusterID     string
 	EngineVersion string
+	// APIVersion is the Engine API version negotiated with it.
+	APIVersion string
+	// Nodes and Managers count the swarm's nodes.
+	Nodes    int
+	Managers int
 }
 
-// Identity returns who c talks to, as Connect found it.
+// Identity returns who c talks to, as the last successful Probe found it;
+// only Destination is set before one.
 func (c *Client) Identity() Identity {
-	return Identity{Destination: c.Destination, NodeID: c.NodeID, ClusterID: c.ClusterID, EngineVersion: c.EngineVersion}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.identity
 }
 
 // checkManager returns a *NotManagerError unless info describes an active

@@ -25,18 +25,11 @@ func TestConnectReachesLocalManagerWithNegotiatedVersion(t *testing.T) {
 	if got := c.ClientVersion(); got != server.APIVersion {
 		t.Errorf("client API version = %s, want the engine's %s (negotiated)", got, server.APIVersion)
 	}
-	if c.NodeID == "" || c.ClusterID == "" {
-		t.Errorf("Connect: NodeID %q, ClusterID %q, want both set for a manager", c.NodeID, c.ClusterID)
+	if id := c.Identity(); id.NodeID == "" || id.ClusterID == "" || id.Nodes < 1 || id.APIVersion != server.APIVersion {
+		t.Errorf("Connect: identity %+v, want node, cluster, nodes and the negotiated API version set for a manager", id)
 	}
 	if _, err := c.ServiceList(t.Context(), swarm.ServiceListOptions{}); err != nil {
 		t.Errorf("list services through the client: %v", err)
-	}
-}
-
-func TestConnectRefusesNamedSwarm(t *testing.T) {
-	_, err := Connect(t.Context(), Options{Destination: "prod"})
-	if !errors.Is(err, ErrNamedSwarm) {
-		t.Fatalf("Connect(prod) = %v, want ErrNamedSwarm", err)
 	}
 }
 

@@ -333,8 +333,36 @@ type ControllerStatus struct {
 	Pruned           []string          `json:"pruned"`
 	// Notifiers names the notifiers events go to (log, store, webhooks,
 	// chat), in registration order; absent when the server was not told.
-	Notifiers []string       `json:"notifiers,omitempty"`
-	Details   *StatusDetails `json:"details,omitempty"`
+	Notifiers []string `json:"notifiers,omitempty"`
+	// Swarms are the destinations the controller deploys to, the local
+	// swarm ("") first.
+	Swarms  []Swarm        `json:"swarms"`
+	Details *StatusDetails `json:"details,omitempty"`
+}
+
+// Swarm is one destination and what the controller knows of it.
+type Swarm struct {
+	// Name is what applications write in destination.swarm; "" is the
+	// swarm the controller runs in.
+	Name string `json:"name"`
+	// Reachable is true while the swarm answers; UnreachableSince and
+	// Error say since when and why it does not.
+	Reachable        bool       `json:"reachable"`
+	UnreachableSince *time.Time `json:"unreachableSince,omitempty"`
+	Error            string     `json:"error,omitempty"`
+	// EngineVersion and APIVersion are the manager's Engine and the API
+	// version negotiated with it; Nodes and Managers count the swarm's nodes.
+	EngineVersion string `json:"engineVersion,omitempty"`
+	APIVersion    string `json:"apiVersion,omitempty"`
+	Nodes         int    `json:"nodes,omitempty"`
+	Managers      int    `json:"managers,omitempty"`
+	// Applications counts the applications deployed there.
+	Applications int `json:"applications"`
+}
+
+// SwarmList is the body of GET /api/v1/swarms.
+type SwarmList struct {
+	Swarms []Swarm `json:"swarms"`
 }
 
 // OrphanedRelease is a release of the controller that is deployed while
@@ -342,6 +370,8 @@ type ControllerStatus struct {
 type OrphanedRelease struct {
 	Application string `json:"application"`
 	Release     string `json:"release"`
+	// Swarm is the destination holding it; "" is the local swarm.
+	Swarm string `json:"swarm"`
 	// Reason says why it was not pruned, e.g. "app set is empty; pruning
 	// held".
 	Reason string `json:"reason"`

@@ -451,7 +451,7 @@ export function controllerView(ctx) {
             h('dt', {}, 'Controller'), h('dd', {}, h('code', {}, st.controllerId), ' ', badge(st.ready ? 'healthy' : 'progressing', st.ready ? 'ready' : 'not ready')))),
           h('section', {}, h('h2', {}, 'Orphaned releases'), h('p', { class: 'muted' }, 'Deployed by this controller, declared by no loaded application, and why each was not pruned.'),
             (st.orphanedReleases || []).length === 0 ? h('p', { class: 'muted' }, 'None.')
-              : h('ul', {}, st.orphanedReleases.map((r) => h('li', {}, h('code', {}, r.release), ' (', r.application, '): ', r.reason)))),
+              : h('ul', {}, st.orphanedReleases.map((r) => h('li', {}, h('code', {}, r.release), ' (', r.application, r.swarm ? ` on ${r.swarm}` : '', '): ', r.reason)))),
           h('section', {}, h('h2', {}, 'Pruned applications'), names(st.pruned, 'None.')),
           h('section', {}, h('h2', {}, 'Notifiers'), h('p', { class: 'muted' }, 'Where every event goes, in the order they were registered.'), names(st.notifiers || [], 'Not reported by this controller.')),
           h('section', {}, h('h2', {}, 'Details'), st.details ? h('dl', { class: 'facts' },

@@ -1,0 +1,245 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/skep-cd/skep/appset"
+	"github.com/skep-cd/skep/health"
+	"github.com/skep-cd/skep/notify"
+	"github.com/skep-cd/skep/outcome"
+	"github.com/skep-cd/skep/swarm"
+)
+
+// Remote is one named swarm the controller deploys to besides its own.
+type Remote struct {
+	Engine Engine
+	// Live is the swarm's own snapshot, fed by its own events stream; nil
+	// where the controller makes one pass (`skep deploy`).
+	Live *swarm.Watcher
+}
+
+// destination is one swarm the controller keeps: its client, its live
+// snapshot and what the controller knows of its reachability. One swarm's
+// failure stays in its destination: nothing of another reads or waits on it.
+type destination struct {
+	name   string
+	engine Engine
+	live   *swarm.Watcher // nil without a live snapshot
+	// owner is the controller label value stamped on what this
+	// controller creates here: its id, plus the destination's name for a
+	// named one, so two destinations never claim each other's objects even
+	// when both names reach one swarm.
+	owner string
+
+	mu    sync.Mutex
+	state DestinationState
+}
+
+// DestinationState is what the controller knows of one destination.
+type DestinationState struct {
+	Name string
+	// Reachable is true once a list of the swarm succeeded and until one
+	// fails; Observed once any list succeeded.
+	Reachable bool
+	Observed  bool
+	// UnreachableSince is when the swarm stopped answering (zero while it
+	// answers); Error says what failed, naming the destination.
+	UnreachableSince time.Time
+	Error            string
+	// Identity is the manager as the last successful probe found it.
+	Identity swarm.Identity
+	// Applications counts the applications of the running set deployed here.
+	Applications int
+}
+
+// ownerID is the controller label value for destination name.
+func ownerID(id, name string) string {
+	if name == swarm.Local {
+		return id
+	}
+	return id + "@" + name
+}
+
+// dest returns the destination called name. The app set's check refuses
+// an unknown name before any worker sees it, so a miss is a programming
+// error answered with the local swarm's engine never being used for it:
+// the caller gets a destination whose every use fails.
+func (c *Controller) dest(name string) *destination {
+	if d, ok := c.dests[name]; ok {
+		return d
+	}
+	return &destination{name: name, engine: nil, owner: ownerID(c.id, name)}
+}
+
+// destOf returns the destination app deploys to.
+func (c *Controller) destOf(app appset.Application) *destination {
+	return c.dest(app.Destination.Swarm)
+}
+
+// engineOf returns the client of app's destination.
+func (c *Controller) engineOf(app appset.Application) Engine { return c.destOf(app).engine }
+
+// liveOf returns the live snapshot of app's destination; nil without one.
+func (c *Controller) liveOf(app appset.Application) *swarm.Watcher { return c.destOf(app).live }
+
+// checkSwarms refuses an app set naming a destination this controller has
+// not been given.
+func (c *Controller) checkSwarms(set *appset.Set) error {
+	var names []string
+	for n := range c.dests {
+		if n != swarm.Local {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	known := `""`
+	for _, n := range names {
+		known += ", " + n
+	}
+	return set.CheckSwarms(func(n string) bool { _, ok := c.dests[n]; return ok }, known)
+}
+
+// ErrUnreachable wraps the error of an application whose swarm does not
+// answer.
+var ErrUnreachable = errors.New("swarm unreachable")
+
+// unreachable returns a waiting error while app's destination does not
+// answer, and nil otherwise (including before its first list, when the
+// snapshot's own gate applies).
+func (c *Controller) unreachable(app appset.Application) error {
+	d := c.destOf(app)
+	if d.engine == nil {
+		return &outcome.StalledError{Err: fmt.Errorf("%s is not configured", swarm.Describe(d.name))}
+	}
+	if err := d.down(); err != nil && d.live != nil {
+		return &outcome.WaitingError{Err: err, Retry: c.interval}
+	}
+	return nil
+}
+
+// down returns an error naming d while it is known not to answer, nil
+// otherwise.
+func (d *destination) down() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.state.UnreachableSince.IsZero() {
+		return nil
+	}
+	return fmt.Errorf("%w: %s since %s: %s", ErrUnreachable, swarm.Describe(d.name),
+		d.state.UnreachableSince.UTC().Format(time.RFC3339), d.state.Error)
+}
+
+// markUnknown records that nothing is known of app's release while its
+// swarm does not answer.
+func (c *Controller) markUnknown(app string, err error) {
+	c.status.Update(app, func(s *AppStatus) {
+		s.Health, s.HealthMessage = health.Unknown, err.Error()
+		s.Sync = Unknown
+	})
+}
+
+// observeDestination updates d's state from its snapshot and, on a change
+// of reachability, raises one event and marks (or wakes) the destination's
+// applications. It returns true when the swarm became reachable again.
+func (c *Controller) observeDestination(ctx context.Context, d *destination) {
+	snap := d.live.Current()
+	err := snap.Err()
+	d.mu.Lock()
+	was := d.state
+	now := c.now()
+	switch {
+	case err == nil:
+		d.state.Reachable, d.state.Observed, d.state.Error = true, true, ""
+		d.state.UnreachableSince = time.Time{}
+	case errors.Is(err, swarm.ErrNotListed):
+		// Not read yet: neither reachable nor known to be down.
+	default:
+		d.state.Reachable = false
+		d.state.Error = err.Error()
+		if d.state.UnreachableSince.IsZero() {
+			d.state.UnreachableSince = now
+		}
+	}
+	st := d.state
+	d.mu.Unlock()
+	becameDown := was.UnreachableSince.IsZero() && !st.UnreachableSince.IsZero()
+	cameBack := !was.UnreachableSince.IsZero() && st.UnreachableSince.IsZero()
+	if !becameDown && !cameBack && !(st.Reachable && !was.Reachable) {
+		return
+	}
+	if becameDown {
+		c.log.Warn("swarm unreachable", "swarm", d.name, "err", st.Error)
+		c.notifier.Dispatch(ctx, notify.Event{Type: notify.SwarmUnreachable, Swarm: d.name, At: now,
+			Message: fmt.Sprintf("%s does not answer: %s; its applications are unknown and nothing is pruned there until it does", swarm.Describe(d.name), st.Error)})
+	}
+	if cameBack {
+		c.log.Info("swarm reachable again", "swarm", d.name)
+		c.notifier.Dispatch(ctx, notify.Event{Type: notify.SwarmReachable, Swarm: d.name, At: now,
+			Message: fmt.Sprintf("%s answers again after %s", swarm.Describe(d.name), now.Sub(was.UnreachableSince).Round(time.Second))})
+	}
+	// A probe refreshes the identity (engine version, node count) once the
+	// swarm answers; the API's version is negotiated on this first request.
+	if st.Reachable {
+		if p, ok := d.engine.(interface {
+			Probe(context.Context) (swarm.Identity, error)
+		}); ok {
+			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			if _, err := p.Probe(pctx); err != nil {
+				c.log.Warn("swarm probe", "swarm", d.name, "err", err)
+			}
+			cancel()
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, w := range c.workers {
+		if c.apps[name].Destination.Swarm != d.name {
+			continue
+		}
+		if becameDown {
+			c.markUnknown(name, fmt.Errorf("%w: %s: %s", ErrUnreachable, swarm.Describe(d.name), st.Error))
+		} else {
+			w.enqueue(Request{})
+		}
+	}
+}
+
+// Destinations returns the state of every destination, the local swarm
+// first, then by name.
+func (c *Controller) Destinations() []DestinationState {
+	counts := map[string]int{}
+	for _, a := range c.Applications() {
+		counts[a.Destination.Swarm]++
+	}
+	out := make([]DestinationState, 0, len(c.dests))
+	for _, name := range c.destNames() {
+		d := c.dests[name]
+		d.mu.Lock()
+		st := d.state
+		d.mu.Unlock()
+		st.Name = name
+		st.Identity = d.engine.Identity()
+		st.Applications = counts[name]
+		if d.live == nil {
+			// Without a snapshot (`skep deploy`) reachability is not followed.
+			st.Reachable = st.Identity.NodeID != ""
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// destNames lists the destinations, "" first, then by name.
+func (c *Controller) destNames() []string {
+	names := make([]string, 0, len(c.dests))
+	for n := range c.dests {
+		names = append(names, n)
+	}
+	slices.Sort(names) // "" sorts first
+	return names
+}
