@@ -45,7 +45,7 @@ staticcheck:
 lint: fmt-check vet staticcheck
 
 # Every test, with a real swarm required: a missing swarm fails, never skips.
-test: swarm-up lint
+test: swarm-up swarm2-up lint
 	$(GO) test -race -p 2 -run '^$$' ./... >/dev/null
 	SKEP_REQUIRE_SWARM=1 $(GO) test $(TEST_FLAGS) ./...
 

@@ -24,7 +24,7 @@ const module = "github.com/skep-cd/skep/"
 // top: entry (cmd/skep, cli) → face (api, ui) and loop (reconcile) → steps
 // (artifact, render, chart, stack, plan, health, apply, prune, preview)
 // and records (notify, store) → adapters (swarm, gitsource, chartrepo)
-// and leaves (wire, outcome, configfile, secret, version). The loop never
+// and leaves (wire, outcome, configfile, secret, version, window). The loop never
 // imports the face.
 var allowed = map[string][]string{
 	"cmd/skep":          {"cli"},
@@ -32,7 +32,7 @@ var allowed = map[string][]string{
 	"client":            {"wire"},
 	"api":               {"appset", "artifact", "configfile", "notify", "plan", "reconcile", "secret", "stack", "store", "version", "wire"},
 	"api/authtest":      {"api"},
-	"reconcile":         {"apply", "appset", "artifact", "chart", "chartrepo", "gitsource", "health", "notify", "outcome", "plan", "preview", "prune", "render", "stack", "swarm", "version"},
+	"reconcile":         {"apply", "appset", "artifact", "chart", "chartrepo", "gitsource", "health", "notify", "outcome", "plan", "preview", "prune", "render", "stack", "swarm", "version", "window"},
 	"render":            {},
 	"chart":             {"configfile", "render", "version"},
 	"chartrepo":         {"secret"},
@@ -47,7 +47,7 @@ var allowed = map[string][]string{
 	"notify":            {"configfile", "secret", "wire"},
 	"notify/notifytest": {"notify"},
 	"store":             {"notify"},
-	"appset":            {"configfile"},
+	"appset":            {"configfile", "window"},
 	"swarm":             {"configfile"},
 	"gitsource":         {"configfile", "secret"},
 	"wire":              {},
@@ -55,6 +55,7 @@ var allowed = map[string][]string{
 	"configfile":        {},
 	"secret":            {},
 	"version":           {},
+	"window":            {},
 	"golden":            {},
 	"demo":              {"githttp", "stack"},
 	"githttp":           {},

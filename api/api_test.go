@@ -107,6 +107,9 @@ func TestResponsesMatchTheOpenAPIContract(t *testing.T) {
 		{"POST", "/api/v1/applications/web/sync", deployerToken, wire.SyncOptions{DryRun: true}, nil, 200},
 		{"POST", "/api/v1/applications/web/sync", deployerToken, wire.SyncOptions{Revision: "unknown"}, nil, 400},
 		{"POST", "/api/v1/applications/web/sync", viewerToken, wire.SyncOptions{}, nil, 403},
+		// A sync window allowing no manual sync holds db.
+		{"POST", "/api/v1/applications/db/sync", deployerToken, wire.SyncOptions{}, nil, 409},
+		{"GET", "/api/v1/applications/db", viewerToken, nil, nil, 200},
 		// Force exists only for `skep deploy --force`: the API refuses it.
 		{"POST", "/api/v1/applications/web/sync", deployerToken, []byte(`{"force":true}`), nil, 400},
 		{"POST", "/api/v1/applications/web/rollback", deployerToken, wire.RollbackOptions{Revision: 1}, nil, 202},

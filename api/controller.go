@@ -41,6 +41,8 @@ func apiError(err error) error {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	case errors.Is(err, reconcile.ErrUnavailable):
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	case errors.Is(err, reconcile.ErrSyncWindow):
+		return fmt.Errorf("%w: %w", ErrConflict, err)
 	}
 	return err
 }
@@ -121,6 +123,14 @@ func (a *Controller) summary(app appset.Application) wire.Application {
 		v.Previews = append(v.Previews, pv)
 	}
 	v.PreviewProblems = st.PreviewProblems
+	if w := st.Window; w.Message != "" {
+		v.SyncWindow = &wire.SyncWindow{Kind: w.Kind, Schedule: w.Schedule, TimeZone: w.TimeZone, Duration: w.Duration.String(),
+			Outside: w.Outside, ManualSync: w.ManualSync, Message: w.Message}
+		if !w.Until.IsZero() {
+			t := w.Until.UTC()
+			v.SyncWindow.Until = &t
+		}
+	}
 	if h := st.Held; h.Revision != "" {
 		v.Held = &wire.Hold{Revision: h.Revision, Actor: h.Actor, Since: h.Since}
 	}

@@ -464,7 +464,7 @@ func TestEveryRouteAgainstARunningController(t *testing.T) {
 			t.Errorf("healthz = %d", status)
 		}
 		_, _, metrics := l.call(t, "GET", "/metrics", adminToken, nil)
-		for _, want := range []string{`skep_reconcile_total{application="web",outcome="ok"}`, `skep_sync_total{application="web",outcome="succeeded"} 3`,
+		for _, want := range []string{`skep_reconcile_total{application="web",outcome="ok",swarm=""}`, `skep_sync_total{application="web",outcome="succeeded",swarm=""} 3`,
 			`skep_webhook_deliveries_total{provider="generic",result="accepted"} 1`, `skep_sse_subscribers 1`} {
 			if !strings.Contains(string(metrics), want) {
 				t.Errorf("metrics lack %s", want)

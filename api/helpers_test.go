@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -66,9 +67,23 @@ func app(name string) wire.Application {
 	}
 }
 
+// frozen is the sync window that holds "db": it allows no manual sync.
+var frozen = wire.SyncWindow{Kind: "deny", Schedule: "0 22 * * *", TimeZone: "Europe/Berlin", Duration: "8h0m0s",
+	ManualSync: false, Message: "held by sync window deny 0 22 * * * (until 06:00 Europe/Berlin)"}
+
+// appOf is app(name) with "db" held by the frozen window.
+func appOf(name string) wire.Application {
+	a := app(name)
+	if name == "db" {
+		w := frozen
+		a.SyncWindow = &w
+	}
+	return a
+}
+
 func (f *fake) ListApplications(ctx context.Context) (wire.ApplicationList, error) {
 	f.record(ctx, "list", "")
-	return wire.ApplicationList{Applications: []wire.Application{app("web"), app("db")}}, nil
+	return wire.ApplicationList{Applications: []wire.Application{appOf("web"), appOf("db")}}, nil
 }
 
 func (f *fake) Application(ctx context.Context, name string) (wire.ApplicationDetail, error) {
@@ -77,7 +92,7 @@ func (f *fake) Application(ctx context.Context, name string) (wire.ApplicationDe
 		return wire.ApplicationDetail{}, err
 	}
 	at := t0
-	return wire.ApplicationDetail{Application: app(name), Releases: []wire.Release{{
+	return wire.ApplicationDetail{Application: appOf(name), Releases: []wire.Release{{
 		Name: name, Revision: 2, Commit: strings.Repeat("a", 40), AppliedAt: &at,
 		Services: []wire.Service{{Name: name + "_web", ID: "svc1", Image: "example/web:v1", Mode: "replicated", Desired: 1, Running: 1,
 			Tasks: []wire.Task{{ID: "task1", Slot: 1, Node: "node1", State: "running", DesiredState: "running", UpdatedAt: t0}}}},
@@ -113,6 +128,9 @@ func (f *fake) Sync(ctx context.Context, name string, opts wire.SyncOptions) (wi
 	}
 	if opts.Revision == "unknown" {
 		return wire.SyncResponse{}, api.ErrInvalid
+	}
+	if name == "db" && !opts.DryRun {
+		return wire.SyncResponse{}, fmt.Errorf("%w: application db is %s, which allows no manual sync", api.ErrConflict, frozen.Message)
 	}
 	if opts.DryRun {
 		d, _ := f.Diff(ctx, name, opts.Revision)
@@ -219,7 +237,11 @@ func newTestServer(t *testing.T, opts api.Options) *testServer {
 	if opts.Metrics == nil {
 		opts.Metrics = api.NewMetrics(api.MetricsOptions{
 			Applications: func() []api.AppState {
-				return []api.AppState{{Name: "web", Sync: "synced", Artifacts: map[string]string{"web": wire.ArtifactWaiting}}}
+				return []api.AppState{{Name: "web", Sync: "synced", Artifacts: map[string]string{"web": wire.ArtifactWaiting}},
+					{Name: "edge", Swarm: "prod", Sync: "out-of-sync", Health: "unknown"}}
+			},
+			Swarms: func() []api.SwarmState {
+				return []api.SwarmState{{Name: "", Reachable: true}, {Name: "prod", Reachable: false}}
 			},
 			Version: "test", Commit: "abc",
 		})

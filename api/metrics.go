@@ -18,6 +18,9 @@ import (
 // AppState is one application's state for the per-application gauges.
 type AppState struct {
 	Name string
+	// Swarm is the destination the application deploys to; "" is the
+	// local swarm.
+	Swarm string
 	// Sync and Health are the wire names of the states ("synced",
 	// "healthy", ...); an empty Health is exported as unknown.
 	Sync   string
@@ -46,11 +49,20 @@ type MetricsOptions struct {
 	// Applications returns the current state of every application. It
 	// must not call the swarm: a scrape costs no Docker request.
 	Applications func() []AppState
+	// Swarms returns every destination and whether it answers; nil
+	// exports none. Like Applications, it must not call the swarm.
+	Swarms func() []SwarmState
 	// Counters are counts kept by other packages: git remote calls,
 	// notifier deliveries and failures.
 	Counters []Counter
 	// Version and Commit label skep_build_info.
 	Version, Commit string
+}
+
+// SwarmState is one destination as skep_swarm_up exports it.
+type SwarmState struct {
+	Name      string
+	Reachable bool
 }
 
 // The sync and health states exported as state sets: one series per
@@ -88,19 +100,19 @@ func NewMetrics(opts MetricsOptions) *Metrics {
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
 		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "skep_reconcile_total", Help: "Reconciles run, by application and outcome (ok, stalled, waiting, transient).",
-		}, []string{"application", "outcome"}),
+			Name: "skep_reconcile_total", Help: "Reconciles run, by application, swarm and outcome (ok, stalled, waiting, transient).",
+		}, []string{"application", "swarm", "outcome"}),
 		reconcileDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "skep_reconcile_duration_seconds", Help: "Time one reconcile took, by application and outcome.",
+			Name: "skep_reconcile_duration_seconds", Help: "Time one reconcile took, by application, swarm and outcome.",
 			Buckets: []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300},
-		}, []string{"application", "outcome"}),
+		}, []string{"application", "swarm", "outcome"}),
 		syncs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "skep_sync_total", Help: "Applies run, by application and outcome (succeeded, failed).",
-		}, []string{"application", "outcome"}),
+			Name: "skep_sync_total", Help: "Applies run, by application, swarm and outcome (succeeded, failed).",
+		}, []string{"application", "swarm", "outcome"}),
 		applyDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "skep_apply_duration_seconds", Help: "Time one apply took, by application.",
+			Name: "skep_apply_duration_seconds", Help: "Time one apply took, by application and swarm.",
 			Buckets: []float64{.1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300},
-		}, []string{"application"}),
+		}, []string{"application", "swarm"}),
 		gitDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "skep_git_fetch_duration_seconds", Help: "Time resolving and fetching an application's revision took.",
 			Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
@@ -134,6 +146,9 @@ func NewMetrics(opts MetricsOptions) *Metrics {
 	if opts.Applications != nil {
 		m.reg.MustRegister(appCollector(opts.Applications))
 	}
+	if opts.Swarms != nil {
+		m.reg.MustRegister(swarmCollector(opts.Swarms))
+	}
 	if err := m.AddCounters(opts.Counters...); err != nil {
 		panic(err) // a programmer error in the caller's names, caught at start-up
 	}
@@ -157,14 +172,16 @@ func (m *Metrics) AddCounters(counters ...Counter) error {
 // The descriptors of appCollector's series.
 var (
 	syncStateDesc = prometheus.NewDesc("skep_application_sync_state",
-		"1 for the sync state the application is in, 0 for the others.", []string{"application", "state"}, nil)
+		"1 for the sync state the application is in, 0 for the others.", []string{"application", "swarm", "state"}, nil)
 	healthStateDesc = prometheus.NewDesc("skep_application_health_state",
-		"1 for the health state the application is in, 0 for the others.", []string{"application", "state"}, nil)
+		"1 for the health state the application is in, 0 for the others.", []string{"application", "swarm", "state"}, nil)
 	driftDesc = prometheus.NewDesc("skep_application_drift_findings",
-		"Live drift findings of the application.", []string{"application"}, nil)
+		"Live drift findings of the application.", []string{"application", "swarm"}, nil)
 	artifactStateDesc = prometheus.NewDesc("skep_artifact_state",
 		"1 for the drift state a release artifact is in (none: desired runs; waiting: desired image not pushed; ready: desired can deploy), 0 for the others.",
-		[]string{"application", "artifact", "state"}, nil)
+		[]string{"application", "swarm", "artifact", "state"}, nil)
+	swarmUpDesc = prometheus.NewDesc("skep_swarm_up",
+		"1 while the destination's managers answer, 0 while they do not.", []string{"swarm"}, nil)
 )
 
 // artifactStates are the values of skep_artifact_state's state label.
@@ -186,21 +203,34 @@ func (f appCollector) Describe(ch chan<- *prometheus.Desc) {
 func (f appCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, a := range f() {
 		for _, s := range syncStates {
-			ch <- prometheus.MustNewConstMetric(syncStateDesc, prometheus.GaugeValue, boolValue(a.Sync == s), a.Name, s)
+			ch <- prometheus.MustNewConstMetric(syncStateDesc, prometheus.GaugeValue, boolValue(a.Sync == s), a.Name, a.Swarm, s)
 		}
 		health := a.Health
 		if health == "" {
 			health = wire.HealthUnknown
 		}
 		for _, s := range healthStates {
-			ch <- prometheus.MustNewConstMetric(healthStateDesc, prometheus.GaugeValue, boolValue(health == s), a.Name, s)
+			ch <- prometheus.MustNewConstMetric(healthStateDesc, prometheus.GaugeValue, boolValue(health == s), a.Name, a.Swarm, s)
 		}
-		ch <- prometheus.MustNewConstMetric(driftDesc, prometheus.GaugeValue, float64(a.DriftFindings), a.Name)
+		ch <- prometheus.MustNewConstMetric(driftDesc, prometheus.GaugeValue, float64(a.DriftFindings), a.Name, a.Swarm)
 		for name, state := range a.Artifacts {
 			for _, s := range artifactStates {
-				ch <- prometheus.MustNewConstMetric(artifactStateDesc, prometheus.GaugeValue, boolValue(state == s), a.Name, name, s)
+				ch <- prometheus.MustNewConstMetric(artifactStateDesc, prometheus.GaugeValue, boolValue(state == s), a.Name, a.Swarm, name, s)
 			}
 		}
+	}
+}
+
+// swarmCollector exports skep_swarm_up, read at scrape time.
+type swarmCollector func() []SwarmState
+
+// Describe implements prometheus.Collector.
+func (f swarmCollector) Describe(ch chan<- *prometheus.Desc) { ch <- swarmUpDesc }
+
+// Collect implements prometheus.Collector; it calls f once per scrape.
+func (f swarmCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, s := range f() {
+		ch <- prometheus.MustNewConstMetric(swarmUpDesc, prometheus.GaugeValue, boolValue(s.Reachable), s.Name)
 	}
 }
 
@@ -219,15 +249,15 @@ func (m *Metrics) ObserveReconcile(o reconcile.Observation) {
 	if m == nil {
 		return
 	}
-	m.reconciles.WithLabelValues(o.Application, string(o.Outcome)).Inc()
-	m.reconcileDuration.WithLabelValues(o.Application, string(o.Outcome)).Observe(o.Duration.Seconds())
+	m.reconciles.WithLabelValues(o.Application, o.Swarm, string(o.Outcome)).Inc()
+	m.reconcileDuration.WithLabelValues(o.Application, o.Swarm, string(o.Outcome)).Observe(o.Duration.Seconds())
 	if o.Sync {
 		outcome := wire.OutcomeSucceeded
 		if o.SyncFailed {
 			outcome = wire.OutcomeFailed
 		}
-		m.syncs.WithLabelValues(o.Application, outcome).Inc()
-		m.applyDuration.WithLabelValues(o.Application).Observe(o.ApplyDuration.Seconds())
+		m.syncs.WithLabelValues(o.Application, o.Swarm, outcome).Inc()
+		m.applyDuration.WithLabelValues(o.Application, o.Swarm).Observe(o.ApplyDuration.Seconds())
 	}
 	if o.GitDuration > 0 {
 		m.gitDuration.Observe(o.GitDuration.Seconds())

@@ -41,6 +41,7 @@ func TestMetricsExposeTheKeySeries(t *testing.T) {
 	s.metrics.ObserveReconcile(reconcile.Observation{Application: "web", Outcome: outcome.OK, Duration: time.Second,
 		Sync: true, ApplyDuration: 500 * time.Millisecond, GitDuration: 100 * time.Millisecond})
 	s.metrics.ObserveReconcile(reconcile.Observation{Application: "web", Outcome: outcome.Transient, Duration: time.Second, GitFailed: true})
+	s.metrics.ObserveReconcile(reconcile.Observation{Application: "edge", Swarm: "prod", Outcome: outcome.Waiting, Duration: time.Second})
 	s.call(t, "GET", "/api/v1/applications", viewerToken, nil)
 	post(t, s, "/api/v1/webhooks/generic", []byte(`{}`), map[string]string{"X-Skep-Signature": "sha256=00"})
 
@@ -50,20 +51,24 @@ func TestMetricsExposeTheKeySeries(t *testing.T) {
 	}
 	text := string(body)
 	for _, want := range []string{
-		`skep_reconcile_total{application="web",outcome="ok"} 1`,
-		`skep_reconcile_total{application="web",outcome="transient"} 1`,
-		`skep_reconcile_duration_seconds_count{application="web",outcome="ok"} 1`,
-		`skep_sync_total{application="web",outcome="succeeded"} 1`,
-		`skep_apply_duration_seconds_count{application="web"} 1`,
+		`skep_reconcile_total{application="web",outcome="ok",swarm=""} 1`,
+		`skep_reconcile_total{application="web",outcome="transient",swarm=""} 1`,
+		`skep_reconcile_total{application="edge",outcome="waiting",swarm="prod"} 1`,
+		`skep_reconcile_duration_seconds_count{application="web",outcome="ok",swarm=""} 1`,
+		`skep_sync_total{application="web",outcome="succeeded",swarm=""} 1`,
+		`skep_apply_duration_seconds_count{application="web",swarm=""} 1`,
 		`skep_git_fetch_duration_seconds_count 1`,
 		`skep_git_fetch_failures_total 1`,
 		`skep_git_fetches_total 7`,
-		`skep_application_sync_state{application="web",state="synced"} 1`,
-		`skep_application_sync_state{application="web",state="out-of-sync"} 0`,
-		`skep_application_health_state{application="web",state="unknown"} 1`,
-		`skep_application_drift_findings{application="web"} 0`,
-		`skep_artifact_state{application="web",artifact="web",state="waiting"} 1`,
-		`skep_artifact_state{application="web",artifact="web",state="ready"} 0`,
+		`skep_application_sync_state{application="web",state="synced",swarm=""} 1`,
+		`skep_application_sync_state{application="web",state="out-of-sync",swarm=""} 0`,
+		`skep_application_health_state{application="web",state="unknown",swarm=""} 1`,
+		`skep_application_health_state{application="edge",state="unknown",swarm="prod"} 1`,
+		`skep_application_drift_findings{application="web",swarm=""} 0`,
+		`skep_artifact_state{application="web",artifact="web",state="waiting",swarm=""} 1`,
+		`skep_artifact_state{application="web",artifact="web",state="ready",swarm=""} 0`,
+		`skep_swarm_up{swarm=""} 1`,
+		`skep_swarm_up{swarm="prod"} 0`,
 		`skep_webhook_deliveries_total{provider="generic",result="invalid_signature"} 1`,
 		`skep_api_requests_total{code="200",route="GET /api/v1/applications"} 1`,
 		`skep_sse_subscribers 0`,

@@ -16,8 +16,8 @@ import (
 // be safe for it; ctx carries the caller's display name (notify.ActorFrom),
 // which an implementation uses only to label what it records and raises.
 //
-// Errors that wrap ErrNotFound, ErrInvalid or ErrUnavailable answer 404,
-// 400 and 503; any other error answers 500.
+// Errors that wrap ErrNotFound, ErrInvalid, ErrConflict or ErrUnavailable
+// answer 404, 400, 409 and 503; any other error answers 500.
 type Reconciler interface {
 	// ListApplications lists every application, with live counts read in one
 	// pass over the swarm (not one call per application).
@@ -65,6 +65,9 @@ var (
 	// ErrUnavailable: the swarm or the app set is not there yet (503);
 	// the client may retry.
 	ErrUnavailable = errors.New("unavailable")
+	// ErrConflict: the application's state refuses the request now, as a
+	// sync window allowing no manual sync does (409); it may pass later.
+	ErrConflict = errors.New("conflict")
 )
 
 // RepoKey normalises a repository URL for matching a webhook's repository

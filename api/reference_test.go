@@ -80,6 +80,7 @@ var errorStatus = map[string]struct {
 	"payload_too_large":      {status: http.StatusRequestEntityTooLarge},
 	"unsupported_media_type": {status: http.StatusUnsupportedMediaType},
 	"unavailable":            {status: http.StatusServiceUnavailable},
+	"conflict":               {status: http.StatusConflict},
 	"internal":               {status: http.StatusInternalServerError, meaning: "A bug in the controller; the controller log has the details."},
 }
 

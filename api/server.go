@@ -350,6 +350,8 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusRequestEntityTooLarge, wire.CodeTooLarge, fmt.Sprintf("request body larger than %d bytes", tooLarge.Limit))
 	case errors.Is(err, ErrUnavailable):
 		writeError(w, http.StatusServiceUnavailable, wire.CodeUnavailable, err.Error())
+	case errors.Is(err, ErrConflict):
+		writeError(w, http.StatusConflict, wire.CodeConflict, err.Error())
 	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
 		// The client left; there is nobody to answer.
 	default:

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/skep-cd/skep/configfile"
+	"github.com/skep-cd/skep/window"
 )
 
 // APIVersion is the only apiVersion an app-set file may declare.
@@ -56,6 +57,17 @@ type Set struct {
 	// swarmAt is where each application named its destination.swarm, for
 	// CheckSwarms' problems; absent when the key was not written.
 	swarmAt map[string]configfile.Problem
+	// windows are the sync windows of every file, in file order.
+	windows []window.Window
+}
+
+// SyncWindows returns a copy of the set's sync windows, in the order the
+// files give them.
+func (s *Set) SyncWindows() []window.Window {
+	if s == nil {
+		return nil
+	}
+	return slices.Clone(s.windows)
 }
 
 // Len returns the number of applications; 0 for a nil set.
@@ -132,6 +144,9 @@ type Application struct {
 	// Chart renders the release from a chart instead of compose files;
 	// nil means compose.
 	Chart *Chart
+	// SyncWindows are the app set's sync windows that cover this
+	// application (see package window); nil when none does.
+	SyncWindows []window.Window
 }
 
 // Chart names the chart an application renders and the values it gives
@@ -334,6 +349,7 @@ func (a Application) clone() Application {
 	a.Allow.Configs = slices.Clone(a.Allow.Configs)
 	a.Allow.Secrets = slices.Clone(a.Allow.Secrets)
 	a.Allow.Volumes = slices.Clone(a.Allow.Volumes)
+	a.SyncWindows = slices.Clone(a.SyncWindows)
 	return a
 }
 

@@ -52,10 +52,23 @@ func ParseFiles(files []File) (*Set, error) {
 		return nil, problems
 	}
 	set := &Set{byName: map[string]int{}, swarmAt: map[string]configfile.Problem{}}
+	// Windows are the whole set's: a file's windows cover the applications
+	// of every file their globs match.
+	for _, p := range parsed {
+		for _, w := range p.doc.SyncWindows {
+			set.windows = append(set.windows, toWindow(w))
+		}
+	}
 	for _, p := range parsed {
 		for i, a := range p.doc.Applications {
 			set.byName[a.Name] = len(set.apps)
-			set.apps = append(set.apps, toApplication(a))
+			app := toApplication(a)
+			for _, w := range set.windows {
+				if w.Covers(app.Name) {
+					app.SyncWindows = append(app.SyncWindows, w)
+				}
+			}
+			set.apps = append(set.apps, app)
 			field := fmt.Sprintf("applications[%d].destination.swarm", i)
 			line, col := p.d.Position(field)
 			set.swarmAt[a.Name] = configfile.Problem{File: p.name, Line: line, Column: col, Field: field}

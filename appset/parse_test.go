@@ -205,7 +205,7 @@ func TestParseFixtures(t *testing.T) {
 			name: "missing apiVersion and applications point at the document",
 			file: "invalid/missing-keys.yaml",
 			problems: []string{
-				"2:1 kind: unknown key; want one of apiVersion, applications",
+				"2:1 kind: unknown key; want one of apiVersion, applications, syncWindows",
 				"2:1 apiVersion: missing; want skep/v1",
 				"2:1 applications: missing; write `applications: []` for an empty set",
 			},

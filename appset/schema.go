@@ -10,6 +10,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/skep-cd/skep/configfile"
+	"github.com/skep-cd/skep/window"
 )
 
 // The file form of an app set: what applications.yaml holds, key for key.
@@ -17,8 +18,20 @@ import (
 // unknown keys) and only toApplication reads them; the rest of Skep sees
 // Application. Empty strings mean "use the default".
 type fileDoc struct {
-	APIVersion   string    `yaml:"apiVersion"`
-	Applications []fileApp `yaml:"applications"`
+	APIVersion   string       `yaml:"apiVersion"`
+	Applications []fileApp    `yaml:"applications"`
+	SyncWindows  []fileWindow `yaml:"syncWindows,omitempty"`
+}
+
+// fileWindow is one entry of syncWindows; see window.Window. A nil
+// ManualSync means the default, true.
+type fileWindow struct {
+	Kind         string   `yaml:"kind"`
+	Schedule     string   `yaml:"schedule"`
+	Duration     duration `yaml:"duration"`
+	Applications []string `yaml:"applications"`
+	TimeZone     string   `yaml:"timeZone,omitempty"`
+	ManualSync   *bool    `yaml:"manualSync,omitempty"`
 }
 
 // fileApp is one entry of applications, as written.
@@ -381,8 +394,27 @@ func (s *Set) MarshalYAML() (any, error) {
 		for _, a := range s.apps {
 			doc.Applications = append(doc.Applications, fromApplication(a))
 		}
+		for _, w := range s.windows {
+			doc.SyncWindows = append(doc.SyncWindows, fromWindow(w))
+		}
 	}
 	return doc, nil
+}
+
+// toWindow converts a valid file-form window.
+func toWindow(w fileWindow) window.Window {
+	// Both were checked by validateWindow; a failure here is impossible.
+	sched, _ := window.ParseCron(w.Schedule)
+	zone, _ := window.LoadZone(w.TimeZone)
+	return window.Window{Kind: window.Kind(w.Kind), Schedule: sched, Zone: zone, Duration: w.Duration.value,
+		Applications: slices.Clone(w.Applications), ManualSync: w.ManualSync == nil || *w.ManualSync}
+}
+
+// fromWindow is the inverse of toWindow.
+func fromWindow(w window.Window) fileWindow {
+	manual := w.ManualSync
+	return fileWindow{Kind: string(w.Kind), Schedule: w.Schedule.String(), Duration: duration{value: w.Duration, set: true},
+		Applications: w.Applications, TimeZone: w.Zone.String(), ManualSync: &manual}
 }
 
 // cleanAll returns path.Clean of every path, nil for none.

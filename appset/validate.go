@@ -10,6 +10,7 @@ import (
 	"unicode"
 
 	"github.com/skep-cd/skep/configfile"
+	"github.com/skep-cd/skep/window"
 )
 
 var (
@@ -37,6 +38,43 @@ func validateDoc(d *configfile.Document, doc *fileDoc) {
 	}
 	for i := range doc.Applications {
 		validateApp(d, &doc.Applications[i], fmt.Sprintf("applications[%d]", i))
+	}
+	for i := range doc.SyncWindows {
+		validateWindow(d, doc.SyncWindows[i], fmt.Sprintf("syncWindows[%d]", i))
+	}
+}
+
+// validateWindow checks one sync window: its kind, schedule, duration,
+// application globs and time zone.
+func validateWindow(d *configfile.Document, w fileWindow, field string) {
+	switch window.Kind(w.Kind) {
+	case window.Allow, window.Deny:
+	case "":
+		d.Add(field+".kind", "missing; want allow or deny")
+	default:
+		d.Add(field+".kind", "want allow or deny, got %s", configfile.Quote(w.Kind))
+	}
+	if w.Schedule == "" {
+		d.Add(field+".schedule", "missing; want five cron fields like \"0 22 * * *\" (minute hour day-of-month month day-of-week)")
+	} else if _, err := window.ParseCron(w.Schedule); err != nil {
+		d.Add(field+".schedule", "%v", err)
+	}
+	switch {
+	case !w.Duration.set:
+		d.Add(field+".duration", "missing; want how long the window lasts from each start, like 8h")
+	case w.Duration.value <= 0:
+		d.Add(field+".duration", "want a positive duration like 8h, got %s", w.Duration.value)
+	}
+	if len(w.Applications) == 0 {
+		d.Add(field+".applications", "missing; want globs of the application names the window covers, like [\"prod-*\"] or [\"*\"]")
+	}
+	for i, g := range w.Applications {
+		if _, err := path.Match(g, ""); err != nil || g == "" {
+			d.Add(fmt.Sprintf("%s.applications[%d]", field, i), "want a glob of application names like prod-* or *, got %s", configfile.Quote(g))
+		}
+	}
+	if _, err := window.LoadZone(w.TimeZone); err != nil {
+		d.Add(field+".timeZone", "%v", err)
 	}
 }
 

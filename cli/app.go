@@ -106,20 +106,42 @@ func nonEmpty(q map[string]string) map[string]string {
 // not mistaken for a stopped application.
 func printAppList(w io.Writer, list wire.ApplicationList) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tSWARM\tSYNC\tHEALTH\tSERVICES\tREVISION\tDEPLOYED\tAUTO\tPHASE\tERROR")
+	fmt.Fprintln(tw, "NAME\tSWARM\tSYNC\tHEALTH\tSERVICES\tREVISION\tDEPLOYED\tAUTO\tPHASE\tWAITING\tERROR")
 	for _, a := range list.Applications {
 		deployed := short(a.DeployedRevision)
 		if a.Held != nil {
 			deployed += " (held)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%t\t%s\t%s\n", a.Name, orDash(a.Swarm), a.Sync, a.Health,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%t\t%s\t%s\t%s\n", a.Name, orDash(a.Swarm), a.Sync, a.Health,
 			a.Services.Running, a.Services.Desired, short(a.Revision), deployed, a.Automated, a.Phase,
-			orDash(oneLine(a.LastError, 60)))
+			orDash(waiting(a)), orDash(oneLine(a.LastError, 60)))
 	}
 	if list.LiveError != "" {
 		fmt.Fprintf(tw, "\nlive state unavailable: %s\n", list.LiveError)
 	}
 	return tw.Flush()
+}
+
+// waiting says in a few words what holds an application's automated
+// syncs: "window deny 0 22 * * * until 06:00 Europe/Berlin".
+func waiting(a wire.Application) string {
+	if w := a.SyncWindow; w != nil {
+		s := "window " + w.Kind + " " + w.Schedule
+		if w.Until != nil {
+			s += " until " + w.Until.In(zone(w.TimeZone)).Format("2006-01-02 15:04") + " " + w.TimeZone
+		}
+		return s
+	}
+	return ""
+}
+
+// zone loads a time zone the controller named, UTC when this machine does
+// not know it.
+func zone(name string) *time.Location {
+	if loc, err := time.LoadLocation(name); err == nil {
+		return loc
+	}
+	return time.UTC
 }
 
 // newAppGetCommand builds `skep app get`: one application in detail.
@@ -156,6 +178,13 @@ func printAppDetail(w io.Writer, d wire.ApplicationDetail) error {
 		fmt.Fprintf(tw, "Held:\tat %s by %s since %s\n", short(a.Held.Revision), orDash(a.Held.Actor), a.Held.Since.Format(time.RFC3339))
 	}
 	fmt.Fprintf(tw, "Phase:\t%s\n", a.Phase)
+	if w := a.SyncWindow; w != nil {
+		manual := "manual syncs pass"
+		if !w.ManualSync {
+			manual = "manual syncs refused"
+		}
+		fmt.Fprintf(tw, "Sync window:\t%s; %s\n", w.Message, manual)
+	}
 	if a.LastSync != nil {
 		fmt.Fprintf(tw, "Last sync:\t#%d %s at %s by %s\n", a.LastSync.ID, a.LastSync.Outcome, short(a.LastSync.Revision), orDash(a.LastSync.Actor))
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/skep-cd/skep/wire"
 )
@@ -48,4 +49,30 @@ func containsFields(text, want string) bool {
 		}
 	}
 	return false
+}
+
+func TestAppListAndGetSayWhichSyncWindowHoldsAnApplication(t *testing.T) {
+	until := time.Date(2025, 1, 16, 5, 0, 0, 0, time.UTC)
+	a := wire.Application{Name: "prod-web", Sync: "out-of-sync", Health: "healthy", Phase: "idle", Automated: true,
+		SyncWindow: &wire.SyncWindow{Kind: "deny", Schedule: "0 22 * * *", TimeZone: "Europe/Berlin", Duration: "8h0m0s", Until: &until,
+			ManualSync: false, Message: "held by sync window deny 0 22 * * * (until 06:00 Europe/Berlin)"}}
+	var list bytes.Buffer
+	if err := printAppList(&list, wire.ApplicationList{Applications: []wire.Application{a, {Name: "web", Sync: "synced", Health: "healthy", Phase: "idle"}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"NAME SWARM SYNC HEALTH SERVICES REVISION DEPLOYED AUTO PHASE WAITING ERROR",
+		"prod-web - out-of-sync healthy 0/0 - - true idle window deny 0 22 * * * until 2025-01-16 06:00 Europe/Berlin -",
+	} {
+		if !containsFields(list.String(), want) {
+			t.Errorf("app list lacks %q:\n%s", want, list.String())
+		}
+	}
+	var get bytes.Buffer
+	if err := printAppDetail(&get, wire.ApplicationDetail{Application: a}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "Sync window: held by sync window deny 0 22 * * * (until 06:00 Europe/Berlin); manual syncs refused"; !containsFields(get.String(), want) {
+		t.Errorf("app get lacks %q:\n%s", want, get.String())
+	}
 }

@@ -407,7 +407,7 @@ func runController(ctx context.Context, logger *slog.Logger, flags *controllerFl
 			}
 			var out []api.AppState
 			for _, st := range ctrl.Statuses().List() {
-				as := api.AppState{Name: st.Name, Sync: string(st.Sync),
+				as := api.AppState{Name: st.Name, Swarm: st.Swarm, Sync: string(st.Sync),
 					// An application not yet assessed has no health; the gauge needs a
 					// value, and "unknown" is the honest one.
 					Health: cmp.Or(string(st.Health), wire.HealthUnknown), DriftFindings: len(st.Findings)}
@@ -418,6 +418,16 @@ func runController(ctx context.Context, logger *slog.Logger, flags *controllerFl
 					as.Artifacts[o.Entry.Name] = api.ArtifactView(o).Drift
 				}
 				out = append(out, as)
+			}
+			return out
+		},
+		Swarms: func() []api.SwarmState {
+			if ctrl == nil {
+				return nil
+			}
+			var out []api.SwarmState
+			for _, d := range ctrl.Destinations() {
+				out = append(out, api.SwarmState{Name: d.Name, Reachable: d.Reachable})
 			}
 			return out
 		},

@@ -57,7 +57,7 @@ func newEventsCommand() *cobra.Command {
 				return apiFailure(fmt.Errorf("decode events: %w", err))
 			}
 			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tAT\tAPPLICATION\tTYPE\tREVISION\tACTOR\tMESSAGE")
+			fmt.Fprintln(tw, "ID\tAT\tAPPLICATION\tSWARM\tTYPE\tREVISION\tACTOR\tMESSAGE")
 			for _, e := range list.Events {
 				// Kept events carry a numeric id; streamed ones a string (see
 				// printStreamEvent), hence the id as text.
@@ -76,7 +76,7 @@ func newEventsCommand() *cobra.Command {
 
 // printEventRow prints one event as a table row.
 func printEventRow(w io.Writer, id string, e wire.Event) {
-	fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id, e.At.Format(time.RFC3339), e.Application, e.Type,
+	fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id, e.At.Format(time.RFC3339), orDash(e.Application), orDash(e.Swarm), e.Type,
 		short(e.Revision), orDash(e.Actor), orDash(oneLine(e.Message, 80)))
 }
 

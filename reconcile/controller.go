@@ -309,7 +309,7 @@ func (c *Controller) setApps(snap appset.Snapshot) {
 	apps := map[string]appset.Application{}
 	for _, a := range snap.Set.Applications() {
 		apps[a.Name] = a
-		c.status.Update(a.Name, func(s *AppStatus) { s.Automated = a.SyncPolicy.Automated })
+		c.status.Update(a.Name, func(s *AppStatus) { s.Automated, s.Swarm = a.SyncPolicy.Automated, a.Destination.Swarm })
 	}
 	c.mu.Lock()
 	c.apps = apps

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -242,4 +243,32 @@ func (c *Controller) destNames() []string {
 	}
 	slices.Sort(names) // "" sorts first
 	return names
+}
+
+// movedFrom says where else app's release was recorded by this controller:
+// the destinations (other than app's own) whose snapshot holds a revision
+// of it. A change of destination.swarm is a move: the plan says so, and the
+// old release goes only with syncPolicy.prune (see pruneReleases).
+func (c *Controller) movedFrom(app appset.Application) string {
+	var from []string
+	for _, name := range c.destNames() {
+		d := c.dests[name]
+		if name == app.Destination.Swarm || d.live == nil {
+			continue
+		}
+		for _, o := range c.recordedOwners(d, d.live.Current()) {
+			if o.Application == app.Name && o.Release == app.Release {
+				from = append(from, swarm.Describe(name))
+				break
+			}
+		}
+	}
+	if len(from) == 0 {
+		return ""
+	}
+	fate := "left in place there (syncPolicy.prune is off)"
+	if app.SyncPolicy.Prune {
+		fate = "removed there once the move is synced (syncPolicy.prune)"
+	}
+	return fmt.Sprintf("moved from %s to %s: the release is installed here and %s", strings.Join(from, " and "), swarm.Describe(app.Destination.Swarm), fate)
 }

@@ -120,7 +120,8 @@ func (e *env) controller(t *testing.T, source appset.Source) *reconcile.Controll
 }
 
 // controllerWith builds a controller like the binary does, with the live
-// snapshot, taking PruneApplications and OwnStack from opts.
+// snapshot, taking PruneApplications, OwnStack, Charts, Now and Observer
+// from opts.
 func (e *env) controllerWith(t *testing.T, source appset.Source, opts reconcile.Options) *reconcile.Controller {
 	t.Helper()
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -139,7 +140,7 @@ func (e *env) controllerWith(t *testing.T, source appset.Source, opts reconcile.
 		ControllerID: e.id, AppSet: source, AppSetInterval: time.Second,
 		Git: git, Engine: engine, Notifier: &reg, Logger: logger,
 		Live:              skepswarm.NewWatcher(engine, skepswarm.WatcherOptions{Logger: logger}),
-		PruneApplications: opts.PruneApplications, OwnStack: opts.OwnStack, Charts: opts.Charts,
+		PruneApplications: opts.PruneApplications, OwnStack: opts.OwnStack, Charts: opts.Charts, Now: opts.Now, Observer: opts.Observer,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -15,4 +15,7 @@ var (
 	ErrInvalidRequest = errors.New("invalid request")
 	// ErrUnavailable: the swarm or the app set cannot answer now.
 	ErrUnavailable = errors.New("unavailable")
+	// ErrSyncWindow: a sync window refuses the request now (manualSync:
+	// false); it may pass once the window closes.
+	ErrSyncWindow = errors.New("refused by a sync window")
 )

@@ -25,7 +25,9 @@ import (
 // observeLive reads the live snapshot for app: health, a rollout Swarm
 // rolled back, and live drift, which an automated application (or a sync)
 // corrects. It does nothing without a live snapshot.
-func (c *Controller) observeLive(ctx context.Context, app appset.Application, d desired, p plan.Release, req Request, st *appState, out *Result) error {
+// A sync window that holds the application (held) lets findings be
+// reported but not corrected.
+func (c *Controller) observeLive(ctx context.Context, app appset.Application, d desired, p plan.Release, req Request, held bool, st *appState, out *Result) error {
 	if c.liveOf(app) == nil {
 		return nil
 	}
@@ -65,8 +67,8 @@ func (c *Controller) observeLive(ctx context.Context, app appset.Application, d 
 		st.liveDrift = line
 		c.emit(ctx, app, notify.LiveDriftDetected, d.commit, fmt.Sprintf("release %s: %s", app.Release, line))
 	}
-	if len(correctable(findings)) == 0 || req.Sync || !app.SyncPolicy.Automated {
-		return nil // a sync redeploys everything anyway; a manual app only reports
+	if len(correctable(findings)) == 0 || req.Sync || !app.SyncPolicy.Automated || held {
+		return nil // a sync redeploys everything anyway; a manual or held app only reports
 	}
 	if err := c.correct(ctx, app, d, findings); err != nil {
 		return err

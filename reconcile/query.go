@@ -201,7 +201,15 @@ type Queued struct {
 }
 
 // Sync queues a sync of name by the actor ctx carries and returns at once.
+// A sync window that allows no manual sync refuses it (ErrSyncWindow).
 func (c *Controller) Sync(ctx context.Context, name string, opts SyncOptions) (Queued, error) {
+	app, err := c.lookup(name)
+	if err != nil {
+		return Queued{}, err
+	}
+	if err := c.checkManualSync(app); err != nil {
+		return Queued{}, err
+	}
 	queued, merged, err := c.enqueue(name, Request{Sync: true, Actor: notify.ActorFrom(ctx), Revision: opts.Revision, Prune: opts.Prune})
 	if err != nil {
 		return Queued{}, err

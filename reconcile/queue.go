@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/skep-cd/skep/outcome"
+	"github.com/skep-cd/skep/window"
 )
 
 // Request asks a worker for one reconcile. The zero value is a plain tick:
@@ -52,6 +53,7 @@ type appState struct {
 	liveDrift     string // the live drift findings last reported, as one line
 	rolledBack    string // the commit and versions whose rollout Swarm rolled back, reported once
 	artifactWait  string // the artifacts last reported waiting for their image, as one line
+	windowCommit  string // the commit and versions a sync window was reported holding
 	// foreign is the last apply refused because someone else's objects
 	// hold the release: not tried again, nor reported again, until git
 	// (the key) or the release's namespace on the swarm changes.
@@ -233,6 +235,11 @@ func (c *Controller) runWorker(ctx context.Context, w *worker) {
 			st.failures++
 			next = backoff(st.failures, app.SyncPolicy.Interval)
 			c.log.Error("reconcile failed", "app", app.Name, "err", err, "retry", next)
+		}
+		// A window holding the application is looked at again as it
+		// closes, not up to an interval later.
+		if v := window.Evaluate(app.SyncWindows, app.Name, c.now()); v.Held && !v.Until.IsZero() {
+			next = min(next, max(v.Until.Sub(c.now()), 0)+time.Second)
 		}
 		if !timer.Stop() {
 			select {

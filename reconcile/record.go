@@ -13,8 +13,10 @@ import (
 // handed to the Observer when it ends.
 type Observation struct {
 	Application string
-	Outcome     outcome.Class
-	Duration    time.Duration
+	// Swarm is the application's destination; "" is the local swarm.
+	Swarm    string
+	Outcome  outcome.Class
+	Duration time.Duration
 	// Requested is true for a requested sync, false for a tick.
 	Requested bool
 	// Sync is true when an apply ran; SyncFailed when it failed.
@@ -51,6 +53,9 @@ func (c *Controller) record(app appset.Application, out Result, err error) {
 		}
 		if out.Plan.Action.Valid() {
 			s.Plan = []string{out.Plan.Summary()}
+			if out.moved != "" {
+				s.Plan = append(s.Plan, out.moved)
+			}
 			s.Sync, s.Drift = Synced, ""
 			switch {
 			case out.Plan.Changed():
@@ -95,6 +100,7 @@ func (c *Controller) observe(app appset.Application, req Request, out Result, d 
 	}
 	c.observer.ObserveReconcile(Observation{
 		Application:   app.Name,
+		Swarm:         app.Destination.Swarm,
 		Outcome:       outcome.Of(err),
 		Duration:      took,
 		Sync:          out.Applied || out.applyTook > 0,

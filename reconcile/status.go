@@ -91,6 +91,8 @@ type AppStatus struct {
 	LastReconcile  time.Time
 	LastSync       time.Time
 	Automated      bool
+	// Swarm is the destination the application deploys to.
+	Swarm string
 	// Phase is what the worker does now; "" before the first reconcile.
 	Phase Phase
 	// PendingSync is the id of a requested sync not started yet, or 0.
@@ -123,6 +125,9 @@ type AppStatus struct {
 	// bound, an unreadable source).
 	Previews        []PreviewStatus
 	PreviewProblems []string
+	// Window is the sync window holding the application's automated
+	// syncs now; zero when none does.
+	Window WindowHold
 }
 
 // clone returns st with its own copies of every slice, so that a reader

@@ -33,6 +33,9 @@ type Result struct {
 
 	applyTook time.Duration // zero when nothing was applied
 	liveDrift bool          // the swarm moved and is not corrected (yet)
+	// moved says, for a release being installed on a new destination,
+	// where it was before and what becomes of it there; "" otherwise.
+	moved string
 }
 
 // desired is an application rendered at one commit and artifact versions,
@@ -100,16 +103,43 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 	if err != nil {
 		return out, err
 	}
+	if recorded == nil {
+		out.moved = c.movedFrom(app)
+	}
 	c.remember(app, d.release)
-	if err := c.observeLive(ctx, app, d, p, req, st, &out); err != nil {
+	// Sync windows: a window that holds the application keeps every write
+	// the controller would make on its own (apply, drift correction,
+	// prune, previews); only a sync someone asked for passes, if the
+	// window lets manual syncs through.
+	held := c.windowVerdict(app)
+	if req.Sync && held.ManualDenied {
+		err := &outcome.StalledError{Err: fmt.Errorf("sync of %s refused: %s, which allows no manual sync", app.Name, held)}
+		c.emit(ctx, app, notify.SyncFailed, d.commit, err.Error())
 		return out, err
 	}
+	if err := c.observeLive(ctx, app, d, p, req, held.Held, st, &out); err != nil {
+		return out, err
+	}
+	if held.Held && !req.Sync {
+		// Reported once per commit and versions, like any drift, naming
+		// the window; nothing is written until it lets syncs through.
+		if p.Changed() && st.windowCommit != d.key() {
+			st.windowCommit = d.key()
+			c.emit(ctx, app, notify.DriftDetected, d.commit, held.String()+": "+p.Summary())
+		}
+		return out, nil
+	}
+	st.windowCommit = ""
 	// Gate on policy: a manual application (or an automated one with
 	// nothing to write) only reports, once per commit and versions.
 	if !req.Sync && !(app.SyncPolicy.Automated && p.Changed()) {
 		if p.Changed() && st.driftCommit != d.key() {
 			st.driftCommit = d.key()
-			c.emit(ctx, app, notify.DriftDetected, d.commit, p.Summary())
+			summary := p.Summary()
+			if out.moved != "" {
+				summary += "; " + out.moved
+			}
+			c.emit(ctx, app, notify.DriftDetected, d.commit, summary)
 		}
 		// Prune and previews follow a main release that is where git wants
 		// it; while it waits for a sync they wait too.
@@ -299,7 +329,11 @@ func (c *Controller) applyRelease(ctx context.Context, app appset.Application, d
 			return out, err
 		}
 	}
-	c.emit(ctx, app, notify.SyncStarted, d.commit, p.Summary())
+	summary := p.Summary()
+	if out.moved != "" {
+		summary += "; " + out.moved
+	}
+	c.emit(ctx, app, notify.SyncStarted, d.commit, summary)
 	c.status.Update(app.Name, func(s *AppStatus) { s.Phase = PhaseApplying })
 	start := time.Now()
 	defer c.markWrite(app.Name)

@@ -1,21 +1,12 @@
 package swarm
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/skep-cd/skep/configfile"
 	"github.com/skep-cd/skep/harness"
@@ -88,16 +79,16 @@ destinations:
 
 func TestCheckFilesNamesTheDestinationAndTheBadFile(t *testing.T) {
 	dir := t.TempDir()
-	pki := newPKI(t, dir, "127.0.0.1")
-	other := newPKI(t, filepath.Join(dir, "other"), "127.0.0.1")
+	pki := harness.NewPKI(t, dir, "127.0.0.1")
+	other := harness.NewPKI(t, filepath.Join(dir, "other"), "127.0.0.1")
 	// A key that does not belong to the certificate.
 	bad := Destination{Name: "prod", Managers: []Manager{{Host: "tcp://127.0.0.1:2376",
-		TLS: &TLSFiles{CA: pki.ca, Cert: pki.clientCert, Key: other.clientKey}}}}
+		TLS: &TLSFiles{CA: pki.CA, Cert: pki.ClientCert, Key: other.ClientKey}}}}
 	if err := bad.CheckFiles(); err == nil || !strings.Contains(err.Error(), `destination "prod", manager 0 (tcp://127.0.0.1:2376): tls.cert and tls.key`) {
 		t.Errorf("mismatched key: %v", err)
 	}
 	missing := Destination{Name: "prod", Managers: []Manager{{Host: "tcp://127.0.0.1:2376",
-		TLS: &TLSFiles{CA: filepath.Join(dir, "nope.pem"), Cert: pki.clientCert, Key: pki.clientKey}}}}
+		TLS: &TLSFiles{CA: filepath.Join(dir, "nope.pem"), Cert: pki.ClientCert, Key: pki.ClientKey}}}}
 	if err := missing.CheckFiles(); err == nil || !strings.Contains(err.Error(), "tls.ca") {
 		t.Errorf("missing CA: %v", err)
 	}
@@ -117,9 +108,9 @@ func TestCheckFilesNamesTheDestinationAndTheBadFile(t *testing.T) {
 
 func TestAManagerWhoseCertificateDoesNotVerifyIsATrustErrorNamingTheDestination(t *testing.T) {
 	dir := t.TempDir()
-	server := newPKI(t, filepath.Join(dir, "server"), "127.0.0.1")
-	client := newPKI(t, filepath.Join(dir, "client"), "127.0.0.1")
-	cert, err := tls.LoadX509KeyPair(server.serverCert, server.serverKey)
+	server := harness.NewPKI(t, filepath.Join(dir, "server"), "127.0.0.1")
+	client := harness.NewPKI(t, filepath.Join(dir, "client"), "127.0.0.1")
+	cert, err := tls.LoadX509KeyPair(server.ServerCert, server.ServerKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +131,7 @@ func TestAManagerWhoseCertificateDoesNotVerifyIsATrustErrorNamingTheDestination(
 	}()
 	// The client trusts its own CA, which did not sign the server.
 	c, err := New(Options{Destination: Destination{Name: "prod", Managers: []Manager{{Host: "tcp://" + ln.Addr().String(),
-		TLS: &TLSFiles{CA: client.ca, Cert: client.clientCert, Key: client.clientKey}}}}})
+		TLS: &TLSFiles{CA: client.CA, Cert: client.ClientCert, Key: client.ClientKey}}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,39 +181,4 @@ func writeFile(t *testing.T, path, data string) {
 	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// pki is a throwaway CA with a server and a client certificate, as files.
-type pki struct{ ca, serverCert, serverKey, clientCert, clientKey string }
-
-func newPKI(t *testing.T, dir, ip string) pki {
-	t.Helper()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test ca"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, _ := x509.ParseCertificate(caDER)
-	p := pki{ca: filepath.Join(dir, "ca.pem"), serverCert: filepath.Join(dir, "server.pem"), serverKey: filepath.Join(dir, "server-key.pem"),
-		clientCert: filepath.Join(dir, "cert.pem"), clientKey: filepath.Join(dir, "key.pem")}
-	writeFile(t, p.ca, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})))
-	issue := func(serial int64, usage x509.ExtKeyUsage, certPath, keyPath string) {
-		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "test"},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-			ExtKeyUsage: []x509.ExtKeyUsage{usage}, IPAddresses: []net.IP{net.ParseIP(ip)}}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kder, _ := x509.MarshalECPrivateKey(key)
-		writeFile(t, certPath, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
-		writeFile(t, keyPath, string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})))
-	}
-	issue(2, x509.ExtKeyUsageServerAuth, p.serverCert, p.serverKey)
-	issue(3, x509.ExtKeyUsageClientAuth, p.clientCert, p.clientKey)
-	return p
 }

@@ -231,3 +231,22 @@ func (probeKey) Marshal() []byte { return []byte("skep-probe") }
 func (probeKey) Verify(_ []byte, _ *ssh.Signature) error {
 	return errors.New("probe key verifies nothing")
 }
+
+// sshTrustError shortens what ssh printed when it refused a host key (a
+// screenful of warnings) to the line that says why, keeping the words
+// IsTrustError looks for. Other errors are returned as they are.
+func sshTrustError(err error) error {
+	msg := err.Error()
+	if !strings.Contains(msg, "Host key verification failed") {
+		return err
+	}
+	why := "the host's key is not in the known_hosts file"
+	for _, line := range strings.Split(msg, "\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "Host key for ") || strings.HasPrefix(line, "No ") && strings.Contains(line, "host key is known") {
+			why = line
+			break
+		}
+	}
+	return fmt.Errorf("ssh: Host key verification failed: %s", why)
+}

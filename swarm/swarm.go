@@ -130,6 +130,7 @@ func (c *Client) Probe(ctx context.Context) (Identity, error) {
 		if c.dialer != nil && c.dialer.lastError() != nil {
 			err = c.dialer.lastError()
 		}
+		err = sshTrustError(err)
 		return Identity{}, fmt.Errorf("reach %s at %s: %w", Describe(c.Destination), c.where(), err)
 	}
 	if err := checkManager(c.where(), info); err != nil {

@@ -49,6 +49,17 @@ func startStubAPI(t testing.TB, apps map[string]wire.ApplicationDetail) *stubAPI
 		answer(w, wire.Whoami{Name: "root", Role: "admin", Apps: []string{}})
 	})
 	mux.HandleFunc("GET /api/v1/applications", func(w http.ResponseWriter, _ *http.Request) { answer(w, list) })
+	mux.HandleFunc("GET /api/v1/version", func(w http.ResponseWriter, _ *http.Request) {
+		answer(w, wire.VersionInfo{Version: "stub", Commit: "0123456789ab", APIVersion: "v1", Capabilities: []string{"sse"}})
+	})
+	mux.HandleFunc("GET /api/v1/status", func(w http.ResponseWriter, _ *http.Request) {
+		since := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+		answer(w, wire.ControllerStatus{ControllerID: "stub", Ready: true, Applications: len(list.Applications),
+			AppSet:   wire.AppSetStatus{Source: "file apps.yaml", Loaded: true},
+			Orphaned: []string{}, Pruned: []string{},
+			Swarms: []wire.Swarm{{Name: "", Reachable: true, EngineVersion: "20.10.24", APIVersion: "1.41", Nodes: 1, Applications: 1},
+				{Name: "edge", Reachable: false, UnreachableSince: &since, Error: `swarm "edge": no manager answered`, Applications: 1}}})
+	})
 	mux.HandleFunc("GET /api/v1/applications/{name}", func(w http.ResponseWriter, r *http.Request) {
 		d, ok := apps[r.PathValue("name")]
 		if !ok {
@@ -102,6 +113,7 @@ func artifactApps() map[string]wire.ApplicationDetail {
 			Services: wire.ServiceCounts{Services: 1, Running: 1, Desired: 1}, LastReconcile: &now}
 	}
 	shop := base("shop")
+	shop.Swarm = "edge"
 	shop.Sync, shop.DriftReason = "out-of-sync", "artifact"
 	shop.Artifacts = []wire.Artifact{
 		{Name: "api", Kind: "service", Strategy: "release", Preview: true, Image: "registry.internal/shop/api",
@@ -179,6 +191,22 @@ func TestBrowserShowsArtifactsAndPreviewsFromTheAPI(t *testing.T) {
 			emulateMedia([]*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}))
 		p.screenshot(t, "21-artifacts-previews-phone-dark")
 		p.run(t, "desktop, light", chromedp.EmulateViewport(1280, 900), emulateMedia(nil))
+	})
+
+	t.Run("the list and the controller screen name each application's swarm", func(t *testing.T) {
+		p.open(t, "#/")
+		p.waitFor(t, "both rows", `document.querySelectorAll('tr[data-app]').length === 2`, 20*time.Second)
+		for app, want := range map[string]string{"shop": "edge", "plain": "local"} {
+			if !p.eval(t, `document.querySelector('tr[data-app="`+app+`"] td[data-label="Swarm"]').textContent.trim() === "`+want+`"`) {
+				t.Errorf("%s's swarm cell is not %q", app, want)
+			}
+		}
+		p.open(t, "#/controller")
+		p.waitFor(t, "the swarms table", `document.querySelector('table.swarms tr[data-swarm="edge"]') !== null`, 20*time.Second)
+		checkCells(t, p, `table.swarms tr[data-swarm=""]`, map[string]string{
+			"Swarm": "local", "State": "reachable", "Engine": "20.10.24", "API": "1.41", "Nodes": "1", "Applications": "1"})
+		checkCells(t, p, `table.swarms tr[data-swarm="edge"]`, map[string]string{
+			"Swarm": "edge", "State": `unreachableswarm "edge": no manager answered`, "Engine": "—", "API": "—", "Nodes": "—", "Applications": "1"})
 	})
 
 	t.Run("an application without artifacts or previews has neither section", func(t *testing.T) {

@@ -13,6 +13,7 @@ const (
 	CodeTooLarge         ErrorCode = "payload_too_large"
 	CodeUnsupportedMedia ErrorCode = "unsupported_media_type"
 	CodeUnavailable      ErrorCode = "unavailable"
+	CodeConflict         ErrorCode = "conflict"
 	CodeInternal         ErrorCode = "internal"
 )
 

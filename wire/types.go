@@ -69,6 +69,29 @@ type Application struct {
 	// PreviewProblems say why a branch has none.
 	Previews        []Preview `json:"previews,omitempty"`
 	PreviewProblems []string  `json:"previewProblems,omitempty"`
+	// SyncWindow is the sync window holding the application's automated
+	// syncs now; absent when none does.
+	SyncWindow *SyncWindow `json:"syncWindow,omitempty"`
+}
+
+// SyncWindow is a sync window of the app set that holds an application:
+// automated syncs and drift corrections wait until Until; a manual sync
+// passes when ManualSync is set.
+type SyncWindow struct {
+	// Kind is allow or deny; Outside is set when the application is held
+	// for being outside every one of its allow windows (the one named
+	// opens first).
+	Kind     string `json:"kind"`
+	Schedule string `json:"schedule"`
+	TimeZone string `json:"timeZone"`
+	Duration string `json:"duration"`
+	Outside  bool   `json:"outside,omitempty"`
+	// Until is when the windows next let automated syncs through.
+	Until      *time.Time `json:"until,omitempty"`
+	ManualSync bool       `json:"manualSync"`
+	// Message says it in one line: "held by sync window deny 0 22 * * *
+	// (until 06:00 Europe/Berlin)".
+	Message string `json:"message"`
 }
 
 // Preview is one preview release of an application: a copy of its stack

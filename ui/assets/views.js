@@ -63,7 +63,7 @@ export function listView(ctx) {
       h('label', { class: 'control check' }, problems, h('span', {}, 'Problems only'))),
     caption, errors,
     h('div', { class: 'table-wrap' }, h('table', { class: 'apps stack' },
-      h('thead', {}, h('tr', {}, ['Application', 'Sync', 'Health', 'Drift', 'Services', 'Revision', 'Last sync'].map((c) => h('th', { scope: 'col' }, c)))),
+      h('thead', {}, h('tr', {}, ['Application', 'Swarm', 'Sync', 'Health', 'Drift', 'Services', 'Revision', 'Last sync'].map((c) => h('th', { scope: 'col' }, c)))),
       body)));
 
   function render() {
@@ -73,17 +73,18 @@ export function listView(ctx) {
       .filter((a) => !filter.sync || a.sync === filter.sync)
       .filter((a) => !filter.health || a.health === filter.health)
       .filter((a) => !filter.problems || problem(a) >= 3)
-      .filter((a) => !q || [a.name, a.repo, a.path, ...(a.releases || [])].some((s) => (s || '').toLowerCase().includes(q)))
+      .filter((a) => !q || [a.name, a.repo, a.path, a.swarm, ...(a.releases || [])].some((s) => (s || '').toLowerCase().includes(q)))
       .sort((x, y) => problem(y) - problem(x) || x.name.localeCompare(y.name));
     const attention = all.filter((a) => problem(a) >= 3).length;
     fill(caption, `${all.length} application${all.length === 1 ? '' : 's'}, ${attention} need${attention === 1 ? 's' : ''} attention`,
       rows.length < all.length ? `; ${rows.length} shown` : '');
     fill(body, rows.length === 0
-      ? h('tr', {}, h('td', { colspan: 7, class: 'muted' }, all.length ? 'No application matches the filters.' : 'No applications.'))
+      ? h('tr', {}, h('td', { colspan: 8, class: 'muted' }, all.length ? 'No application matches the filters.' : 'No applications.'))
       : rows.map((a) => h('tr', { class: problem(a) >= 3 ? 'problem' : '', 'data-app': a.name },
         h('th', { scope: 'row', 'data-label': 'Application' }, h('a', { href: appLink(a.name) }, a.name),
           a.held ? h('span', { class: 'badge warn' }, 'held') : null,
           a.phase && a.phase !== 'idle' ? h('span', { class: 'badge info' }, a.phase) : null),
+        h('td', { 'data-label': 'Swarm' }, a.swarm ? h('code', {}, a.swarm) : h('span', { class: 'muted' }, 'local')),
         h('td', { 'data-label': 'Sync' }, badge(a.sync)),
         h('td', { 'data-label': 'Health', title: a.healthMessage || '' }, badge(a.health)),
         h('td', { 'data-label': 'Drift' }, drift(a)),
@@ -369,7 +370,7 @@ function previewsSection(a) {
       h('ul', { class: 'problems' }, problems.map((s) => h('li', {}, s)))) : null);
 }
 
-export const eventTypes = ['sync-started', 'sync-succeeded', 'sync-failed', 'drift-detected', 'live-drift-detected', 'drift-converged', 'resources-pruned', 'prune-failed'];
+export const eventTypes = ['sync-started', 'sync-succeeded', 'sync-failed', 'drift-detected', 'live-drift-detected', 'drift-converged', 'resources-pruned', 'prune-failed', 'swarm-unreachable', 'swarm-reachable'];
 
 // Events: the newest kept events, then live ones as they arrive.
 export function eventsView(ctx, app) {
@@ -384,7 +385,8 @@ export function eventsView(ctx, app) {
   const item = (id, e) => h('li', { class: 'event', 'data-type': e.type },
     h('span', { class: 'when' }, time(e.at)),
     badge(e.type),
-    app ? null : h('a', { href: appLink(e.application) }, e.application),
+    app || !e.application ? null : h('a', { href: appLink(e.application) }, e.application),
+    e.swarm ? h('span', { class: 'badge muted', title: 'swarm' }, e.swarm) : null,
     e.revision ? h('code', { title: e.revision }, short(e.revision)) : null,
     h('span', { class: 'actor' }, e.actor ? 'by ' + e.actor : 'by the controller'),
     e.message ? h('span', { class: 'msg' }, e.message) : null);
@@ -449,6 +451,17 @@ export function controllerView(ctx) {
             h('dt', {}, 'Loaded'), h('dd', {}, time(set.loadedAt)),
             h('dt', {}, 'Applications'), h('dd', {}, String(st.applications)),
             h('dt', {}, 'Controller'), h('dd', {}, h('code', {}, st.controllerId), ' ', badge(st.ready ? 'healthy' : 'progressing', st.ready ? 'ready' : 'not ready')))),
+          h('section', {}, h('h2', {}, 'Swarms'), h('p', { class: 'muted' }, 'The destinations this controller deploys to; "local" is the swarm it runs in.'),
+            h('div', { class: 'table-wrap' }, h('table', { class: 'swarms stack' },
+              h('thead', {}, h('tr', {}, ['Swarm', 'State', 'Engine', 'API', 'Nodes', 'Applications'].map((c) => h('th', { scope: 'col' }, c)))),
+              h('tbody', {}, (st.swarms || []).map((w) => h('tr', { 'data-swarm': w.name },
+                h('th', { scope: 'row', 'data-label': 'Swarm' }, w.name ? h('code', {}, w.name) : 'local'),
+                h('td', { 'data-label': 'State', title: w.error || '' }, badge(w.reachable ? 'healthy' : 'degraded', w.reachable ? 'reachable' : 'unreachable'),
+                  w.error ? h('div', { class: 'muted' }, w.error) : null),
+                h('td', { 'data-label': 'Engine' }, w.engineVersion || '—'),
+                h('td', { 'data-label': 'API' }, w.apiVersion || '—'),
+                h('td', { 'data-label': 'Nodes' }, w.nodes ? String(w.nodes) : '—'),
+                h('td', { 'data-label': 'Applications' }, String(w.applications)))))))),
           h('section', {}, h('h2', {}, 'Orphaned releases'), h('p', { class: 'muted' }, 'Deployed by this controller, declared by no loaded application, and why each was not pruned.'),
             (st.orphanedReleases || []).length === 0 ? h('p', { class: 'muted' }, 'None.')
               : h('ul', {}, st.orphanedReleases.map((r) => h('li', {}, h('code', {}, r.release), ' (', r.application, r.swarm ? ` on ${r.swarm}` : '', '): ', r.reason)))),
@@ -469,6 +482,6 @@ export function controllerView(ctx) {
         fill(body, errorBox(err, ctx.me));
       }
     },
-    onEvent: (frame) => frame.event.type === 'resources-pruned' || frame.event.type === 'prune-failed',
+    onEvent: (frame) => ['resources-pruned', 'prune-failed', 'swarm-unreachable', 'swarm-reachable'].includes(frame.event.type),
   };
 }
