@@ -232,7 +232,7 @@ func TestLoadThroughARootRefusesSymlinksLeavingTheCheckout(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name  string
-		link  string            // the symlink made in the checkout, pointing outside
+		link  string // the symlink made in the checkout, pointing outside
 		to    string
 		files map[string]string // regular files beside it
 	}{

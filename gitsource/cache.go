@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -51,6 +52,12 @@ type Options struct {
 	// MaxPerHost bounds concurrent ls-remote and fetch calls to one host,
 	// shared by all repositories on it (DefaultMaxPerHost).
 	MaxPerHost int
+	// CheckHost, when set, is asked before every ls-remote and fetch of a
+	// network remote (not a local path) with the remote's host name or
+	// address, without port or brackets; an error refuses the call, wrapped
+	// in ErrHostRefused, and no connection is made. The controller passes
+	// its egress policy here. It is called concurrently.
+	CheckHost func(ctx context.Context, host string) error
 }
 
 // Cache is the shared clone cache. Its methods are safe for concurrent
@@ -63,6 +70,7 @@ type Cache struct {
 	refsMaxAge time.Duration
 	keepTrees  int
 	maxPerHost int
+	checkHost  func(ctx context.Context, host string) error
 
 	mu    sync.Mutex
 	repos map[string]*repo         // by location key
@@ -112,7 +120,7 @@ func New(o Options) (*Cache, error) {
 	}
 	c := &Cache{
 		dir: dir, creds: o.Credentials, log: o.Logger,
-		refsMaxAge: o.RefsMaxAge, keepTrees: o.KeepTrees, maxPerHost: o.MaxPerHost,
+		refsMaxAge: o.RefsMaxAge, keepTrees: o.KeepTrees, maxPerHost: o.MaxPerHost, checkHost: o.CheckHost,
 		repos: map[string]*repo{}, hosts: map[string]chan struct{}{},
 	}
 	if c.log == nil {
@@ -195,6 +203,22 @@ func (c *Cache) hostSlot(ctx context.Context, host string) (func(), error) {
 	return func() { <-sem }, nil
 }
 
+// allowed asks Options.CheckHost about r's host; nil for a local
+// repository or when no check is set.
+func (c *Cache) allowed(ctx context.Context, r *repo) error {
+	if c.checkHost == nil || r.loc.scheme == "file" {
+		return nil
+	}
+	u, err := url.Parse(r.loc.host) // scheme://host[:port], as parse made it
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrHostRefused, r.loc.host, err)
+	}
+	if err := c.checkHost(ctx, u.Hostname()); err != nil {
+		return fmt.Errorf("%w: %w", ErrHostRefused, err)
+	}
+	return nil
+}
+
 // auth returns the go-git auth method of the credential matching r, nil
 // when none matches (the remote is asked anonymously). Secrets are read
 // now, so a rotated file is used at the next remote call.
@@ -266,6 +290,9 @@ func (c *Cache) Forget(repoURL string) {
 // lsRemote asks r's remote for its refs. It uses a throwaway in-memory
 // remote, so listing never takes r.lock and never waits for a fetch.
 func (c *Cache) lsRemote(ctx context.Context, r *repo) (Refs, error) {
+	if err := c.allowed(ctx, r); err != nil {
+		return Refs{}, &RemoteError{Op: "ls-remote", Repo: r.name(), Err: err}
+	}
 	auth, err := c.auth(r)
 	if err != nil {
 		return Refs{}, &RemoteError{Op: "ls-remote", Repo: r.name(), Err: err}
@@ -376,6 +403,9 @@ func openClone(dir, remoteURL string) (*git.Repository, error) {
 
 // fetch brings every branch and tag of the remote into the clone.
 func (c *Cache) fetch(ctx context.Context, r *repo, g *git.Repository) error {
+	if err := c.allowed(ctx, r); err != nil {
+		return &RemoteError{Op: "fetch", Repo: r.name(), Err: err}
+	}
 	auth, err := c.auth(r)
 	if err != nil {
 		return &RemoteError{Op: "fetch", Repo: r.name(), Err: err}
