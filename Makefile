@@ -9,7 +9,7 @@ LDFLAGS := -X github.com/skep-cd/skep/version.Version=$(VERSION) -X github.com/s
 # several suites create and remove services on it at once.
 TEST_FLAGS ?= -race -count=1 -timeout 40m -p 1
 
-.PHONY: demo build test lint vet fmt-check staticcheck swarm-up swarm-down swarm2-up swarm2-down unit fuzz clean
+.PHONY: demo build test lint vet fmt-check staticcheck swarm-up swarm-down swarm2-up swarm2-down unit fuzz bench clean
 
 build: ## build bin/skep (static: the demo packages it FROM scratch)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/skep ./cmd/skep
@@ -64,6 +64,12 @@ fuzz:
 	    $(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) $$pkg; \
 	  done; \
 	done
+
+# Speed (issue 16; not part of `make test`): the Go benchmarks of the hot
+# pure functions, benchstat-friendly, kept in bin/bench-go.txt.
+BENCH_PKGS ?= ./stack ./plan ./notify
+bench: build
+	set -o pipefail; $(GO) test -count=1 -run '^$$' -bench . -benchmem $(BENCH_PKGS) | tee bin/bench-go.txt
 
 clean:
 	rm -rf bin

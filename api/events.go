@@ -18,7 +18,8 @@ import (
 // eventsRoute serves GET /api/v1/events: a server-sent event stream when
 // the client accepts text/event-stream, the newest kept events as JSON
 // otherwise. Both are filtered by ?app= and ?type= (repeatable or
-// comma-separated) and by the subject's application scope.
+// comma-separated), by ?swarm= (repeatable; present and empty is the
+// local swarm) and by the subject's application scope.
 func (s *Server) eventsRoute(w http.ResponseWriter, r *http.Request, subj Subject) {
 	q := r.URL.Query()
 	filter := notify.Filter{Applications: splitParams(q["app"])}
@@ -30,6 +31,9 @@ func (s *Server) eventsRoute(w http.ResponseWriter, r *http.Request, subj Subjec
 			return
 		}
 		filter.Types = append(filter.Types, notify.EventType(t))
+	}
+	if ws, ok := q["swarm"]; ok {
+		filter.Swarms = append([]string{}, ws...)
 	}
 	if subj.Scoped() {
 		filter.Allow = subj.Sees
@@ -49,7 +53,7 @@ func (s *Server) eventsRoute(w http.ResponseWriter, r *http.Request, subj Subjec
 	}
 	list := wire.EventList{Events: []wire.EventItem{}}
 	if s.events != nil {
-		recs, err := s.events.Events(r.Context(), store.Query{Applications: filter.Applications, Types: filter.Types, Limit: limit, Newest: true})
+		recs, err := s.events.Events(r.Context(), store.Query{Applications: filter.Applications, Types: filter.Types, Swarms: filter.Swarms, Limit: limit, Newest: true})
 		if err != nil {
 			s.fail(w, r, fmt.Errorf("%w: %w", ErrUnavailable, err))
 			return

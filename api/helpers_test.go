@@ -77,6 +77,9 @@ func appOf(name string) wire.Application {
 	if name == "db" {
 		w := frozen
 		a.SyncWindow = &w
+	} else {
+		a.DependsOn, a.WaitingFor = []string{"db"}, []string{"db"}
+		a.Generator, a.Path = "stacks", "stacks/web"
 	}
 	return a
 }
@@ -204,7 +207,7 @@ const (
 	scopedToken   = "scoped-secret" // deployer for web* only
 )
 
-func testTokens(t *testing.T) *api.Tokens {
+func testTokens(t testing.TB) *api.Tokens {
 	t.Helper()
 	tokens, err := api.NewTokens(
 		api.TokenSpec{Name: "root", Role: api.RoleAdmin, Digest: wire.NewToken(adminToken).Digest()},
@@ -225,7 +228,7 @@ type testServer struct {
 	metrics *api.Metrics
 }
 
-func newTestServer(t *testing.T, opts api.Options) *testServer {
+func newTestServer(t testing.TB, opts api.Options) *testServer {
 	t.Helper()
 	f := &fake{}
 	if opts.Reconciler == nil {

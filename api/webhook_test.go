@@ -2,6 +2,8 @@ package api_test
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -734,4 +736,48 @@ func TestWebhookReferenceNamesEveryHeaderChecked(t *testing.T) {
 	for p := range rows {
 		t.Errorf("the webhook table has a row for %s, which is not a provider", p)
 	}
+}
+
+// FuzzVerifyWebhook checks the signature check of every provider with an
+// arbitrary header value and body. Property: VerifyWebhook accepts exactly
+// the value a sender holding the secret would compute (the HMAC of the
+// body, or the secret itself for a token scheme), and fails any other with
+// ErrMissingSignature or ErrBadSignature.
+func FuzzVerifyWebhook(f *testing.F) {
+	for _, p := range api.Providers() {
+		f.Add(p, "sha256=00", []byte(`{"ref":"refs/heads/main"}`))
+		f.Add(p, "", []byte{})
+	}
+	secret := wire.NewToken("fuzz-secret")
+	f.Fuzz(func(t *testing.T, provider, value string, body []byte) {
+		sc, ok := api.SchemeOf(provider)
+		if !ok {
+			if err := api.VerifyWebhook(provider, http.Header{}, body, secret); err == nil {
+				t.Fatalf("unknown provider %q verified", provider)
+			}
+			return
+		}
+		mac := hmac.New(sha256.New, []byte("fuzz-secret"))
+		mac.Write(body)
+		good := sc.Prefix + hex.EncodeToString(mac.Sum(nil))
+		if sc.Token {
+			good = "fuzz-secret"
+		}
+		h := http.Header{}
+		h.Set(sc.Signature[0], value)
+		err := api.VerifyWebhook(provider, h, body, secret)
+		switch {
+		case value == good && err != nil:
+			t.Fatalf("%s: the right signature %q was refused: %v", provider, value, err)
+		case value != good && err == nil:
+			t.Fatalf("%s: %q verified, want only %q", provider, value, good)
+		case err != nil && !errors.Is(err, api.ErrMissingSignature) && !errors.Is(err, api.ErrBadSignature):
+			t.Fatalf("%s: error %v wraps neither ErrMissingSignature nor ErrBadSignature", provider, err)
+		}
+		// The sender's own value always passes.
+		h.Set(sc.Signature[0], good)
+		if err := api.VerifyWebhook(provider, h, body, secret); err != nil {
+			t.Fatalf("%s: the right signature was refused: %v", provider, err)
+		}
+	})
 }

@@ -118,11 +118,19 @@ type Options struct {
 	// restarting its tasks (`skep deploy --force`). The controller's own
 	// loop never sets it.
 	Force bool
+	// Wave marks the apply of an earlier wave of the release: rel holds
+	// only the services of the waves so far (stack.Release.UpTo), so no
+	// revision is written and no rotated config or secret is deleted; the
+	// apply of the whole release, last, does both.
+	Wave bool
 	// KeepRevisions bounds the revisions kept per release; 0 means
 	// DefaultKeepRevisions.
 	KeepRevisions int
 	// Logger receives Debug detail and Warn notices; nil discards them.
 	Logger *slog.Logger
+	// Digests, when set, answers digest look-ups from a cache shared by
+	// every apply to the same swarm; nil asks the Engine each time.
+	Digests *DigestCache
 }
 
 // withDefaults fills in every zero field that has a default.
@@ -286,6 +294,9 @@ func (a *applier) run(ctx context.Context) (Result, error) {
 	}
 	if err := a.applyServices(ctx, live); err != nil {
 		return a.result, err
+	}
+	if a.opts.Wave {
+		return a.result, nil
 	}
 	// A correction restores the recorded spec, so it is no new revision.
 	// A release without any gets one even when nothing was written: prune

@@ -689,3 +689,25 @@ func TestCorrectionRestoresOutOfBandChangeWithoutANewRevision(t *testing.T) {
 		t.Errorf("a correction wrote revision %d (%d recorded), want none beyond revision 1", res.Revision, len(revs))
 	}
 }
+
+// The apply of an earlier wave writes its services but records nothing:
+// the revision comes with the apply of the whole release.
+func TestApplyOfAWaveWritesItsServicesButNoRevision(t *testing.T) {
+	f := newFixture(t)
+	image := harness.TestImage(t, f.cli, harness.ImageOptions{})
+	rel := f.release(image, "listen 80\n")
+	opts := f.opts(t, ResolveNever)
+	opts.Wave = true
+	res := mustApply(t, rel, f.cli, opts)
+	if got := actions(res)["service "+f.ns+"_web"]; got != Created || res.Revision != 0 {
+		t.Errorf("wave apply: service %s, revision %d; want created and no revision", got, res.Revision)
+	}
+	if revs, err := Revisions(t.Context(), f.cli, f.owner); err != nil || len(revs) != 0 {
+		t.Errorf("Revisions after a wave = %d, %v; want none", len(revs), err)
+	}
+	opts.Wave = false
+	res = mustApply(t, rel, f.cli, opts)
+	if got := actions(res)["service "+f.ns+"_web"]; got != Unchanged || res.Revision != 1 {
+		t.Errorf("apply of the whole release: service %s, revision %d; want unchanged and revision 1", got, res.Revision)
+	}
+}

@@ -111,7 +111,7 @@ func (a *applier) resolveImage(ctx context.Context, spec *swarm.ServiceSpec, cur
 	rctx, cancel := context.WithTimeout(ctx, resolveTimeout)
 	defer cancel()
 	// No registry auth is sent: private registries are not supported yet.
-	info, err := a.eng.DistributionInspect(rctx, want, "")
+	info, err := a.opts.Digests.inspect(rctx, a.eng, want)
 	if err != nil {
 		a.log.Warn("image digest not resolved", "service", spec.Name, "image", want, "err", err)
 		if sameAsLive {

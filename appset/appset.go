@@ -14,6 +14,9 @@
 // it is valid, keeping the last good one otherwise: an invalid push to the
 // app set never stops applications that were running.
 //
+// Generators are kept unexpanded: the caller lists their directories and
+// Set.Expand makes the applications, with the same checks.
+//
 // appset never talks to git, Docker or the network, and reads only the files
 // it is pointed at. It says what an application is, not how it is rendered:
 // default compose and env file names belong to package render.
@@ -59,6 +62,9 @@ type Set struct {
 	swarmAt map[string]configfile.Problem
 	// windows are the sync windows of every file, in file order.
 	windows []window.Window
+	// generators are the generators of every file, in file order; apps
+	// holds what they generated only once Expand has run.
+	generators []generator
 }
 
 // SyncWindows returns a copy of the set's sync windows, in the order the
@@ -147,6 +153,13 @@ type Application struct {
 	// SyncWindows are the app set's sync windows that cover this
 	// application (see package window); nil when none does.
 	SyncWindows []window.Window
+	// DependsOn names applications of the set that must be synced and
+	// healthy at their current revision before this one syncs. The set
+	// has no cycle.
+	DependsOn []string
+	// Generator names the generator that made this application from the
+	// directory Source.Path; "" for an application the app set declares.
+	Generator string
 }
 
 // Chart names the chart an application renders and the values it gives
@@ -354,6 +367,7 @@ func (a Application) clone() Application {
 	a.Allow.Volumes = slices.Clone(a.Allow.Volumes)
 	a.Allow.Capabilities = slices.Clone(a.Allow.Capabilities)
 	a.SyncWindows = slices.Clone(a.SyncWindows)
+	a.DependsOn = slices.Clone(a.DependsOn)
 	return a
 }
 

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/skep-cd/skep/configfile"
@@ -43,6 +44,9 @@ func ParseFiles(files []File) (*Set, error) {
 		parsed[i] = parseFile(f)
 	}
 	checkUnique(parsed)
+	checkDependencies(parsed)
+	checkGenerators(parsed)
+	checkCount(parsed)
 	var problems configfile.Problems
 	for _, p := range parsed {
 		problems = append(problems, p.d.Problems()...)
@@ -57,6 +61,15 @@ func ParseFiles(files []File) (*Set, error) {
 	for _, p := range parsed {
 		for _, w := range p.doc.SyncWindows {
 			set.windows = append(set.windows, toWindow(w))
+		}
+		for i, g := range p.doc.Generators {
+			field := fmt.Sprintf("generators[%d].directories", i)
+			line, col := p.d.Position(field)
+			set.generators = append(set.generators, generator{
+				Generator: Generator{Name: g.Name, Repo: g.Repo, Revision: g.Revision, Directories: slices.Clone(g.Directories)},
+				tmpl:      templateOf(g),
+				at:        configfile.Problem{File: p.name, Line: line, Column: col, Field: field},
+			})
 		}
 	}
 	for _, p := range parsed {
@@ -75,6 +88,24 @@ func ParseFiles(files []File) (*Set, error) {
 		}
 	}
 	return set, nil
+}
+
+// MaxApplications bounds an app set, across its files: well above the
+// thousand applications Skep is measured with, low enough that a generated
+// set cannot start workers without end.
+const MaxApplications = 10000
+
+// checkCount files one problem, at the document of the file that goes
+// past MaxApplications, when the set is too large.
+func checkCount(files []*parsedFile) {
+	n := 0
+	for _, p := range files {
+		n += len(p.doc.Applications)
+		if n > MaxApplications {
+			p.d.Add("applications", "the app set declares more than %d applications", MaxApplications)
+			return
+		}
+	}
 }
 
 // parsedFile is one file decoded, defaulted and validated on its own, with

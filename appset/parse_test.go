@@ -175,7 +175,7 @@ func TestParseFixtures(t *testing.T) {
 				`8:17 applications[0].syncPolicy.interval: want a duration like 3m or 90s, got "often"`,
 				`9:18 applications[0].syncPolicy.automated: want true or false, got "yes"`,
 				`11:41 applications[1].source.files: want a list, got "compose.yaml"`,
-				`12:5 applications[1].sync: unknown key; want one of name, source, release, destination, syncPolicy, driftDetection, allow, artifacts, chart`,
+				`12:5 applications[1].sync: unknown key; want one of name, source, release, destination, syncPolicy, driftDetection, allow, artifacts, chart, dependsOn`,
 				`13:11 applications[2].name: name "api" is already used by applications[1] at line 10`,
 				`16:19 applications[2].allow.hostPaths[0]: want an absolute path like /srv/data, got "srv/data"`,
 				`16:29 applications[2].allow.hostPaths[1]: want a clean path, got "/srv//data/"; write "/srv/data"`,
@@ -207,7 +207,7 @@ func TestParseFixtures(t *testing.T) {
 			name: "missing apiVersion and applications point at the document",
 			file: "invalid/missing-keys.yaml",
 			problems: []string{
-				"2:1 kind: unknown key; want one of apiVersion, applications, syncWindows",
+				"2:1 kind: unknown key; want one of apiVersion, applications, syncWindows, generators",
 				"2:1 apiVersion: missing; want skep/v1",
 				"2:1 applications: missing; write `applications: []` for an empty set",
 			},

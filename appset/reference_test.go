@@ -22,6 +22,11 @@ func yamlPaths(t reflect.Type, prefix string) []string {
 			path = prefix + "." + tag
 		}
 		out = append(out, path)
+		// A generator's template takes the keys of applications[], which
+		// are documented there once.
+		if path == "generators[].template" {
+			continue
+		}
 		ft := f.Type
 		if ft.Kind() == reflect.Pointer {
 			ft = ft.Elem()

@@ -18,9 +18,22 @@ import (
 // unknown keys) and only toApplication reads them; the rest of Skep sees
 // Application. Empty strings mean "use the default".
 type fileDoc struct {
-	APIVersion   string       `yaml:"apiVersion"`
-	Applications []fileApp    `yaml:"applications"`
-	SyncWindows  []fileWindow `yaml:"syncWindows,omitempty"`
+	APIVersion   string          `yaml:"apiVersion"`
+	Applications []fileApp       `yaml:"applications"`
+	SyncWindows  []fileWindow    `yaml:"syncWindows,omitempty"`
+	Generators   []fileGenerator `yaml:"generators,omitempty"`
+}
+
+// fileGenerator is one entry of generators; see Generator. Template holds
+// the fields of every application it generates, as written: name and
+// source.repo, revision and path come from the generator and the
+// directory.
+type fileGenerator struct {
+	Name        string   `yaml:"name"`
+	Repo        string   `yaml:"repo"`
+	Revision    string   `yaml:"revision"`
+	Directories []string `yaml:"directories"`
+	Template    fileApp  `yaml:"template"`
 }
 
 // fileWindow is one entry of syncWindows; see window.Window. A nil
@@ -46,6 +59,7 @@ type fileApp struct {
 	Allow          fileAllow      `yaml:"allow,omitempty"`
 	Artifacts      *fileArtifacts `yaml:"artifacts,omitempty"`
 	Chart          *fileChart     `yaml:"chart,omitempty"`
+	DependsOn      []string       `yaml:"dependsOn,omitempty"`
 
 	// releaseDefaulted records that setDefaults copied Name into Release,
 	// so that a clash names the application, not a key nobody wrote.
@@ -270,6 +284,7 @@ func toApplication(a fileApp) Application {
 		},
 		Artifacts: toArtifacts(a.Artifacts),
 		Chart:     toChart(a.Chart),
+		DependsOn: nilIfEmpty(slices.Clone(a.DependsOn)),
 	}
 }
 
@@ -364,6 +379,7 @@ func fromApplication(a Application) fileApp {
 		},
 		Artifacts: fromArtifacts(a.Artifacts),
 		Chart:     fromChart(a.Chart),
+		DependsOn: a.DependsOn,
 	}
 }
 
@@ -396,10 +412,15 @@ func (s *Set) MarshalYAML() (any, error) {
 	doc := fileDoc{APIVersion: APIVersion, Applications: []fileApp{}}
 	if s != nil {
 		for _, a := range s.apps {
-			doc.Applications = append(doc.Applications, fromApplication(a))
+			if a.Generator == "" {
+				doc.Applications = append(doc.Applications, fromApplication(a))
+			}
 		}
 		for _, w := range s.windows {
 			doc.SyncWindows = append(doc.SyncWindows, fromWindow(w))
+		}
+		for _, g := range s.generators {
+			doc.Generators = append(doc.Generators, g.toFile())
 		}
 	}
 	return doc, nil

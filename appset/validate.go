@@ -44,6 +44,9 @@ func validateDoc(d *configfile.Document, doc *fileDoc) {
 	for i := range doc.SyncWindows {
 		validateWindow(d, doc.SyncWindows[i], fmt.Sprintf("syncWindows[%d]", i))
 	}
+	for i := range doc.Generators {
+		validateGenerator(d, &doc.Generators[i], fmt.Sprintf("generators[%d]", i))
+	}
 }
 
 // validateWindow checks one sync window: its kind, schedule, duration,

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -106,13 +107,13 @@ func nonEmpty(q map[string]string) map[string]string {
 // not mistaken for a stopped application.
 func printAppList(w io.Writer, list wire.ApplicationList) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tSWARM\tSYNC\tHEALTH\tSERVICES\tREVISION\tDEPLOYED\tAUTO\tPHASE\tWAITING\tERROR")
+	fmt.Fprintln(tw, "NAME\tGENERATOR\tSWARM\tSYNC\tHEALTH\tSERVICES\tREVISION\tDEPLOYED\tAUTO\tPHASE\tWAITING\tERROR")
 	for _, a := range list.Applications {
 		deployed := short(a.DeployedRevision)
 		if a.Held != nil {
 			deployed += " (held)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%t\t%s\t%s\t%s\n", a.Name, orDash(a.Swarm), a.Sync, a.Health,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%t\t%s\t%s\t%s\n", a.Name, orDash(a.Generator), orDash(a.Swarm), a.Sync, a.Health,
 			a.Services.Running, a.Services.Desired, short(a.Revision), deployed, a.Automated, a.Phase,
 			orDash(waiting(a)), orDash(oneLine(a.LastError, 60)))
 	}
@@ -131,6 +132,9 @@ func waiting(a wire.Application) string {
 			s += " until " + w.Until.In(zone(w.TimeZone)).Format("2006-01-02 15:04") + " " + w.TimeZone
 		}
 		return s
+	}
+	if len(a.WaitingFor) > 0 {
+		return "after " + strings.Join(a.WaitingFor, ", ")
 	}
 	return ""
 }
@@ -170,6 +174,9 @@ func printAppDetail(w io.Writer, d wire.ApplicationDetail) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "Name:\t%s\n", a.Name)
 	fmt.Fprintf(tw, "Source:\t%s @ %s, path %s\n", a.Repo, a.TargetRevision, a.Path)
+	if a.Generator != "" {
+		fmt.Fprintf(tw, "Generated:\tby generator %s from directory %s\n", a.Generator, a.Path)
+	}
 	fmt.Fprintf(tw, "Swarm:\t%s\n", orDash(a.Swarm))
 	fmt.Fprintf(tw, "Sync:\t%s (automated: %t)\n", a.Sync, a.Automated)
 	fmt.Fprintf(tw, "Health:\t%s\n", a.Health)
@@ -178,6 +185,13 @@ func printAppDetail(w io.Writer, d wire.ApplicationDetail) error {
 		fmt.Fprintf(tw, "Held:\tat %s by %s since %s\n", short(a.Held.Revision), orDash(a.Held.Actor), a.Held.Since.Format(time.RFC3339))
 	}
 	fmt.Fprintf(tw, "Phase:\t%s\n", a.Phase)
+	if len(a.DependsOn) > 0 {
+		line := strings.Join(a.DependsOn, ", ")
+		if len(a.WaitingFor) > 0 {
+			line += " (waiting for " + strings.Join(a.WaitingFor, ", ") + ")"
+		}
+		fmt.Fprintf(tw, "Depends on:\t%s\n", line)
+	}
 	if w := a.SyncWindow; w != nil {
 		manual := "manual syncs pass"
 		if !w.ManualSync {

@@ -61,8 +61,8 @@ func TestAppListAndGetSayWhichSyncWindowHoldsAnApplication(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"NAME SWARM SYNC HEALTH SERVICES REVISION DEPLOYED AUTO PHASE WAITING ERROR",
-		"prod-web - out-of-sync healthy 0/0 - - true idle window deny 0 22 * * * until 2025-01-16 06:00 Europe/Berlin -",
+		"NAME GENERATOR SWARM SYNC HEALTH SERVICES REVISION DEPLOYED AUTO PHASE WAITING ERROR",
+		"prod-web - - out-of-sync healthy 0/0 - - true idle window deny 0 22 * * * until 2025-01-16 06:00 Europe/Berlin -",
 	} {
 		if !containsFields(list.String(), want) {
 			t.Errorf("app list lacks %q:\n%s", want, list.String())
@@ -73,6 +73,43 @@ func TestAppListAndGetSayWhichSyncWindowHoldsAnApplication(t *testing.T) {
 		t.Fatal(err)
 	}
 	if want := "Sync window: held by sync window deny 0 22 * * * (until 06:00 Europe/Berlin); manual syncs refused"; !containsFields(get.String(), want) {
+		t.Errorf("app get lacks %q:\n%s", want, get.String())
+	}
+}
+
+func TestAppListAndGetSayWhichDependenciesAnApplicationWaitsFor(t *testing.T) {
+	a := wire.Application{Name: "web", Sync: "out-of-sync", Health: "missing", Phase: "idle", Automated: true,
+		DependsOn: []string{"db", "cache"}, WaitingFor: []string{"db"}, LastError: "waiting for db (progressing)", LastErrorClass: "waiting"}
+	var list bytes.Buffer
+	if err := printAppList(&list, wire.ApplicationList{Applications: []wire.Application{a}}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "web - - out-of-sync missing 0/0 - - true idle after db waiting for db (progressing)"; !containsFields(list.String(), want) {
+		t.Errorf("app list lacks %q:\n%s", want, list.String())
+	}
+	var get bytes.Buffer
+	if err := printAppDetail(&get, wire.ApplicationDetail{Application: a}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "Depends on: db, cache (waiting for db)"; !containsFields(get.String(), want) {
+		t.Errorf("app get lacks %q:\n%s", want, get.String())
+	}
+}
+
+func TestAppListAndGetShowTheGeneratorOfAGeneratedApplication(t *testing.T) {
+	a := wire.Application{Name: "shop-api", Path: "stacks/Shop_API", Generator: "stacks", Sync: "synced", Health: "healthy", Phase: "idle"}
+	var list bytes.Buffer
+	if err := printAppList(&list, wire.ApplicationList{Applications: []wire.Application{a}}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "shop-api stacks - synced healthy"; !containsFields(list.String(), want) {
+		t.Errorf("app list lacks %q:\n%s", want, list.String())
+	}
+	var get bytes.Buffer
+	if err := printAppDetail(&get, wire.ApplicationDetail{Application: a}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "Generated: by generator stacks from directory stacks/Shop_API"; !containsFields(get.String(), want) {
 		t.Errorf("app get lacks %q:\n%s", want, get.String())
 	}
 }

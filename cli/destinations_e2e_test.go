@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/swarm"
 	"github.com/docker/docker/client"
 
@@ -124,16 +123,7 @@ func writeTestFile(t *testing.T, path, content string) {
 
 // serviceOf returns the live service web of release on cli, or nil.
 func serviceOf(ctx context.Context, cli *client.Client, release string) (*swarm.Service, error) {
-	list, err := cli.ServiceList(ctx, swarm.ServiceListOptions{Filters: filters.NewArgs(filters.Arg("name", release+"_web"))})
-	if err != nil {
-		return nil, err
-	}
-	for _, s := range list {
-		if s.Spec.Name == release+"_web" {
-			return &s, nil
-		}
-	}
-	return nil, nil
+	return harness.ServiceNamed(ctx, cli, release+"_web")
 }
 
 // waitImage waits until release's service on cli runs image.
@@ -369,7 +359,15 @@ func TestDestinationsThatCannotBeTrustedStopTheStart(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			writeTestFile(t, e.dests, "apiVersion: skep/v1\nkind: Destinations\ndestinations:\n  "+tc.dest)
-			writeTestFile(t, e.apps, "apiVersion: skep/v1\napplications: []\n")
+			// An application on the local swarm: a start refused for one
+			// destination starts nothing anywhere.
+			writeTestFile(t, e.apps, fmt.Sprintf(`apiVersion: skep/v1
+applications:
+  - name: here
+    release: %s-here
+    source: {repo: %s, revision: main}
+    syncPolicy: {automated: true, interval: 10s, resolveImage: never}
+`, e.ns, e.local.URL))
 			token := filepath.Join(t.TempDir(), "token")
 			writeTestFile(t, token, "destinations-e2e-token\n")
 			env := append(os.Environ(), "SKEP_ADMIN_TOKEN_FILE="+token)
@@ -377,6 +375,9 @@ func TestDestinationsThatCannotBeTrustedStopTheStart(t *testing.T) {
 				"--data", filepath.Join(t.TempDir(), "data"), "--listen", freeAddr(t))
 			if code == 0 || !strings.Contains(errOut, tc.want) {
 				t.Errorf("controller exit %d, stderr:\n%s\nwant a failure naming %s", code, errOut, tc.want)
+			}
+			if s, err := serviceOf(t.Context(), e.main, e.ns+"-here"); err != nil || s != nil {
+				t.Errorf("a refused start deployed %v (%v)", s, err)
 			}
 			_, checkErr, code := e.cliEnv.run(t, os.Environ(), "swarm", "check", e.dests)
 			if code == 0 || !strings.Contains(checkErr, "1 of 1 destinations failed") {

@@ -69,6 +69,8 @@ func newEventsCommand() *cobra.Command {
 	out.register(cmd)
 	cmd.Flags().StringSliceVar(&q.Applications, "app", nil, "only these applications (repeatable)")
 	cmd.Flags().StringSliceVar(&q.Types, "type", nil, "only these event types (repeatable), e.g. sync-succeeded")
+	// An array, not a slice: --swarm "" must stay one value, the local swarm.
+	cmd.Flags().StringArrayVar(&q.Swarms, "swarm", nil, `only the events of these swarms (repeatable; "" is the local one)`)
 	cmd.Flags().IntVar(&q.Limit, "limit", 0, "how many kept events to list (default 100)")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "stream new events until interrupted")
 	return cmd

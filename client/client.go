@@ -485,6 +485,9 @@ type EventQuery struct {
 	// Types keeps events of these types only (wire event types such as
 	// "sync-succeeded"); nil means all.
 	Types []string
+	// Swarms keeps events of these destinations only ("" is the local
+	// swarm); nil means all.
+	Swarms []string
 	// Limit caps a listing (not a stream); 0 means the server's default.
 	Limit int
 }
@@ -497,6 +500,9 @@ func (q EventQuery) Values() url.Values {
 	}
 	for _, t := range q.Types {
 		v.Add("type", t)
+	}
+	for _, w := range q.Swarms {
+		v.Add("swarm", w)
 	}
 	if q.Limit > 0 {
 		v.Set("limit", fmt.Sprint(q.Limit))

@@ -24,10 +24,12 @@ import (
 
 // Defaults for the zero values of Options.
 const (
-	// DefaultRefsMaxAge is short enough that a push is seen within one
-	// tick without a webhook, long enough that one tick's applications of
-	// a repository share one ls-remote.
-	DefaultRefsMaxAge = 15 * time.Second
+	// DefaultRefsMaxAge is how old an ls-remote answer may be and still
+	// serve a caller. It is shorter than any interval (the floor is 10s),
+	// so every tick sees the remote as of that tick, not a previous one;
+	// applications of one repository ticking together still share a call,
+	// and concurrent callers always wait for the one in flight.
+	DefaultRefsMaxAge = time.Second
 	DefaultKeepTrees  = 8
 	// DefaultMaxPerHost bounds the load one controller puts on a forge,
 	// which may throttle a client opening many connections at once.

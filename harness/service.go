@@ -100,3 +100,19 @@ func HTTPGet(t testing.TB, url string, timeout time.Duration) string {
 	})
 	return body
 }
+
+// ServiceNamed returns the service called exactly name on cli, or nil when
+// there is none. The name filter is a prefix match in the daemon, hence the
+// exact comparison.
+func ServiceNamed(ctx context.Context, cli *client.Client, name string) (*swarm.Service, error) {
+	list, err := cli.ServiceList(ctx, swarm.ServiceListOptions{Filters: filters.NewArgs(filters.Arg("name", name))})
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range list {
+		if s.Spec.Name == name {
+			return &s, nil
+		}
+	}
+	return nil, nil
+}

@@ -42,18 +42,26 @@ func findSwarm(ctx context.Context) (*client.Client, string) {
 	if err != nil {
 		return nil, "docker client: " + err.Error()
 	}
-	// A socket nobody answers on must skip or fail the test, not hang it.
+	if reason := checkManager(ctx, cli); reason != "" {
+		_ = cli.Close()
+		return nil, reason
+	}
+	return cli, ""
+}
+
+// checkManager returns "" when cli's engine answers as an active swarm
+// manager, and what is wrong otherwise. A socket nobody answers on must
+// skip or fail the test, not hang it, hence the timeout.
+func checkManager(ctx context.Context, cli *client.Client) string {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	info, err := cli.Info(ctx)
 	if err != nil {
-		_ = cli.Close()
-		return nil, "docker engine: " + err.Error()
+		return "docker engine: " + err.Error()
 	}
 	// A worker node is in a swarm but cannot create services.
 	if info.Swarm.LocalNodeState != "active" || !info.Swarm.ControlAvailable {
-		_ = cli.Close()
-		return nil, "engine " + info.ServerVersion + " is not a swarm manager (state " + string(info.Swarm.LocalNodeState) + ")"
+		return "engine " + info.ServerVersion + " is not a swarm manager (state " + string(info.Swarm.LocalNodeState) + ")"
 	}
-	return cli, ""
+	return ""
 }

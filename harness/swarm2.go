@@ -88,16 +88,9 @@ func findSwarm2(ctx context.Context) (*Swarm2, string) {
 	if err != nil {
 		return nil, err.Error()
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	info, err := cli.Info(ctx)
-	if err != nil {
+	if reason := checkManager(ctx, cli); reason != "" {
 		_ = cli.Close()
-		return nil, "second engine: " + err.Error()
-	}
-	if info.Swarm.LocalNodeState != "active" || !info.Swarm.ControlAvailable {
-		_ = cli.Close()
-		return nil, "second engine is not a swarm manager"
+		return nil, "second " + reason
 	}
 	s.Client = cli
 	return s, ""

@@ -174,6 +174,9 @@ type Filter struct {
 	Applications []string
 	// Types, when not empty, lists the event types wanted.
 	Types []EventType
+	// Swarms, when not nil, lists the destinations wanted; "" is the
+	// local swarm, so an empty but non-nil list matches nothing.
+	Swarms []string
 	// Allow, when not nil, is asked about every application; false hides
 	// the event. The API scopes a token with it. It must be fast and safe
 	// for concurrent use: it is called while publishing.
@@ -186,6 +189,9 @@ func (f Filter) Match(e Event) bool {
 		return false
 	}
 	if len(f.Types) > 0 && !slices.Contains(f.Types, e.Type) {
+		return false
+	}
+	if f.Swarms != nil && !slices.Contains(f.Swarms, e.Swarm) {
 		return false
 	}
 	return f.Allow == nil || f.Allow(e.Application)

@@ -371,3 +371,21 @@ func TestStreamStopsOnAFailedWrite(t *testing.T) {
 		}
 	})
 }
+
+func TestFilterMatchesSwarmsWithTheLocalOneAsEmpty(t *testing.T) {
+	local, prod := Event{Application: "web", Type: SyncStarted}, Event{Application: "web", Type: SyncStarted, Swarm: "prod"}
+	for _, tc := range []struct {
+		swarms      []string
+		local, prod bool
+	}{
+		{nil, true, true},
+		{[]string{""}, true, false},
+		{[]string{"prod"}, false, true},
+		{[]string{}, false, false},
+	} {
+		f := Filter{Swarms: tc.swarms}
+		if f.Match(local) != tc.local || f.Match(prod) != tc.prod {
+			t.Errorf("Swarms %q: local %v prod %v, want %v %v", tc.swarms, f.Match(local), f.Match(prod), tc.local, tc.prod)
+		}
+	}
+}

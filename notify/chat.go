@@ -16,11 +16,13 @@ import (
 )
 
 // DefaultTemplate is the chat message text when a notifier sets none.
-const DefaultTemplate = `{{.Type}}: {{.Application}}{{with .Swarm}} on swarm {{.}}{{end}}` +
+// An event about a swarm rather than an application (swarm-unreachable)
+// has no application, and the text leaves it out rather than say nothing.
+const DefaultTemplate = `{{.Type}}{{with .Application}}: {{.}}{{end}}{{with .Swarm}} on swarm {{.}}{{end}}` +
 	`{{with .Revision}} at {{short .}}{{end}}{{with .Actor}} by {{.}}{{end}}{{with .Message}}: {{.}}{{end}}`
 
 // DefaultTitle is the chat message title, for providers that show one.
-const DefaultTitle = `skep: {{.Application}} {{.Type}}`
+const DefaultTitle = `skep: {{with .Application}}{{.}} {{end}}{{.Type}}`
 
 // ParseTemplate parses a chat message template: Go text/template over an
 // Event, with the functions short (a revision's first 7 characters) and

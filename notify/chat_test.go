@@ -126,3 +126,20 @@ func TestChatRefusesATemplateThatDoesNotParse(t *testing.T) {
 		t.Error("NewChat accepted a broken template")
 	}
 }
+
+func TestTheDefaultMessageOfASwarmEventNamesNoApplication(t *testing.T) {
+	c, err := NewChat(ChatOptions{Name: "chat", URL: "generic+http://127.0.0.1:1/chat", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	title, text, err := c.Message(Event{Type: SwarmUnreachable, Swarm: "edge", Message: "no manager answered"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "swarm-unreachable on swarm edge: no manager answered"; text != want {
+		t.Errorf("text = %q, want %q", text, want)
+	}
+	if want := "skep: swarm-unreachable"; title != want {
+		t.Errorf("title = %q, want %q", title, want)
+	}
+}

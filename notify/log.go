@@ -36,7 +36,7 @@ func (l *Log) Notify(ctx context.Context, e Event) {
 // Level is the log level an event of type t is written at.
 func Level(t EventType) slog.Level {
 	switch t {
-	case SyncFailed:
+	case SyncFailed, SwarmUnreachable:
 		return slog.LevelError
 	case PruneFailed, ResourcesPruned, LiveDriftDetected, DriftConverged:
 		return slog.LevelWarn

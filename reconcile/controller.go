@@ -110,7 +110,12 @@ type Controller struct {
 	workers  map[string]*worker
 	rendered map[string]rendered  // by release: the last render, for health
 	wrote    map[string]time.Time // by application: when its last write to the swarm ended
-	wg       sync.WaitGroup
+	// goneGenerated names, with their generator, the generated
+	// applications with syncPolicy.prune that left the set since this
+	// controller started.
+	goneGenerated map[string]string
+	seenLive      map[string]string // by application: its objects as the last live-drift wake saw them
+	wg            sync.WaitGroup
 }
 
 // New validates opts and returns a Controller that does nothing until Run.
@@ -124,24 +129,26 @@ func New(opts Options) (*Controller, error) {
 		return nil, errors.New("controller: no docker engine for the local swarm")
 	}
 	c := &Controller{
-		id:        opts.ControllerID,
-		git:       opts.Git,
-		notifier:  opts.Notifier,
-		log:       opts.Logger,
-		now:       opts.Now,
-		interval:  opts.AppSetInterval,
-		source:    opts.AppSetName,
-		status:    NewStatuses(),
-		observer:  opts.Observer,
-		appSet:    opts.AppSet,
-		apps:      map[string]appset.Application{},
-		workers:   map[string]*worker{},
-		rendered:  map[string]rendered{},
-		wrote:     map[string]time.Time{},
-		pruneApps: opts.PruneApplications,
-		ownStack:  opts.OwnStack,
-		images:    opts.Images,
-		charts:    opts.Charts,
+		id:            opts.ControllerID,
+		git:           opts.Git,
+		notifier:      opts.Notifier,
+		log:           opts.Logger,
+		now:           opts.Now,
+		interval:      opts.AppSetInterval,
+		source:        opts.AppSetName,
+		status:        NewStatuses(),
+		observer:      opts.Observer,
+		appSet:        opts.AppSet,
+		apps:          map[string]appset.Application{},
+		workers:       map[string]*worker{},
+		rendered:      map[string]rendered{},
+		wrote:         map[string]time.Time{},
+		goneGenerated: map[string]string{},
+		seenLive:      map[string]string{},
+		pruneApps:     opts.PruneApplications,
+		ownStack:      opts.OwnStack,
+		images:        opts.Images,
+		charts:        opts.Charts,
 	}
 	c.dests = map[string]*destination{swarm.Local: {name: swarm.Local, engine: opts.Engine, live: opts.Live}}
 	for name, r := range opts.Remotes {
@@ -153,7 +160,7 @@ func New(opts Options) (*Controller, error) {
 		}
 		c.dests[name] = &destination{name: name, engine: r.Engine, live: r.Live}
 	}
-	c.watcher = appset.NewCheckedWatcher(opts.AppSet, c.checkSwarms)
+	c.watcher = appset.NewCheckedWatcher(generated{inner: opts.AppSet, git: opts.Git}, c.checkSwarms)
 	if c.images == nil {
 		c.images = artifact.NewRegistry(artifact.RegistryOptions{})
 	}
@@ -166,6 +173,7 @@ func New(opts Options) (*Controller, error) {
 	}
 	for _, d := range c.dests {
 		d.owner = ownerID(c.id, d.name)
+		d.digests = apply.NewDigestCache(0, 0)
 		d.state.Name = d.name
 	}
 	if c.notifier == nil {
@@ -279,6 +287,7 @@ func (c *Controller) onAppSet(ctx context.Context, snap appset.Snapshot) {
 			c.log.Info("application left the app set", "app", name)
 			w.stop()
 			delete(c.workers, name)
+			delete(c.seenLive, name)
 			c.status.Remove(name)
 		}
 	}
@@ -312,8 +321,27 @@ func (c *Controller) setApps(snap appset.Snapshot) {
 		c.status.Update(a.Name, func(s *AppStatus) { s.Automated, s.Swarm = a.SyncPolicy.Automated, a.Destination.Swarm })
 	}
 	c.mu.Lock()
+	// A generated application with syncPolicy.prune whose directory went
+	// away takes its release with it, as one that stopped declaring a
+	// release would (see pruneReleases); one that comes back is kept.
+	for name, old := range c.apps {
+		if _, still := apps[name]; !still && old.Generator != "" && old.SyncPolicy.Prune {
+			c.goneGenerated[name] = old.Generator
+		}
+	}
+	for name := range apps {
+		delete(c.goneGenerated, name)
+	}
 	c.apps = apps
 	c.mu.Unlock()
+}
+
+// generatorGone returns the generator of app when app is a generated
+// application with prune on that left the set, or "".
+func (c *Controller) generatorGone(app string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.goneGenerated[app]
 }
 
 // app returns the application called name in the set the workers read.

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/skep-cd/skep/apply"
 	"github.com/skep-cd/skep/appset"
 	"github.com/skep-cd/skep/health"
 	"github.com/skep-cd/skep/notify"
@@ -36,6 +37,8 @@ type destination struct {
 	// named one, so two destinations never claim each other's objects even
 	// when both names reach one swarm.
 	owner string
+	// digests answers image digest look-ups for every apply here.
+	digests *apply.DigestCache
 
 	mu    sync.Mutex
 	state DestinationState
@@ -67,9 +70,9 @@ func ownerID(id, name string) string {
 }
 
 // dest returns the destination called name. The app set's check refuses
-// an unknown name before any worker sees it, so a miss is a programming
-// error answered with the local swarm's engine never being used for it:
-// the caller gets a destination whose every use fails.
+// an unknown name before any worker sees it; should one slip through, the
+// destination returned has no engine, and a reconcile of it stalls
+// (unreachable) rather than write to some other swarm.
 func (c *Controller) dest(name string) *destination {
 	if d, ok := c.dests[name]; ok {
 		return d

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/swarm"
 	"github.com/docker/docker/client"
 
@@ -178,16 +177,7 @@ func writeFile(t *testing.T, dir, name, content string) string {
 
 // service returns the live service of the test's release, or nil.
 func (e *env) service(ctx context.Context, name string) (*swarm.Service, error) {
-	list, err := e.cli.ServiceList(ctx, swarm.ServiceListOptions{Filters: filters.NewArgs(filters.Arg("name", e.ns+"_"+name))})
-	if err != nil {
-		return nil, err
-	}
-	for _, s := range list {
-		if s.Spec.Name == e.ns+"_"+name {
-			return &s, nil
-		}
-	}
-	return nil, nil
+	return harness.ServiceNamed(ctx, e.cli, e.ns+"_"+name)
 }
 
 func (e *env) waitImage(t *testing.T, image string, timeout time.Duration) *swarm.Service {

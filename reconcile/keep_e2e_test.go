@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -492,4 +493,136 @@ func TestRollbackHoldSurvivesAControllerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitImage(t, e.v2, time.Minute)
+}
+
+// appObserver counts the reconciles of each application.
+type appObserver struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (o *appObserver) ObserveReconcile(ob reconcile.Observation) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.n[ob.Application]++
+}
+
+func (o *appObserver) count(app string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.n[app]
+}
+
+// A change in the swarm wakes only the live-drift application whose own
+// objects changed: another stack's update, or another application's
+// drift, costs the others no reconcile.
+func TestLiveDriftWakesOnlyTheApplicationWhoseObjectsChanged(t *testing.T) {
+	e := newEnv(t)
+	e.repo.Commit(t, "main", map[string]string{"compose.yaml": compose(harness.FreePort(t)), "settings.txt": "one\n", ".env": "IMAGE=" + e.v1 + "\n"})
+	// Two applications of the same source, an hour between their ticks,
+	// so that only a wake makes them reconcile.
+	other := e.ns + "-other"
+	harness.CleanupStack(t, e.cli, other)
+	web := strings.Replace(e.liveApp("web", true), "interval: 10s", "interval: 1h", 1)
+	quiet := strings.Replace(strings.Replace(e.liveApp("quiet", true), "interval: 10s", "interval: 1h", 1), "release: "+e.ns, "release: "+other, 1)
+	obs := &appObserver{n: map[string]int{}}
+	ctrl := e.controllerWith(t, appset.FileSource{Path: writeFile(t, t.TempDir(), "apps.yaml", appSet(web, quiet))}, reconcile.Options{Observer: obs})
+	run(t, ctrl)
+	e.waitImage(t, e.v1, 2*time.Minute)
+	harness.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
+		s, err := harness.ServiceNamed(ctx, e.cli, other+"_web")
+		return err == nil && s != nil, fmt.Sprintf("%s_web: %v", other, err)
+	})
+	// Let the installs' own wakes settle: quiet's count unchanged over
+	// eight polls (two seconds, four snapshot refreshes).
+	settled, polls := -1, 0
+	harness.Eventually(t, time.Minute, func(context.Context) (bool, string) {
+		now := obs.count("quiet")
+		if now != settled {
+			settled, polls = now, 0
+		}
+		polls++
+		return polls >= 8 && now > 0, fmt.Sprintf("quiet reconciled %d times", now)
+	})
+	// A hand-made service and an out-of-band change to web's service.
+	bystander := harness.Name(t, "bystander")
+	spec := swarm.ServiceSpec{Annotations: swarm.Annotations{Name: bystander},
+		TaskTemplate: swarm.TaskSpec{ContainerSpec: &swarm.ContainerSpec{Image: e.v1}}}
+	created, err := e.cli.ServiceCreate(t.Context(), spec, swarm.ServiceCreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.cli.ServiceRemove(context.WithoutCancel(t.Context()), created.ID) })
+	e.update(t, "web", func(s *swarm.ServiceSpec) { three := uint64(3); s.Mode.Replicated.Replicas = &three })
+	harness.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
+		s, err := e.service(ctx, "web")
+		return err == nil && replicas(s) == 1, "web not corrected yet"
+	})
+	if got := obs.count("quiet"); got != settled {
+		t.Errorf("quiet reconciled %d more times for changes that were not its own", got-settled)
+	}
+}
+
+// quietObserver records whether each reconcile of an application was quiet.
+type quietObserver struct {
+	mu    sync.Mutex
+	quiet []bool
+}
+
+func (o *quietObserver) ObserveReconcile(ob reconcile.Observation) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.quiet = append(o.quiet, ob.Quiet)
+}
+
+func (o *quietObserver) last() (n int, quiet bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.quiet) == 0 {
+		return 0, false
+	}
+	return len(o.quiet), o.quiet[len(o.quiet)-1]
+}
+
+// A tick whose inputs are those of the last tick that found nothing to do
+// renders nothing; a commit, or a change on the swarm, makes the next one
+// run in full again.
+func TestATickWithUnchangedInputsIsQuiet(t *testing.T) {
+	e := newEnv(t)
+	e.repo.Commit(t, "main", map[string]string{"compose.yaml": compose(harness.FreePort(t)), "settings.txt": "one\n", ".env": "IMAGE=" + e.v1 + "\n"})
+	obs := &quietObserver{}
+	ctrl := e.controllerWith(t, appset.FileSource{Path: writeFile(t, t.TempDir(), "apps.yaml", appSet(e.liveApp("web", true)))}, reconcile.Options{Observer: obs})
+	run(t, ctrl)
+	svc := e.waitImage(t, e.v1, 2*time.Minute)
+	harness.WaitRunning(t, e.cli, svc.ID, 1, 2*time.Minute)
+	tick := func(wantQuiet bool) {
+		t.Helper()
+		before, _ := obs.last()
+		// Refresh queues a plain tick; the refs are read again.
+		if err := ctrl.Refresh(t.Context(), "web"); err != nil {
+			t.Fatal(err)
+		}
+		harness.Eventually(t, time.Minute, func(context.Context) (bool, string) {
+			n, quiet := obs.last()
+			return n > before && quiet == wantQuiet, fmt.Sprintf("%d reconciles, last quiet %v", n, quiet)
+		})
+	}
+	// Until a full tick finds nothing to do, nothing is quiet; then ticks
+	// are, as long as nothing changes.
+	harness.Eventually(t, time.Minute, func(context.Context) (bool, string) {
+		_ = ctrl.Refresh(t.Context(), "web")
+		_, quiet := obs.last()
+		return quiet, "no quiet tick yet"
+	})
+	tick(true)
+	e.repo.Commit(t, "main", map[string]string{"settings.txt": "two\n"})
+	tick(false)
+	harness.Eventually(t, time.Minute, func(context.Context) (bool, string) {
+		_ = ctrl.Refresh(t.Context(), "web")
+		_, quiet := obs.last()
+		return quiet, "no quiet tick after the commit"
+	})
+	if st, _ := ctrl.Statuses().Get("web"); st.Sync != reconcile.Synced || st.DeployedRevision != e.repo.Head(t, "main") {
+		t.Errorf("status after quiet ticks = %s at %s, want synced at the new commit", st.Sync, st.DeployedRevision)
+	}
 }

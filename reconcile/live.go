@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -135,6 +136,7 @@ func (c *Controller) correct(ctx context.Context, app appset.Application, d desi
 	}
 	defer c.markWrite(app.Name)
 	_, err := apply.Apply(ctx, c.engineOf(app), rel, apply.Options{
+		Digests:      c.destOf(app).digests,
 		Owner:        c.owner(app),
 		ResolveImage: apply.ResolveImage(app.SyncPolicy.ResolveImage),
 		Commit:       d.commit,
@@ -190,6 +192,25 @@ func rollout(rel stack.Release, snap swarm.Snapshot) string {
 		switch live.UpdateStatus.State {
 		case dswarm.UpdateStateUpdating, dswarm.UpdateStateRollbackStarted:
 			return fmt.Sprintf("service %s is %s", name, live.UpdateStatus.State)
+		}
+	}
+	return ""
+}
+
+// converged names a service of rel that still has a task meant to run
+// with another container spec than the service's (an update Swarm has not
+// finished, or not started yet), or "" when none has.
+func converged(rel stack.Release, snap swarm.Snapshot) string {
+	for _, name := range slices.Sorted(maps.Keys(rel.Services)) {
+		live, ok := snap.Service(name)
+		if !ok {
+			continue // health says missing
+		}
+		for _, t := range snap.TasksOf(live.ID) {
+			current := t.DesiredState == dswarm.TaskStateRunning || t.DesiredState == dswarm.TaskStateReady
+			if current && (!reflect.DeepEqual(t.Spec.ContainerSpec, live.Spec.TaskTemplate.ContainerSpec) || t.Spec.ForceUpdate != live.Spec.TaskTemplate.ForceUpdate) {
+				return fmt.Sprintf("service %s still runs task %s of an earlier spec", name, t.ID)
+			}
 		}
 	}
 	return ""
@@ -258,20 +279,43 @@ func (c *Controller) refreshHealth(d *destination) {
 }
 
 // wakeLiveDrift queues a tick for every healthy-looking application on d
-// with live drift detection, so an out-of-band change is seen in seconds.
-// A failing application keeps its backoff.
+// with live drift detection whose own objects changed in the snapshot, so
+// an out-of-band change is seen in seconds while a change to another
+// stack wakes nobody. A failing application keeps its backoff.
 func (c *Controller) wakeLiveDrift(d *destination) {
+	snap := d.live.Current()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for name, w := range c.workers {
 		app := c.apps[name]
-		if app.Destination.Swarm != d.name {
+		if app.Destination.Swarm != d.name || app.DriftDetection != appset.DriftLive {
 			continue
 		}
-		if st, _ := c.status.Get(name); app.DriftDetection == appset.DriftLive && st.LastErrorClass == "" && st.Phase != PhaseApplying {
+		state := c.liveState(app, snap)
+		if c.seenLive[name] == state {
+			continue
+		}
+		c.seenLive[name] = state
+		if st, _ := c.status.Get(name); st.LastErrorClass == "" && st.Phase != PhaseApplying {
 			w.enqueue(Request{})
 		}
 	}
+}
+
+// liveState summarises what app's releases hold in snap (see
+// namespaceState); c.mu is held.
+func (c *Controller) liveState(app appset.Application, snap swarm.Snapshot) string {
+	releases := map[string]bool{app.Release: true}
+	for _, r := range c.rendered {
+		if r.app == app.Name && r.swarm == app.Destination.Swarm {
+			releases[r.release.Name] = true
+		}
+	}
+	var parts []string
+	for _, rel := range slices.Sorted(maps.Keys(releases)) {
+		parts = append(parts, namespaceState(snap, rel))
+	}
+	return strings.Join(parts, "\n--\n")
 }
 
 // snapshotConfigs serves apply's revision reads from the live snapshot, so

@@ -100,7 +100,7 @@ func (c *Controller) orphansOf(dest string, owners []stack.Owner) []Orphan {
 			reason = fmt.Sprintf("app set not loaded: %v; nothing pruned", snap.Err)
 		case set.Len() == 0:
 			reason = "app set is empty; pruning held"
-		case !inSet && !c.pruneApps:
+		case !inSet && !c.pruneApps && c.generatorGone(owner.Application) == "":
 			reason = "application left the app set; kept: the controller runs without --prune"
 		case inSet && !here && !app.SyncPolicy.Prune:
 			reason = fmt.Sprintf("application moved to %s; kept: its syncPolicy.prune is off", swarm.Describe(app.Destination.Swarm))

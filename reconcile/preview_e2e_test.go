@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/swarm"
 
 	"github.com/skep-cd/skep/appset"
@@ -20,16 +19,7 @@ import (
 // previewService returns the web service of the preview release named, or
 // nil.
 func (e *artifactEnv) previewService(ctx context.Context, release string) (*swarm.Service, error) {
-	list, err := e.cli.ServiceList(ctx, swarm.ServiceListOptions{Filters: filters.NewArgs(filters.Arg("name", release+"_web"))})
-	if err != nil {
-		return nil, err
-	}
-	for _, s := range list {
-		if s.Spec.Name == release+"_web" {
-			return &s, nil
-		}
-	}
-	return nil, nil
+	return harness.ServiceNamed(ctx, e.cli, release+"_web")
 }
 
 func TestPreviewPerBranchFollowsItsImageAndGoesWithTheBranch(t *testing.T) {

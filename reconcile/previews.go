@@ -239,6 +239,7 @@ func (c *Controller) deployPreview(ctx context.Context, app appset.Application, 
 	c.emit(ctx, app, notify.SyncStarted, b.Commit, what+": "+p.Summary())
 	defer c.markWrite(app.Name)
 	res, err := apply.Apply(ctx, c.engineOf(app), rel, apply.Options{
+		Digests:      c.destOf(app).digests,
 		Owner:        owner,
 		ResolveImage: apply.ResolveImage(app.SyncPolicy.ResolveImage),
 		Commit:       b.Commit,

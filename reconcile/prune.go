@@ -156,7 +156,7 @@ func (c *Controller) pruneReleases(ctx context.Context, d *destination) {
 			// Moved to another swarm, or a release it stopped declaring: its
 			// own prune policy decides.
 			continue
-		case !inSet && !c.pruneApps:
+		case !inSet && !c.pruneApps && c.generatorGone(owner.Application) == "":
 			continue // orphaned: Orphans lists it
 		}
 		if err := prune.Allowed(c.gates(owner.Application, owner.Release)); err != nil {
@@ -166,6 +166,9 @@ func (c *Controller) pruneReleases(ctx context.Context, d *destination) {
 		why := ""
 		if inSet && !here {
 			why = fmt.Sprintf("moved to %s", swarm.Describe(app.Destination.Swarm))
+		}
+		if gen := c.generatorGone(owner.Application); !inSet && gen != "" {
+			why = fmt.Sprintf("its directory left generator %s", gen)
 		}
 		c.pruneRelease(ctx, owner, d.name, snap, why)
 	}

@@ -308,6 +308,13 @@ func (c *Controller) MatchRepository(matches func(repo, revision string) bool) R
 	if g, ok := c.appSet.(GitAppSet); ok && matches(g.Repo, g.Revision) {
 		out.AppSet = true
 	}
+	// A push to a generator's repository may add or remove directories:
+	// the set is read again.
+	for _, g := range c.watcher.Current().Set.Generators() {
+		if matches(g.Repo, g.Revision) {
+			out.AppSet = true
+		}
+	}
 	for _, app := range c.Applications() {
 		if matches(app.Source.Repo, app.Source.Revision) {
 			out.Applications = append(out.Applications, app.Name)

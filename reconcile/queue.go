@@ -61,14 +61,19 @@ type appState struct {
 	pending    *Request // a requested sync that must wait for a rollout
 	holdLoaded bool     // the recorded hold was read from the swarm
 	failures   int
+	// quiet is the last tick that found nothing to do, for the next one.
+	quiet quietTick
 	// sub holds the state of each release of a release file, by release.
 	sub map[string]*appState
 }
 
 // foreignRefusal remembers one refused apply.
 type foreignRefusal struct {
-	key       string
-	namespace string // namespaceState when refused
+	key string
+	// namespace is namespaceState as first seen after the refusal;
+	// observed says it was.
+	namespace string
+	observed  bool
 	err       error
 }
 

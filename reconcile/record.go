@@ -19,6 +19,9 @@ type Observation struct {
 	Duration time.Duration
 	// Requested is true for a requested sync, false for a tick.
 	Requested bool
+	// Quiet is true for a tick whose inputs were those of the last tick
+	// that found nothing to do: it rendered and compared nothing.
+	Quiet bool
 	// Sync is true when an apply ran; SyncFailed when it failed.
 	Sync          bool
 	SyncFailed    bool
@@ -94,7 +97,7 @@ func (c *Controller) emit(ctx context.Context, app appset.Application, t notify.
 }
 
 // observe tells the observer what one reconcile took.
-func (c *Controller) observe(app appset.Application, req Request, out Result, d desired, took time.Duration, err error) {
+func (c *Controller) observe(app appset.Application, req Request, out Result, d desired, took time.Duration, err error, quiet bool) {
 	if c.observer == nil {
 		return
 	}
@@ -109,5 +112,6 @@ func (c *Controller) observe(app appset.Application, req Request, out Result, d 
 		GitDuration:   d.gitTook,
 		GitFailed:     d.gitFailed,
 		Requested:     req.Sync,
+		Quiet:         quiet,
 	})
 }

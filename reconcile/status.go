@@ -128,6 +128,10 @@ type AppStatus struct {
 	// Window is the sync window holding the application's automated
 	// syncs now; zero when none does.
 	Window WindowHold
+	// WaitingFor names the applications of dependsOn that are not synced
+	// and healthy at their current revision yet, while a sync of this one
+	// waits for them; nil when none does.
+	WaitingFor []string
 }
 
 // clone returns st with its own copies of every slice, so that a reader
@@ -139,6 +143,7 @@ func (st AppStatus) clone() AppStatus {
 	st.Artifacts = slices.Clone(st.Artifacts)
 	st.Previews = slices.Clone(st.Previews)
 	st.PreviewProblems = slices.Clone(st.PreviewProblems)
+	st.WaitingFor = slices.Clone(st.WaitingFor)
 	return st
 }
 

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -65,13 +66,14 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 	ctx = notify.WithActor(ctx, req.Actor)
 	start := time.Now()
 	var d desired
+	wasQuiet := false
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("reconcile %s: panic: %v", app.Name, r)
 			c.log.Error("reconcile panicked", "app", app.Name, "err", err, "stack", string(debug.Stack()))
 		}
 		c.record(app, out, err)
-		c.observe(app, req, out, d, time.Since(start), err)
+		c.observe(app, req, out, d, time.Since(start), err, wasQuiet)
 	}()
 	c.status.Update(app.Name, func(s *AppStatus) { s.Phase = PhaseReconciling })
 	// Nothing is rendered, compared or written for a swarm that does not
@@ -82,8 +84,22 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 	}
 
 	// Render: the artifact versions, then the compose files at the commit
-	// (a held revision wins over what the application tracks).
-	d, err = c.render(ctx, app, req.Revision)
+	// (a held revision wins over what the application tracks). A tick
+	// whose inputs are those of the last tick that found nothing to do
+	// ends here: it would render, compare and find the same.
+	d, err = c.resolveInputs(ctx, app, req.Revision)
+	quiet := ""
+	if err == nil {
+		quiet = c.quietKey(app, req, d)
+		if quiet != "" && quiet == st.quiet.key {
+			c.observeQuiet(app, st.quiet)
+			c.windowVerdict(app) // windows move with time, not with the inputs
+			d, wasQuiet = st.quiet.d, true
+			return st.quiet.out, nil
+		}
+		d, err = c.renderResolved(ctx, app, d)
+	}
+	st.quiet = quietTick{}
 	out.Commit, out.Artifacts = d.commit, d.artifacts
 	c.reportWaiting(ctx, app, d, st)
 	if err != nil {
@@ -121,6 +137,7 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 		return out, err
 	}
 	if held.Held && !req.Sync {
+		c.setWaitingFor(app.Name, nil)
 		// Reported once per commit and versions, like any drift, naming
 		// the window; nothing is written until it lets syncs through.
 		if p.Changed() && st.windowCommit != d.key() {
@@ -133,6 +150,7 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 	// Gate on policy: a manual application (or an automated one with
 	// nothing to write) only reports, once per commit and versions.
 	if !req.Sync && !(app.SyncPolicy.Automated && p.Changed()) {
+		c.setWaitingFor(app.Name, nil)
 		if p.Changed() && st.driftCommit != d.key() {
 			st.driftCommit = d.key()
 			summary := p.Summary()
@@ -148,13 +166,21 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 			if !req.release {
 				c.reconcilePreviews(ctx, app, d)
 			}
+			if quiet != "" && !out.liveDrift && waitingArtifacts(d.artifacts) == "" {
+				st.quiet = quietTick{key: quiet, out: out, d: d}
+			}
 		}
 		return out, nil
+	}
+	// dependsOn: the application is applied only after the applications
+	// it depends on are synced and healthy at their current revision.
+	if err := c.awaitDependencies(app); err != nil {
+		return out, err
 	}
 	// Someone else's objects refused this very render before, and nothing
 	// changed since: say so again in the status, but write nothing and
 	// raise no second sync-started/sync-failed pair.
-	if f := st.foreign; f != nil && !req.Sync && f.key == d.key() && c.liveOf(app) != nil && namespaceState(c.liveOf(app).Current(), app.Release) == f.namespace {
+	if f := st.foreign; f != nil && !req.Sync && f.key == d.key() && c.liveOf(app) != nil && c.stillRefused(app, f) {
 		return out, f.err
 	}
 	st.foreign = nil
@@ -162,7 +188,9 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 	out, err = c.applyRelease(ctx, app, d, p, req, out)
 	var foreign *apply.ForeignError
 	if errors.As(err, &foreign) && c.liveOf(app) != nil {
-		st.foreign = &foreignRefusal{key: d.key(), namespace: namespaceState(c.liveOf(app).Current(), app.Release), err: err}
+		// The namespace is read at the next tick: the snapshot now may
+		// predate what the refused apply created before it stopped.
+		st.foreign = &foreignRefusal{key: d.key(), err: err}
 	}
 	if err == nil {
 		c.pruneResources(ctx, app, d, req)
@@ -173,6 +201,22 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 		st.rolledBack = d.key() // reported by the failed sync already
 	}
 	return out, err
+}
+
+// stillRefused reports whether the release's namespace is as it was when
+// f was refused. The first look after the refusal, from a snapshot that
+// has seen the refused apply's writes, records the namespace; until such a
+// snapshot exists nothing is known to have changed.
+func (c *Controller) stillRefused(app appset.Application, f *foreignRefusal) bool {
+	snap := c.liveOf(app).Current()
+	if snap.ReadFailed() || !c.seenWrites(app.Name, snap) {
+		return true
+	}
+	ns := namespaceState(snap, app.Release)
+	if !f.observed {
+		f.namespace, f.observed = ns, true
+	}
+	return ns == f.namespace
 }
 
 // reportWaiting raises one drift-detected when an artifact's desired
@@ -190,6 +234,17 @@ func (c *Controller) reportWaiting(ctx context.Context, app appset.Application, 
 // fetches that commit and renders it into the release's desired specs.
 // Errors are classed.
 func (c *Controller) render(ctx context.Context, app appset.Application, commit string) (desired, error) {
+	d, err := c.resolveInputs(ctx, app, commit)
+	if err != nil {
+		return d, err
+	}
+	return c.renderResolved(ctx, app, d)
+}
+
+// resolveInputs finds what a render of app would read: the artifact
+// versions and the commit (commit "" = the revision app tracks). It reads
+// refs and the registry gate, both cached, and renders nothing.
+func (c *Controller) resolveInputs(ctx context.Context, app appset.Application, commit string) (desired, error) {
 	start := time.Now()
 	arts, err := c.resolveArtifacts(ctx, app)
 	if err != nil {
@@ -212,13 +267,20 @@ func (c *Controller) render(ctx context.Context, app appset.Application, commit 
 				classifyGit(fmt.Errorf("resolve %s at %q: %w", gitsource.RedactURL(source.Repo), source.Revision, err))
 		}
 	}
-	tree, err := c.git.Checkout(ctx, source.Repo, commit)
+	return desired{commit: commit, source: source, artifacts: arts.objects, gitTook: time.Since(start)}, nil
+}
+
+// renderResolved fetches d's commit and renders it with d's artifact
+// versions into the release's desired specs.
+func (c *Controller) renderResolved(ctx context.Context, app appset.Application, d desired) (desired, error) {
+	start := time.Now()
+	tree, err := c.git.Checkout(ctx, d.source.Repo, d.commit)
 	if err != nil {
-		return desired{commit: commit, artifacts: arts.objects, gitTook: time.Since(start), gitFailed: true},
-			classifyGit(fmt.Errorf("fetch %s at %s: %w", gitsource.RedactURL(source.Repo), gitsource.ShortCommit(commit), err))
+		d.gitTook, d.gitFailed = d.gitTook+time.Since(start), true
+		return d, classifyGit(fmt.Errorf("fetch %s at %s: %w", gitsource.RedactURL(d.source.Repo), gitsource.ShortCommit(d.commit), err))
 	}
 	defer tree.Release()
-	d := desired{commit: commit, source: source, artifacts: arts.objects, gitTook: time.Since(start)}
+	d.gitTook += time.Since(start)
 	rel, cr, err := c.compose(ctx, app, tree.Dir(), d, nil, c.owner(app))
 	if err != nil {
 		return d, err
@@ -271,6 +333,7 @@ func (c *Controller) compose(ctx context.Context, app appset.Application, root s
 			Capabilities: app.Allow.Capabilities,
 		},
 		Files: doc.Files,
+		Waves: doc.Waves,
 	})
 	if err != nil {
 		return stack.Release{}, nil, &outcome.StalledError{Err: fmt.Errorf("convert at %s: %w", gitsource.ShortCommit(d.commit), err)}
@@ -338,7 +401,8 @@ func (c *Controller) applyRelease(ctx context.Context, app appset.Application, d
 	c.status.Update(app.Name, func(s *AppStatus) { s.Phase = PhaseApplying })
 	start := time.Now()
 	defer c.markWrite(app.Name)
-	res, err := apply.Apply(ctx, c.engineOf(app), d.release, apply.Options{
+	res, err := c.applyWaves(ctx, app, d.release, apply.Options{
+		Digests:      c.destOf(app).digests,
 		Owner:        c.owner(app),
 		ResolveImage: apply.ResolveImage(app.SyncPolicy.ResolveImage),
 		Commit:       d.commit,
@@ -361,7 +425,7 @@ func (c *Controller) applyRelease(ctx context.Context, app appset.Application, d
 		return out, err
 	}
 	if app.SyncPolicy.Wait {
-		if err := c.waitHealthy(ctx, app, d.release); err != nil {
+		if err := c.waitHealthy(ctx, app, d.release, time.Now()); err != nil {
 			err = fmt.Errorf("sync %s at %s: %w", app.Release, gitsource.ShortCommit(d.commit), err)
 			c.emit(ctx, app, notify.SyncFailed, d.commit, err.Error())
 			return out, err
@@ -373,9 +437,10 @@ func (c *Controller) applyRelease(ctx context.Context, app appset.Application, d
 }
 
 // waitHealthy waits, up to the application's timeout, until every service
-// of rel is healthy. A rollback by Swarm fails at once with the daemon's
-// reason.
-func (c *Controller) waitHealthy(ctx context.Context, app appset.Application, rel stack.Release) error {
+// of rel is healthy and converged (see converged) in a snapshot taken
+// after written, when the write ended. A rollback by Swarm fails at once
+// with the daemon's reason.
+func (c *Controller) waitHealthy(ctx context.Context, app appset.Application, rel stack.Release, written time.Time) error {
 	if c.liveOf(app) == nil {
 		return nil
 	}
@@ -390,14 +455,20 @@ func (c *Controller) waitHealthy(ctx context.Context, app appset.Application, re
 			return &outcome.StalledError{Err: fmt.Errorf("release %s: %s", rel.Name, why)}
 		}
 		last := releaseHealth(rel, snap)
-		if last.State == health.Healthy && rollout(rel, snap) == "" {
+		pending := cmp.Or(rollout(rel, snap), converged(rel, snap))
+		// A snapshot from before the write still shows the old tasks
+		// running, healthy: it says nothing about what was written.
+		if snap.TakenAt().After(written) && last.State == health.Healthy && pending == "" {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return &outcome.TransientError{Err: fmt.Errorf("release %s not healthy within %s: %s (%s, %d/%d running)",
-					rel.Name, app.SyncPolicy.Timeout, last.State, last.Message, last.Running, last.Desired)}
+				why := fmt.Sprintf("%s (%s, %d/%d running)", last.State, last.Message, last.Running, last.Desired)
+				if last.State == health.Healthy && pending != "" {
+					why = pending
+				}
+				return &outcome.TransientError{Err: fmt.Errorf("release %s not healthy within %s: %s", rel.Name, app.SyncPolicy.Timeout, why)}
 			}
 			return ctx.Err()
 		case <-changes:

@@ -52,6 +52,11 @@ const DefaultEnvFile = ".env"
 // files); Swarm itself caps configs at 1000 KiB and secrets at 500 KiB.
 const MaxFileSize = 4 << 20
 
+// MaxServices bounds the services of one release: far above what one stack
+// holds, low enough that a generated file cannot make the controller plan
+// and write without end.
+const MaxServices = 1000
+
 // virtualRoot is the working directory handed to docker/cli's loader. The
 // loader makes relative paths absolute against it without reading them; render
 // maps paths under it back into Input.Root and refuses every other absolute
@@ -86,7 +91,18 @@ type Document struct {
 	// Warnings lists options the input uses that Swarm ignores, as
 	// `docker stack deploy` prints them.
 	Warnings []string
+	// Waves holds the wave of each service (by compose name) whose
+	// WaveKey is not 0; a service not listed is in wave 0.
+	Waves map[string]int
 }
+
+// WaveKey is the compose extension that puts a service in a wave: a whole
+// number from 0 to MaxWave, as YAML or after interpolation. Lower waves
+// are applied, converged and healthy before a higher one starts.
+const WaveKey = "x-skep-wave"
+
+// MaxWave is the highest wave a service may be in.
+const MaxWave = 100
 
 // Compose renders in into one document. It reads only below in.Root, stops
 // early when ctx is cancelled, and returns an *Error for a problem with the
@@ -343,6 +359,9 @@ func (r *renderer) load(env map[string]string) (*Document, error) {
 	if err != nil {
 		return nil, &Error{File: r.files[len(r.files)-1].name, Err: err}
 	}
+	if n := len(cfg.Services); n > MaxServices {
+		return nil, &Error{File: r.files[len(r.files)-1].name, Err: fmt.Errorf("%d services; a release holds at most %d", n, MaxServices)}
+	}
 	// The loader builds the service list from a map: sort it, so the same
 	// input renders the same document.
 	sort.Slice(cfg.Services, func(i, j int) bool { return cfg.Services[i].Name < cfg.Services[j].Name })
@@ -350,6 +369,7 @@ func (r *renderer) load(env map[string]string) (*Document, error) {
 	doc := &Document{Config: cfg, Files: map[string][]byte{}}
 	var errs []error
 	errs = append(errs, r.checkServices(cfg)...)
+	doc.Waves, errs = r.waves(cfg, errs)
 	for _, name := range slices.Sorted(maps.Keys(cfg.Configs)) {
 		obj := composetypes.FileObjectConfig(cfg.Configs[name])
 		if err := r.readObject(doc, "configs", name, &obj); err != nil {
@@ -448,6 +468,53 @@ func (r *renderer) checkServices(cfg *composetypes.Config) []error {
 		}
 	}
 	return errs
+}
+
+// waves reads each service's WaveKey, adding an error located at the key
+// for a value that is not a whole number from 0 to MaxWave.
+func (r *renderer) waves(cfg *composetypes.Config, errs []error) (map[string]int, []error) {
+	var out map[string]int
+	for _, svc := range cfg.Services {
+		v, ok := svc.Extras[WaveKey]
+		if !ok {
+			continue
+		}
+		n, err := waveOf(v)
+		if err != nil {
+			field := "services." + svc.Name + "." + WaveKey
+			file, line := r.find(field)
+			errs = append(errs, &Error{File: file, Line: line, Field: field, Err: err})
+			continue
+		}
+		if n != 0 {
+			if out == nil {
+				out = map[string]int{}
+			}
+			out[svc.Name] = n
+		}
+	}
+	return out, errs
+}
+
+// waveOf reads a wave as the loader left it: a YAML integer, or a string
+// after interpolation ("${WAVE}").
+func waveOf(v any) (int, error) {
+	var n int
+	switch v := v.(type) {
+	case int:
+		n = v
+	case string:
+		var err error
+		if n, err = strconv.Atoi(strings.TrimSpace(v)); err != nil {
+			return 0, fmt.Errorf("want a whole number from 0 to %d, got %q", MaxWave, v)
+		}
+	default:
+		return 0, fmt.Errorf("want a whole number from 0 to %d, got %v", MaxWave, v)
+	}
+	if n < 0 || n > MaxWave {
+		return 0, fmt.Errorf("want a whole number from 0 to %d, got %d", MaxWave, n)
+	}
+	return n, nil
 }
 
 // warnings lists the options of the input that Swarm ignores, in the

@@ -31,6 +31,9 @@ type Options struct {
 	// names, keyed by the File field as it appears in the compose document
 	// (render.Document.Files). Convert does not modify it.
 	Files map[string][]byte
+	// Waves holds the wave of services (by compose name) not in wave 0
+	// (render.Document.Waves); each gets it as LabelWave.
+	Waves map[string]int
 }
 
 // apiVersion is the Engine API version handed to docker/cli's converter. It
@@ -88,6 +91,7 @@ func Convert(cfg *composetypes.Config, opts Options) (Release, error) {
 	sort.Slice(cfg.Services, func(i, j int) bool { return cfg.Services[i].Name < cfg.Services[j].Name })
 
 	c := converter{
+		waves:   opts.Waves,
 		ns:      convert.NewNamespace(name),
 		owner:   ownerLabels(opts.Owner),
 		files:   opts.Files,
@@ -119,6 +123,7 @@ func ptr[T any](v T) *T { return &v }
 
 // converter holds the state of one Convert call.
 type converter struct {
+	waves   map[string]int
 	ns      convert.Namespace
 	owner   map[string]string
 	files   map[string][]byte
@@ -402,6 +407,9 @@ func (c *converter) service(cfg *composetypes.Config, svc composetypes.ServiceCo
 		cs.Config = credConfig
 	}
 	spec.Labels = c.withOwner(spec.Labels)
+	if w := c.waves[svc.Name]; w != 0 {
+		spec.Labels[LabelWave] = strconv.Itoa(w)
+	}
 	// A named volume is created by the node on first use, with the labels
 	// its mount carries; owner labels there are what lets prune prove it.
 	for i, m := range spec.TaskTemplate.ContainerSpec.Mounts {

@@ -4,14 +4,17 @@ import (
 	"encoding/json"
 	"errors"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/docker/cli/cli/compose/loader"
 	composetypes "github.com/docker/cli/cli/compose/types"
 	"github.com/docker/cli/pkg/kvfile"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/skep-cd/skep/golden"
 )
@@ -117,5 +120,29 @@ func TestConvertMatchesGoldenForEveryFixture(t *testing.T) {
 			}
 			golden.Check(t, filepath.Join("testdata", name+".golden.json"), append(got, '\n'))
 		})
+	}
+}
+
+func TestWavesLabelServicesAndOrderTheRelease(t *testing.T) {
+	cfg := &composetypes.Config{Services: []composetypes.ServiceConfig{
+		{Name: "db", Image: "db"}, {Name: "api", Image: "api"}, {Name: "web", Image: "web"},
+	}}
+	rel, err := Convert(cfg, Options{Owner: Owner{Controller: "c", Application: "a", Release: "shop"}, Waves: map[string]int{"api": 1, "web": 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"shop_db": "", "shop_api": "1", "shop_web": "2"} {
+		if got := rel.Services[name].Labels[LabelWave]; got != want {
+			t.Errorf("%s's %s label = %q, want %q", name, LabelWave, got, want)
+		}
+	}
+	if d := cmp.Diff([]int{0, 1, 2}, rel.Waves()); d != "" {
+		t.Errorf("Waves (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]string{"shop_api", "shop_db"}, slices.Sorted(maps.Keys(rel.UpTo(1).Services))); d != "" {
+		t.Errorf("UpTo(1) services (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]int{0}, (Release{}).Waves()); d != "" {
+		t.Errorf("Waves of an empty release (-want +got):\n%s", d)
 	}
 }

@@ -25,6 +25,9 @@ const (
 	// written; apply sets it the same way so both tools read each other's
 	// services.
 	LabelStackImage = "com.docker.stack.image"
+	// LabelWave holds a service's wave when it is not 0 (see
+	// Release.Waves): lower waves converge before a higher one is applied.
+	LabelWave = "io.skep.wave"
 	// LabelPrefix starts every label Skep owns.
 	LabelPrefix = "io.skep."
 )

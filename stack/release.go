@@ -14,6 +14,10 @@
 package stack
 
 import (
+	"maps"
+	"slices"
+	"strconv"
+
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/swarm"
 )
@@ -45,6 +49,43 @@ func (o Owner) Owns(labels map[string]string) bool {
 		labels[LabelController] == o.Controller &&
 		labels[LabelApplication] == o.Application &&
 		labels[LabelRelease] == o.Release
+}
+
+// WaveOf returns the wave of a service spec: its LabelWave, 0 when it has
+// none or one that is not a whole number.
+func WaveOf(spec swarm.ServiceSpec) int {
+	n, err := strconv.Atoi(spec.Labels[LabelWave])
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
+
+// Waves returns the waves r's services are in, lowest first; [0] for a
+// release without services.
+func (r Release) Waves() []int {
+	seen := map[int]bool{}
+	for _, spec := range r.Services {
+		seen[WaveOf(spec)] = true
+	}
+	if len(seen) == 0 {
+		return []int{0}
+	}
+	return slices.Sorted(maps.Keys(seen))
+}
+
+// UpTo returns r with only the services in waves up to wave, and every
+// network, config and secret: what must run before a later wave starts.
+// Maps are shared with r, not copied.
+func (r Release) UpTo(wave int) Release {
+	out := r
+	out.Services = map[string]swarm.ServiceSpec{}
+	for name, spec := range r.Services {
+		if WaveOf(spec) <= wave {
+			out.Services[name] = spec
+		}
+	}
+	return out
 }
 
 // Release is the desired Swarm state of one stack namespace. Maps are keyed

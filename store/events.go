@@ -117,6 +117,9 @@ type Query struct {
 	Applications []string
 	// Types, when not empty, selects only these types.
 	Types []notify.EventType
+	// Swarms, when not nil, selects only these destinations ("" is the
+	// local swarm).
+	Swarms []string
 	// Limit caps the number of records. Zero or less means DefaultLimit;
 	// above MaxLimit means MaxLimit.
 	Limit int
@@ -157,6 +160,15 @@ func (s *Store) Events(ctx context.Context, q Query) ([]notify.Record, error) {
 			args = append(args, string(t))
 		}
 	}
+	if q.Swarms != nil {
+		if len(q.Swarms) == 0 {
+			return nil, nil
+		}
+		where = append(where, "swarm IN ("+placeholders(len(q.Swarms))+")")
+		for _, w := range q.Swarms {
+			args = append(args, w)
+		}
+	}
 	limit := q.Limit
 	if limit <= 0 {
 		limit = DefaultLimit
@@ -193,9 +205,9 @@ func (s *Store) Events(ctx context.Context, q Query) ([]notify.Record, error) {
 // Replay adapts Events to notify.ReplayFunc for the given filter's
 // applications and types. (Filter.Allow is applied by notify.Stream.)
 func (s *Store) Replay(f notify.Filter) notify.ReplayFunc {
-	apps, types := f.Applications, f.Types
+	apps, types, swarms := f.Applications, f.Types, f.Swarms
 	return func(ctx context.Context, afterID int64, limit int) ([]notify.Record, error) {
-		return s.Events(ctx, Query{AfterID: afterID, Applications: apps, Types: types, Limit: limit})
+		return s.Events(ctx, Query{AfterID: afterID, Applications: apps, Types: types, Swarms: swarms, Limit: limit})
 	}
 }
 

@@ -243,6 +243,9 @@ func TestEventsSelectsByQuery(t *testing.T) {
 		{name: "limit keeps the oldest", q: Query{Limit: 2}, want: []int64{1, 2}},
 		{name: "newest keeps the newest in id order", q: Query{Limit: 2, Newest: true}, want: []int64{4, 5}},
 		{name: "nothing matches", q: Query{Applications: []string{"nope"}}},
+		{name: "a swarm selects", q: Query{Swarms: []string{"prod"}}, want: []int64{1}},
+		{name: "the empty swarm is the local one", q: Query{Swarms: []string{""}}, want: []int64{2, 3, 4, 5}},
+		{name: "an empty list of swarms selects none", q: Query{Swarms: []string{}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := s.Events(ctx, tc.q)

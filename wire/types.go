@@ -72,6 +72,14 @@ type Application struct {
 	// SyncWindow is the sync window holding the application's automated
 	// syncs now; absent when none does.
 	SyncWindow *SyncWindow `json:"syncWindow,omitempty"`
+	// DependsOn names the applications this one syncs after; WaitingFor
+	// those of them not synced and healthy at their current revision yet,
+	// while a sync of this one waits (lastError says why each is not).
+	DependsOn  []string `json:"dependsOn,omitempty"`
+	WaitingFor []string `json:"waitingFor,omitempty"`
+	// Generator names the app-set generator that made this application
+	// from the directory Path; absent for a declared application.
+	Generator string `json:"generator,omitempty"`
 }
 
 // SyncWindow is a sync window of the app set that holds an application:
