@@ -65,11 +65,21 @@ fuzz:
 	  done; \
 	done
 
-# Speed (issue 16; not part of `make test`): the Go benchmarks of the hot
-# pure functions, benchstat-friendly, kept in bin/bench-go.txt.
+# Speed (issue 16; not part of `make test`, see docs/performance.md): the
+# Go benchmarks of the hot pure functions (benchstat-friendly, kept in
+# bin/bench-go.txt), then the measurements on the local swarm side by side
+# with `docker stack deploy`, printed as one table. It takes about 25
+# minutes; BENCH_IDLE, BENCH_SAMPLES and BENCH_SCALE (-1 skips the large
+# scale point) shorten it.
 BENCH_PKGS ?= ./stack ./plan ./notify
-bench: build
+BENCH_IDLE ?= 5m
+BENCH_SAMPLES ?= 10
+BENCH_SCALE ?= 200
+bench: swarm-up build
 	set -o pipefail; $(GO) test -count=1 -run '^$$' -bench . -benchmem $(BENCH_PKGS) | tee bin/bench-go.txt
+	SKEP_REQUIRE_SWARM=1 SKEP_BENCH=1 SKEP_BENCH_BINARY=$(CURDIR)/bin/skep SKEP_BENCH_GO=$(CURDIR)/bin/bench-go.txt \
+	SKEP_BENCH_IDLE=$(BENCH_IDLE) SKEP_BENCH_SAMPLES=$(BENCH_SAMPLES) SKEP_BENCH_SCALE=$(BENCH_SCALE) \
+	$(GO) test -count=1 -timeout 90m -run '^$$' -bench '^BenchmarkSwarm$$' -benchtime 1x ./bench
 
 clean:
 	rm -rf bin

@@ -22,7 +22,7 @@ const module = "github.com/skep-cd/skep/"
 // package missing here fails the test until its place in the layers is
 // decided (and written down in docs/architecture.md). The layers, from the
 // top: entry (cmd/skep, cli) → face (api, ui) and loop (reconcile) → steps
-// (artifact, render, chart, stack, plan, health, apply, prune, preview)
+// (artifact, render, chart, stack, plan, health, apply, hook, prune, preview)
 // and records (notify, store) → adapters (swarm, gitsource, chartrepo)
 // and leaves (wire, outcome, configfile, secret, version, window). The loop never
 // imports the face.
@@ -32,7 +32,7 @@ var allowed = map[string][]string{
 	"client":            {"wire"},
 	"api":               {"appset", "artifact", "configfile", "notify", "plan", "reconcile", "secret", "stack", "store", "version", "wire"},
 	"api/authtest":      {"api"},
-	"reconcile":         {"apply", "appset", "artifact", "chart", "chartrepo", "gitsource", "health", "notify", "outcome", "plan", "preview", "prune", "render", "stack", "swarm", "version", "window"},
+	"reconcile":         {"apply", "appset", "artifact", "chart", "chartrepo", "gitsource", "health", "hook", "notify", "outcome", "plan", "preview", "prune", "render", "stack", "swarm", "version", "window"},
 	"render":            {},
 	"chart":             {"configfile", "render", "version"},
 	"chartrepo":         {"secret"},
@@ -41,6 +41,7 @@ var allowed = map[string][]string{
 	"health":            {},
 	"apply":             {"outcome", "stack"},
 	"prune":             {"stack"},
+	"hook":              {"stack"},
 	"artifact":          {"configfile"},
 	"preview":           {"stack"},
 	"ui":                {},
@@ -62,16 +63,17 @@ var allowed = map[string][]string{
 	"githttp":           {},
 	"harness":           {"githttp"},
 	"harness/testapp":   {},
+	"bench":             {"harness", "wire"},
 }
 
 // onlyFrom lists outside imports that just the named packages may use: one
 // Engine adapter, one SQLite user, one metrics server, and processes
 // started only where a real program must run.
 var onlyFrom = map[string][]string{
-	"github.com/docker/docker/client":          {"swarm", "harness"},
+	"github.com/docker/docker/client":          {"swarm", "harness", "bench"},
 	"modernc.org/sqlite":                       {"store"},
 	"github.com/prometheus/client_golang":      {"api"},
-	"os/exec":                                  {"harness", "cli", "githttp", "demo"},
+	"os/exec":                                  {"harness", "cli", "githttp", "demo", "bench"},
 	"github.com/go-git/go-git/v5":              {"gitsource", "harness"},
 	"github.com/docker/cli/cli/compose/loader": {"render"},
 	// Docker's ssh transport starts the ssh client: only where destinations

@@ -47,6 +47,9 @@ const (
 	DefaultInterval = 3 * time.Minute
 	// DefaultTimeout bounds how long a sync with Wait waits for health.
 	DefaultTimeout = 5 * time.Minute
+	// MaxKeepHookJobs bounds syncPolicy.keepHookJobs: finished jobs are
+	// services, and a swarm lists every one of them.
+	MaxKeepHookJobs = 100
 	// MinInterval is the floor of SyncPolicy.Interval: a shorter one is a
 	// problem, not silently raised.
 	MinInterval = 10 * time.Second
@@ -318,6 +321,10 @@ type SyncPolicy struct {
 	Wait bool
 	// Timeout bounds that wait; DefaultTimeout when the file gives none.
 	Timeout time.Duration
+	// KeepHookJobs is how many finished jobs of each hook (compose
+	// x-skep-hook) stay in the swarm for their logs; 0 means the hook
+	// runner's default.
+	KeepHookJobs int
 }
 
 // ResolveImage says when image tags are pinned to the digest a registry

@@ -111,7 +111,7 @@ func TestParseFixtures(t *testing.T) {
 			file: "invalid/unknown-key.yaml",
 			problems: []string{
 				"6:7 applications[0].source.branch: unknown key; want one of repo, revision, path, files, envFiles, variables",
-				"8:7 applications[0].syncPolicy.intervall: unknown key; want one of automated, interval, prune, pruneResources, pruneVolumes, resolveImage, wait, timeout",
+				"8:7 applications[0].syncPolicy.intervall: unknown key; want one of automated, interval, prune, pruneResources, pruneVolumes, resolveImage, wait, timeout, keepHookJobs",
 			},
 		},
 		{
@@ -339,6 +339,11 @@ func TestParseRules(t *testing.T) {
 			name:     "a negative interval is refused in UnmarshalYAML",
 			apps:     "  - {name: web, source: {repo: /r}, syncPolicy: {interval: -1m}}\n",
 			problems: []string{`3:60 applications[0].syncPolicy.interval: want a positive duration, got "-1m"`},
+		},
+		{
+			name:     "a negative number of hook jobs to keep is refused",
+			apps:     "  - {name: web, source: {repo: /r}, syncPolicy: {keepHookJobs: -1}}\n",
+			problems: []string{"3:64 applications[0].syncPolicy.keepHookJobs: want a number from 1 to 100 (0 or absent: the default), got -1"},
 		},
 		{
 			name:     "a zero interval is below the floor, not the default",

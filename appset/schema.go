@@ -130,6 +130,7 @@ type fileSyncPolicy struct {
 	ResolveImage   ResolveImage `yaml:"resolveImage"`
 	Wait           bool         `yaml:"wait"`
 	Timeout        duration     `yaml:"timeout"`
+	KeepHookJobs   int          `yaml:"keepHookJobs,omitempty"`
 }
 
 // fileAllow is an application's allow key; see Allow.
@@ -272,6 +273,7 @@ func toApplication(a fileApp) Application {
 			ResolveImage:   a.SyncPolicy.ResolveImage,
 			Wait:           a.SyncPolicy.Wait,
 			Timeout:        a.SyncPolicy.Timeout.value,
+			KeepHookJobs:   a.SyncPolicy.KeepHookJobs,
 		},
 		DriftDetection: a.DriftDetection,
 		Allow: Allow{
@@ -367,6 +369,7 @@ func fromApplication(a Application) fileApp {
 			ResolveImage:   resolve,
 			Wait:           a.SyncPolicy.Wait,
 			Timeout:        duration{value: timeout, set: true},
+			KeepHookJobs:   a.SyncPolicy.KeepHookJobs,
 		},
 		DriftDetection: drift,
 		Allow: fileAllow{

@@ -135,6 +135,9 @@ func validateApp(d *configfile.Document, a *fileApp, field string) {
 	if to := a.SyncPolicy.Timeout.value; to < time.Second {
 		d.Add(field+".syncPolicy.timeout", "%s is too short; give at least 1s", to)
 	}
+	if n := a.SyncPolicy.KeepHookJobs; n < 0 || n > MaxKeepHookJobs {
+		d.Add(field+".syncPolicy.keepHookJobs", "want a number from 1 to %d (0 or absent: the default), got %d", MaxKeepHookJobs, n)
+	}
 
 	allow := field + ".allow"
 	for i, p := range a.Allow.HostPaths {

@@ -50,6 +50,8 @@ type controllerFlags struct {
 	appsetPath     string
 	appsetDir      string
 	appsetInterval time.Duration
+	// gitTimeout bounds one git remote call (gitsource.Options.Timeout).
+	gitTimeout time.Duration
 	// data holds the git cache and the event store; it outlives restarts.
 	data string
 	// controllerID is stamped in every ownership label. Prune deletes only
@@ -83,6 +85,7 @@ func (f *controllerFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.appsetPath, "appset-path", ".", "directory (or file) in --appset-repo holding the app set")
 	fs.StringVar(&f.appsetDir, "appset-dir", "", "directory of app-set files")
 	fs.DurationVar(&f.appsetInterval, "appset-interval", reconcile.DefaultAppSetInterval, "how often the app set is re-read")
+	fs.DurationVar(&f.gitTimeout, "git-timeout", gitsource.DefaultTimeout, "bound of one git ls-remote or fetch; a git host that does not answer within it fails the reconcile as transient")
 	fs.StringVar(&f.data, "data", "/var/lib/skep", "data directory (git clones, store)")
 	fs.StringVar(&f.controllerID, "controller-id", "default", "id stamped in ownership labels; two controllers on one swarm need different ids")
 	fs.StringVar(&f.destinations, "destinations", "", "YAML file of the swarms besides the local one (managers over unix, TCP with TLS or ssh)")
@@ -162,13 +165,16 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 			return nil, nil, err
 		}
 	}
+	if f.gitTimeout <= 0 {
+		return nil, nil, usageError("--git-timeout: want a positive duration, got %s", f.gitTimeout)
+	}
 	// Hosts named in git (repositories, registries, chart repositories)
 	// are chosen by whoever can commit; internal addresses need allowing.
 	policy, err := egress.Parse(f.allowPrivateHosts)
 	if err != nil {
 		return nil, nil, usageError("--allow-private-hosts: %v", err)
 	}
-	git, err := gitsource.New(gitsource.Options{Dir: filepath.Join(f.data, "git"), Credentials: creds, Logger: logger,
+	git, err := gitsource.New(gitsource.Options{Dir: filepath.Join(f.data, "git"), Credentials: creds, Logger: logger, Timeout: f.gitTimeout,
 		CheckHost: policy.CheckHost})
 	if err != nil {
 		return nil, nil, fmt.Errorf("git cache in %s: %w", f.data, err)
@@ -383,6 +389,13 @@ func runController(ctx context.Context, logger *slog.Logger, flags *controllerFl
 		// recorder's clock floor still keeps ids growing (see notify.Recorder).
 		if lastID, err = db.LastID(ctx); err != nil {
 			logger.Warn("store last id unreadable", "err", err)
+		}
+		// One controller owns a data directory: a sync the store still has
+		// running was cut short when the last process died.
+		if n, err := db.CloseRunning(ctx, time.Now(), "the controller stopped before the sync ended"); err != nil {
+			logger.Warn("store running syncs not closed", "err", err)
+		} else if n > 0 {
+			logger.Info("syncs left running by the last run closed as interrupted", "count", n)
 		}
 	}
 	broker := notify.NewBroker(notify.BrokerOptions{Logger: logger})

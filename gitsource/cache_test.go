@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -616,6 +618,26 @@ func TestCallsGiveUpWhenTheContextEnds(t *testing.T) {
 	// The cancelled call is not remembered as the remote's answer.
 	if got, err := c.Resolve(t.Context(), h.repo.dir, "main"); err != nil || got != h.head {
 		t.Errorf("Resolve after a cancelled call = %s, %v; want %s", got, err, h.head)
+	}
+}
+
+func TestARemoteThatNeverAnswersTimesOutAsTransient(t *testing.T) {
+	release := make(chan struct{})
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(func() { close(release); hang.Close() })
+	c := newCache(t, Options{Timeout: 200 * time.Millisecond})
+	_, err := c.Resolve(t.Context(), hang.URL+"/app.git", "main")
+	var re *RemoteError
+	if !errors.As(err, &re) || !re.Transient() || !strings.Contains(err.Error(), "no answer within 200ms") {
+		t.Fatalf("Resolve against a hung remote = %v, want a transient RemoteError saying it did not answer within 200ms", err)
+	}
+	if errors.Is(err, ErrRepositoryNotFound) || errors.Is(err, ErrAuth) {
+		t.Errorf("a hung remote is classed %v", err)
 	}
 }
 

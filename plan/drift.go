@@ -142,6 +142,11 @@ func Drift(desired stack.Release, live map[string]swarm.Service, opts DriftOptio
 		if _, declared := desired.Services[name]; declared || !inRelease(desired.Name, svc.Spec) {
 			continue
 		}
+		// Skep's own jobs (hooks) sit in the namespace without being
+		// services git declares.
+		if svc.Spec.Labels[stack.LabelKind] != "" {
+			continue
+		}
 		if opts.Owner.Controller != "" && opts.Owner.Owns(svc.Spec.Labels) {
 			out = append(out, Finding{Release: desired.Name, Service: name, Kind: Unexpected,
 				Live: imageOf(svc.Spec), Reason: "not declared in git"})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -161,6 +162,18 @@ func TestDrift(t *testing.T) {
 				return m
 			}(),
 			want: []Finding{{Service: "web_old", Kind: Unexpected, Live: `"docker.io/library/app:v1@` + appDigest + `"`, Reason: "not declared in git"}},
+		},
+		{
+			name: "an owned hook job in the namespace is not drift",
+			live: func() map[string]swarm.Service {
+				m := liveWeb()
+				job := asLive(webRelease().Services["web_app"], "hash-1")
+				job.Spec.Name = "web_migrate-abc1234-1"
+				job.Spec.Labels = maps.Clone(job.Spec.Labels)
+				job.Spec.Labels[stack.LabelKind] = stack.KindHook
+				m[job.Spec.Name] = job
+				return m
+			}(),
 		},
 		{
 			name: "a hand-made service in the namespace is not drift",

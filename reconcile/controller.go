@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/container"
 	dswarm "github.com/docker/docker/api/types/swarm"
 
 	"github.com/skep-cd/skep/apply"
@@ -37,6 +38,7 @@ type Engine interface {
 	prune.Deleter
 	prune.Relabeler
 	TaskList(ctx context.Context, options dswarm.TaskListOptions) ([]dswarm.Task, error)
+	ServiceLogs(ctx context.Context, serviceID string, options container.LogsOptions) (io.ReadCloser, error)
 	Ping(ctx context.Context) (types.Ping, error)
 	Identity() swarm.Identity
 }

@@ -48,7 +48,7 @@ type worker struct {
 
 // appState is what one worker remembers between reconciles.
 type appState struct {
-	stalledCommit string // a commit that failed to render: not retried until git moves
+	stalled string // what a stalled failure was reported for (see stalledKey): reported once
 	driftCommit   string // the commit a drift-detected event was raised for
 	liveDrift     string // the live drift findings last reported, as one line
 	rolledBack    string // the commit and versions whose rollout Swarm rolled back, reported once
@@ -57,7 +57,11 @@ type appState struct {
 	// foreign is the last apply refused because someone else's objects
 	// hold the release: not tried again, nor reported again, until git
 	// (the key) or the release's namespace on the swarm changes.
-	foreign    *foreignRefusal
+	foreign *foreignRefusal
+	// hookFailed is the last sync a pre-sync hook stopped: not tried
+	// again, nor reported again, until git (the key) changes or a sync is
+	// asked for.
+	hookFailed *hookFailure
 	pending    *Request // a requested sync that must wait for a rollout
 	holdLoaded bool     // the recorded hold was read from the swarm
 	failures   int

@@ -105,13 +105,13 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 	if err != nil {
 		// A stalled commit is reported once, not on every tick.
 		stalled := outcome.Of(err) == outcome.Stalled
-		if stalled && (st.stalledCommit != d.commit || req.Sync) {
-			st.stalledCommit = d.commit
+		if key := stalledKey(d.commit, err); stalled && (st.stalled != key || req.Sync) {
+			st.stalled = key
 			c.emit(ctx, app, notify.SyncFailed, d.commit, err.Error())
 		}
 		return out, err
 	}
-	st.stalledCommit = ""
+	st.stalled = ""
 	// Compare: git moved when the render differs from the last recorded
 	// revision; the swarm moved when live services differ from the render.
 	p, recorded, err := c.compare(ctx, app, d)
@@ -184,8 +184,15 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 		return out, f.err
 	}
 	st.foreign = nil
+	if f := st.hookFailed; f != nil && !req.Sync && f.key == d.key() {
+		return out, f.err
+	}
+	st.hookFailed = nil
 	// Apply, wait, then prune what the new revision stopped declaring.
 	out, err = c.applyRelease(ctx, app, d, p, req, out)
+	if preSyncFailed(err) {
+		st.hookFailed = &hookFailure{key: d.key(), err: err}
+	}
 	var foreign *apply.ForeignError
 	if errors.As(err, &foreign) && c.liveOf(app) != nil {
 		// The namespace is read at the next tick: the snapshot now may
@@ -217,6 +224,18 @@ func (c *Controller) stillRefused(app appset.Application, f *foreignRefusal) boo
 		f.namespace, f.observed = ns, true
 	}
 	return ns == f.namespace
+}
+
+// stalledKey names what a stalled failure is about, so that it is
+// reported once: the commit that cannot be rendered, or, when the revision
+// did not even resolve to a commit (a deleted branch or tag), the error
+// itself. An empty key would read as "nothing reported yet" and never be
+// reported (see TestFaultGitServerFailuresChangeNothingAndConverge).
+func stalledKey(commit string, err error) string {
+	if commit != "" {
+		return commit
+	}
+	return "unresolved: " + err.Error()
 }
 
 // reportWaiting raises one drift-detected when an artifact's desired
@@ -334,6 +353,7 @@ func (c *Controller) compose(ctx context.Context, app appset.Application, root s
 		},
 		Files: doc.Files,
 		Waves: doc.Waves,
+		Hooks: stackHooks(doc.Hooks),
 	})
 	if err != nil {
 		return stack.Release{}, nil, &outcome.StalledError{Err: fmt.Errorf("convert at %s: %w", gitsource.ShortCommit(d.commit), err)}
@@ -401,7 +421,7 @@ func (c *Controller) applyRelease(ctx context.Context, app appset.Application, d
 	c.status.Update(app.Name, func(s *AppStatus) { s.Phase = PhaseApplying })
 	start := time.Now()
 	defer c.markWrite(app.Name)
-	res, err := c.applyWaves(ctx, app, d.release, apply.Options{
+	opts := apply.Options{
 		Digests:      c.destOf(app).digests,
 		Owner:        c.owner(app),
 		ResolveImage: apply.ResolveImage(app.SyncPolicy.ResolveImage),
@@ -410,7 +430,14 @@ func (c *Controller) applyRelease(ctx context.Context, app appset.Application, d
 		Force:        req.Force,
 		Chart:        record,
 		Logger:       c.log.With("app", app.Name),
-	})
+	}
+	// Pre-sync hooks (migrations) run before any service is written: one
+	// that fails leaves the release's services as they were.
+	if err := c.preSync(ctx, app, d, opts); err != nil {
+		c.emit(ctx, app, notify.SyncFailed, d.commit, err.Error())
+		return out, err
+	}
+	res, err := c.applyWaves(ctx, app, d.release, opts)
 	out.Applying = res
 	out.applyTook = time.Since(start)
 	if err != nil {
@@ -432,6 +459,12 @@ func (c *Controller) applyRelease(ctx context.Context, app appset.Application, d
 		}
 	}
 	out.Applied = true
+	// Post-sync hooks run against what was written (and, with wait,
+	// found healthy); a failure fails the sync, the release stays.
+	if err := c.runHooks(ctx, app, d, stack.PostSync); err != nil {
+		c.emit(ctx, app, notify.SyncFailed, d.commit, err.Error())
+		return out, err
+	}
 	c.emit(ctx, app, notify.SyncSucceeded, d.commit, applySummary(app.Release, res))
 	return out, nil
 }

@@ -33,6 +33,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/distribution/reference"
 	"github.com/docker/cli/cli/compose/loader"
@@ -94,7 +95,28 @@ type Document struct {
 	// Waves holds the wave of each service (by compose name) whose
 	// WaveKey is not 0; a service not listed is in wave 0.
 	Waves map[string]int
+	// Hooks holds the services (by compose name) marked with HookKey:
+	// jobs run before or after each sync, not services of the release.
+	Hooks map[string]Hook
 }
+
+// Hook is what the compose file says of one hook service.
+type Hook struct {
+	// Phase is HookPreSync or HookPostSync.
+	Phase string
+	// Timeout is HookTimeoutKey's value; 0 when it is not set.
+	Timeout time.Duration
+}
+
+// HookKey is the compose extension that makes a service a hook: a job run
+// once per sync, before the apply (HookPreSync) or after it (HookPostSync).
+// HookTimeoutKey bounds one run, as a Go duration ("90s", "5m").
+const (
+	HookKey        = "x-skep-hook"
+	HookTimeoutKey = "x-skep-hook-timeout"
+	HookPreSync    = "pre-sync"
+	HookPostSync   = "post-sync"
+)
 
 // WaveKey is the compose extension that puts a service in a wave: a whole
 // number from 0 to MaxWave, as YAML or after interpolation. Lower waves
@@ -370,6 +392,7 @@ func (r *renderer) load(env map[string]string) (*Document, error) {
 	var errs []error
 	errs = append(errs, r.checkServices(cfg)...)
 	doc.Waves, errs = r.waves(cfg, errs)
+	doc.Hooks, errs = r.hooks(cfg, errs)
 	for _, name := range slices.Sorted(maps.Keys(cfg.Configs)) {
 		obj := composetypes.FileObjectConfig(cfg.Configs[name])
 		if err := r.readObject(doc, "configs", name, &obj); err != nil {
@@ -491,6 +514,51 @@ func (r *renderer) waves(cfg *composetypes.Config, errs []error) (map[string]int
 				out = map[string]int{}
 			}
 			out[svc.Name] = n
+		}
+	}
+	return out, errs
+}
+
+// hooks reads each service's HookKey and HookTimeoutKey, adding an error
+// located at the key for a phase that is not one, a timeout that is not a
+// positive duration, or a timeout on a service that is no hook.
+func (r *renderer) hooks(cfg *composetypes.Config, errs []error) (map[string]Hook, []error) {
+	var out map[string]Hook
+	fail := func(svc, key string, err error) {
+		field := "services." + svc + "." + key
+		file, line := r.find(field)
+		errs = append(errs, &Error{File: file, Line: line, Field: field, Err: err})
+	}
+	for _, svc := range cfg.Services {
+		phase, isHook := svc.Extras[HookKey]
+		timeout, timed := svc.Extras[HookTimeoutKey]
+		var h Hook
+		if isHook {
+			p, _ := phase.(string)
+			if p = strings.TrimSpace(p); p != HookPreSync && p != HookPostSync {
+				fail(svc.Name, HookKey, fmt.Errorf("want %s or %s, got %v", HookPreSync, HookPostSync, phase))
+				continue
+			}
+			h.Phase = p
+		}
+		if timed {
+			if !isHook {
+				fail(svc.Name, HookTimeoutKey, fmt.Errorf("set on a service that is no hook (%s is missing)", HookKey))
+				continue
+			}
+			s, _ := timeout.(string)
+			d, err := time.ParseDuration(strings.TrimSpace(s))
+			if err != nil || d <= 0 {
+				fail(svc.Name, HookTimeoutKey, fmt.Errorf("want a positive duration such as 90s or 5m, got %v", timeout))
+				continue
+			}
+			h.Timeout = d
+		}
+		if isHook {
+			if out == nil {
+				out = map[string]Hook{}
+			}
+			out[svc.Name] = h
 		}
 	}
 	return out, errs

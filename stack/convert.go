@@ -34,6 +34,11 @@ type Options struct {
 	// Waves holds the wave of services (by compose name) not in wave 0
 	// (render.Document.Waves); each gets it as LabelWave.
 	Waves map[string]int
+	// Hooks holds the services (by compose name) that are hooks, with
+	// their phase and timeout (render.Document.Hooks). Each is converted
+	// like a service, made a one-completion job and put in Release.Hooks,
+	// not Release.Services.
+	Hooks map[string]Hook
 }
 
 // apiVersion is the Engine API version handed to docker/cli's converter. It
@@ -92,6 +97,7 @@ func Convert(cfg *composetypes.Config, opts Options) (Release, error) {
 
 	c := converter{
 		waves:   opts.Waves,
+		hooks:   opts.Hooks,
 		ns:      convert.NewNamespace(name),
 		owner:   ownerLabels(opts.Owner),
 		files:   opts.Files,
@@ -124,6 +130,7 @@ func ptr[T any](v T) *T { return &v }
 // converter holds the state of one Convert call.
 type converter struct {
 	waves   map[string]int
+	hooks   map[string]Hook
 	ns      convert.Namespace
 	owner   map[string]string
 	files   map[string][]byte
@@ -416,6 +423,11 @@ func (c *converter) service(cfg *composetypes.Config, svc composetypes.ServiceCo
 		if m.Type == mount.TypeVolume && m.Source != "" && m.VolumeOptions != nil {
 			spec.TaskTemplate.ContainerSpec.Mounts[i].VolumeOptions.Labels = c.withOwner(m.VolumeOptions.Labels)
 		}
+	}
+	if h, ok := c.hooks[svc.Name]; ok {
+		h.Service, h.Spec = svc.Name, jobSpec(deepCopy(spec), svc.Name)
+		c.release.Hooks = append(c.release.Hooks, h)
+		return nil
 	}
 	c.release.Services[spec.Name] = deepCopy(spec)
 	return nil

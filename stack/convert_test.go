@@ -10,10 +10,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/docker/cli/cli/compose/loader"
 	composetypes "github.com/docker/cli/cli/compose/types"
 	"github.com/docker/cli/pkg/kvfile"
+	"github.com/docker/docker/api/types/swarm"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/skep-cd/skep/golden"
@@ -144,5 +146,40 @@ func TestWavesLabelServicesAndOrderTheRelease(t *testing.T) {
 	}
 	if d := cmp.Diff([]int{0}, (Release{}).Waves()); d != "" {
 		t.Errorf("Waves of an empty release (-want +got):\n%s", d)
+	}
+}
+
+func TestHooksBecomeOneShotJobsOutsideTheReleasesServices(t *testing.T) {
+	cfg := &composetypes.Config{Services: []composetypes.ServiceConfig{
+		{Name: "migrate", Image: "db", Ports: []composetypes.ServicePortConfig{{Target: 80, Published: 8080}}},
+		{Name: "web", Image: "web"},
+	}}
+	owner := Owner{Controller: "c", Application: "a", Release: "shop"}
+	rel, err := Convert(cfg, Options{Owner: owner, Hooks: map[string]Hook{"migrate": {Phase: PreSync, Timeout: time.Minute}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]string{"shop_web"}, slices.Sorted(maps.Keys(rel.Services))); d != "" {
+		t.Errorf("services (-want +got):\n%s", d)
+	}
+	if len(rel.Hooks) != 1 {
+		t.Fatalf("hooks = %+v, want migrate alone", rel.Hooks)
+	}
+	h := rel.Hooks[0]
+	if h.Service != "migrate" || h.Phase != PreSync || h.Timeout != time.Minute || h.Spec.Name != "shop_migrate" {
+		t.Errorf("hook = %s %s %s %s, want migrate pre-sync 1m0s shop_migrate", h.Service, h.Phase, h.Timeout, h.Spec.Name)
+	}
+	job := h.Spec.Mode.ReplicatedJob
+	if job == nil || *job.TotalCompletions != 1 || *job.MaxConcurrent != 1 || h.Spec.Mode.Replicated != nil {
+		t.Errorf("mode = %+v, want a replicated job of one completion", h.Spec.Mode)
+	}
+	if rp := h.Spec.TaskTemplate.RestartPolicy; rp == nil || rp.Condition != swarm.RestartPolicyConditionNone {
+		t.Errorf("restart policy = %+v, want condition none", rp)
+	}
+	if h.Spec.EndpointSpec != nil && len(h.Spec.EndpointSpec.Ports) != 0 {
+		t.Errorf("ports = %+v, want none on a job", h.Spec.EndpointSpec.Ports)
+	}
+	if !owner.Owns(h.Spec.Labels) || h.Spec.Labels[LabelKind] != KindHook || h.Spec.Labels[LabelHook] != "migrate" {
+		t.Errorf("labels = %v, want the owner's, %s=%s and %s=migrate", h.Spec.Labels, LabelKind, KindHook, LabelHook)
 	}
 }

@@ -28,6 +28,10 @@ const (
 	// LabelWave holds a service's wave when it is not 0 (see
 	// Release.Waves): lower waves converge before a higher one is applied.
 	LabelWave = "io.skep.wave"
+	// LabelHook holds the compose name of the hook a job was run for
+	// (with LabelKind KindHook), so its finished jobs are found and kept
+	// or removed together.
+	LabelHook = "io.skep.hook"
 	// LabelPrefix starts every label Skep owns.
 	LabelPrefix = "io.skep."
 )
@@ -39,4 +43,7 @@ const (
 	// KindHold marks the config that keeps an application's hold (a
 	// rollback) in the swarm, so it survives a controller restart.
 	KindHold = "hold"
+	// KindHook marks a hook job (see Hook): it is not a service of the
+	// release, so drift and prune leave it to the hook runner.
+	KindHook = "hook"
 )

@@ -99,4 +99,7 @@ type Release struct {
 	Networks map[string]network.CreateOptions
 	Configs  map[string]swarm.ConfigSpec
 	Secrets  map[string]swarm.SecretSpec
+	// Hooks are the release's jobs, sorted by service name: not services
+	// of the release, so plan, drift and revisions leave them out.
+	Hooks []Hook `json:",omitempty"`
 }

@@ -80,6 +80,25 @@ func (s *Store) History(ctx context.Context, app string, limit int) ([]Sync, err
 	return syncs, nil
 }
 
+// CloseRunning marks every sync still running as interrupted at at, with
+// why as its error, and returns how many it closed. The controller calls
+// it once at start, before it records anything: one controller owns a
+// data directory, so a sync left running was cut short when the previous
+// process died, and no later event would ever close it (see
+// TestCloseRunningEndsWhatTheLastProcessLeftOpen).
+func (s *Store) CloseRunning(ctx context.Context, at time.Time, why string) (int64, error) {
+	res, err := s.db.ExecContext(ctx, "UPDATE syncs SET outcome = ?, finished = ?, error = ? WHERE outcome = ?",
+		Interrupted, at.UnixNano(), why, Running)
+	if err != nil {
+		return 0, fmt.Errorf("close running syncs: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("close running syncs: %w", err)
+	}
+	return n, nil
+}
+
 // recordSync folds one event into the sync history: sync-started opens a
 // row, sync-succeeded and sync-failed close the application's open one.
 // Other types leave the history alone. Migration v2 replays kept events

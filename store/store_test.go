@@ -339,6 +339,43 @@ func TestHistoryFollowsSyncEvents(t *testing.T) {
 	}
 }
 
+func TestCloseRunningEndsWhatTheLastProcessLeftOpen(t *testing.T) {
+	s := newStore(t)
+	at := func(sec int) time.Time { return t0.Add(time.Duration(sec) * time.Second) }
+	for _, e := range []notify.Event{
+		{Application: "web", Type: notify.SyncStarted, Revision: "a", At: at(0)},
+		{Application: "web", Type: notify.SyncSucceeded, Revision: "a", At: at(1)},
+		{Application: "web", Type: notify.SyncStarted, Revision: "b", At: at(2)},
+		{Application: "api", Type: notify.SyncStarted, Revision: "c", At: at(3)},
+	} {
+		if _, err := s.Append(t.Context(), e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := s.CloseRunning(t.Context(), at(60), "controller stopped")
+	if err != nil || n != 2 {
+		t.Fatalf("CloseRunning = %d, %v; want 2 closed", n, err)
+	}
+	web, err := s.History(t.Context(), "web", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Sync{
+		{ID: 2, Application: "web", Revision: "b", Started: at(2), Finished: at(60), Outcome: Interrupted, Error: "controller stopped"},
+		{ID: 1, Application: "web", Revision: "a", Started: at(0), Finished: at(1), Outcome: Succeeded},
+	}
+	if d := cmp.Diff(want, web); d != "" {
+		t.Errorf("History after CloseRunning (-want +got):\n%s", d)
+	}
+	// A sync started afterwards is recorded as usual.
+	if _, err := s.Append(t.Context(), notify.Event{Application: "web", Type: notify.SyncStarted, Revision: "d", At: at(61)}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.CloseRunning(t.Context(), at(62), "again"); err != nil || n != 1 {
+		t.Errorf("second CloseRunning = %d, %v; want the one new running sync", n, err)
+	}
+}
+
 func TestHistoryLimitKeepsTheNewest(t *testing.T) {
 	s := newStore(t)
 	for i := range 5 {

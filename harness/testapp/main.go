@@ -6,6 +6,7 @@
 //
 //	testapp [serve]   listen on $TESTAPP_ADDR (default :8080)
 //	testapp health    exit 0 when the local server reports healthy
+//	testapp exit CODE [LINE...]  print each LINE and exit with CODE (a job)
 //
 // Environment: TESTAPP_VERSION (what GET / reports), TESTAPP_UNHEALTHY=1
 // (/healthz answers 503, so `health` fails).
@@ -16,6 +17,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -37,8 +39,10 @@ func main() {
 		os.Exit(serve(addr))
 	case "health":
 		os.Exit(health(addr))
+	case "exit":
+		os.Exit(exit(os.Args[2:]))
 	default:
-		fmt.Fprintf(os.Stderr, "testapp: unknown command %q (want serve or health)\n", cmd)
+		fmt.Fprintf(os.Stderr, "testapp: unknown command %q (want serve, health or exit)\n", cmd)
 		// 2 is a usage error, as for skep itself.
 		os.Exit(2)
 	}
@@ -97,4 +101,22 @@ func health(addr string) int {
 		return 1
 	}
 	return 0
+}
+
+// exit is a job's whole run: it prints each line after the code, so tests
+// can read a job's log, and returns the code (2 when it is not a number).
+func exit(args []string) int {
+	if len(args) == 0 {
+		fmt.Fprintln(os.Stderr, "testapp exit: want a code")
+		return 2
+	}
+	code, err := strconv.Atoi(args[0])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testapp exit:", err)
+		return 2
+	}
+	for _, line := range args[1:] {
+		fmt.Println(line)
+	}
+	return code
 }

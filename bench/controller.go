@@ -1,0 +1,310 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/skep-cd/skep/wire"
+)
+
+// Controller is a running `skep controller` subprocess and the API it
+// serves.
+type Controller struct {
+	// URL is the API's base address, "http://127.0.0.1:<port>".
+	URL string
+	// Started is when the process was started, just before exec.
+	Started time.Time
+
+	token   string
+	secret  string // the generic webhook's secret
+	logPath string
+	cmd     *exec.Cmd
+	exited  chan error
+	stopped bool
+}
+
+// ControllerOptions say how to start a controller.
+type ControllerOptions struct {
+	Binary     string // the skep binary
+	Dir        string // holds the data directory, the token, webhook and log files
+	AppSet     string // the app-set file
+	ID         string // the controller id, unique to the run
+	DockerHost string // DOCKER_HOST, normally the counting proxy
+}
+
+// StartController starts `skep controller` and waits until /readyz
+// answers 200. It is stopped with SIGINT when tb ends, if Stop was not
+// called before.
+func StartController(tb testing.TB, opts ControllerOptions) *Controller {
+	tb.Helper()
+	c := &Controller{token: "bench-admin-token", secret: "bench-webhook-secret", logPath: filepath.Join(opts.Dir, "controller.log")}
+	tokenFile := filepath.Join(opts.Dir, "admin.token")
+	secretFile := filepath.Join(opts.Dir, "webhook.secret")
+	webhooks := filepath.Join(opts.Dir, "webhooks.yaml")
+	for path, data := range map[string]string{
+		tokenFile:  c.token + "\n",
+		secretFile: c.secret + "\n",
+		webhooks:   "webhooks:\n  - provider: generic\n    secretFile: " + secretFile + "\n",
+	} {
+		if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	logFile, err := os.Create(c.logPath)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer logFile.Close() // the child holds its own descriptor
+	addr := freeAddr(tb)
+	c.URL = "http://" + addr
+	c.cmd = exec.Command(opts.Binary, "controller", "--config", opts.AppSet, "--listen", addr,
+		"--data", filepath.Join(opts.Dir, "data"), "--controller-id", opts.ID, "--webhooks-file", webhooks,
+		"--log-format", "json")
+	c.cmd.Env = append(os.Environ(), "DOCKER_HOST="+opts.DockerHost, "SKEP_ADMIN_TOKEN_FILE="+tokenFile)
+	c.cmd.Stdout, c.cmd.Stderr = logFile, logFile
+	c.Started = time.Now()
+	if err := c.cmd.Start(); err != nil {
+		tb.Fatalf("start controller: %v", err)
+	}
+	c.exited = make(chan error, 1)
+	go func() { c.exited <- c.cmd.Wait() }()
+	tb.Cleanup(func() { c.Stop(tb) })
+	c.waitReady(tb)
+	return c
+}
+
+func (c *Controller) waitReady(tb testing.TB) {
+	tb.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-c.exited:
+			c.stopped = true
+			tb.Fatalf("controller exited before it was ready: %v\n%s", err, c.logTail())
+		default:
+		}
+		resp, err := http.Get(c.URL + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	tb.Fatalf("controller not ready within a minute\n%s", c.logTail())
+}
+
+// Stop ends the controller with SIGINT, as an operator would, and waits
+// up to 30 s before it kills it. A second call does nothing.
+func (c *Controller) Stop(tb testing.TB) {
+	tb.Helper()
+	if c.stopped {
+		return
+	}
+	c.stopped = true
+	_ = c.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case err := <-c.exited:
+		if err != nil {
+			tb.Errorf("controller exited with %v after SIGINT\n%s", err, c.logTail())
+		}
+	case <-time.After(30 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-c.exited
+		tb.Errorf("controller did not stop within 30s of SIGINT")
+	}
+}
+
+// clockTick is the kernel's USER_HZ, the unit of /proc/PID/stat's times:
+// 100 on every Linux architecture Skep runs on.
+const clockTick = 10 * time.Millisecond
+
+// CPU is the CPU time the controller has used so far, user and system,
+// from /proc/PID/stat (10 ms resolution).
+func (c *Controller) CPU(tb testing.TB) time.Duration {
+	tb.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.cmd.Process.Pid))
+	if err != nil {
+		tb.Fatalf("controller CPU: %v", err)
+	}
+	// The command name, in parentheses, may hold spaces: fields are
+	// counted after its closing parenthesis, where field 3 (state) starts.
+	_, rest, _ := strings.Cut(string(data), ") ")
+	fields := strings.Fields(rest)
+	if len(fields) < 13 {
+		tb.Fatalf("controller CPU: short /proc stat %q", data)
+	}
+	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
+	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		tb.Fatalf("controller CPU: /proc stat %q", data)
+	}
+	return time.Duration(utime+stime) * clockTick
+}
+
+// RSS is the controller's resident set size in bytes (VmRSS).
+func (c *Controller) RSS(tb testing.TB) int64 {
+	tb.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.cmd.Process.Pid))
+	if err != nil {
+		tb.Fatalf("controller RSS: %v", err)
+	}
+	for line := range strings.Lines(string(data)) {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				tb.Fatalf("controller RSS: %q", line)
+			}
+			return kb << 10
+		}
+	}
+	tb.Fatalf("controller RSS: no VmRSS in /proc status")
+	return 0
+}
+
+// Applications lists the applications as the API reports them.
+func (c *Controller) Applications(ctx context.Context) ([]wire.Application, error) {
+	var list wire.ApplicationList
+	if err := c.get(ctx, "/api/v1/applications", func(r io.Reader) error { return json.NewDecoder(r).Decode(&list) }); err != nil {
+		return nil, err
+	}
+	return list.Applications, nil
+}
+
+// Reconciles returns skep_reconcile_total per application, every outcome
+// summed, from /metrics.
+func (c *Controller) Reconciles(ctx context.Context) (map[string]float64, error) {
+	out := map[string]float64{}
+	err := c.get(ctx, "/metrics", func(r io.Reader) error {
+		sc := bufio.NewScanner(r)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			labels, ok := strings.CutPrefix(sc.Text(), "skep_reconcile_total{")
+			if !ok {
+				continue
+			}
+			labels, value, _ := strings.Cut(labels, "} ")
+			app := labelValue(labels, "application")
+			v, err := strconv.ParseFloat(value, 64)
+			if err != nil {
+				return fmt.Errorf("metric line %q: %w", sc.Text(), err)
+			}
+			out[app] += v
+		}
+		return sc.Err()
+	})
+	return out, err
+}
+
+// labelValue returns the value of label name in a Prometheus label list.
+func labelValue(labels, name string) string {
+	_, rest, ok := strings.Cut(labels, name+`="`)
+	if !ok {
+		return ""
+	}
+	v, _, _ := strings.Cut(rest, `"`)
+	return v
+}
+
+func (c *Controller) get(ctx context.Context, path string, decode func(io.Reader) error) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.URL+path, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("GET %s: %s: %s", path, resp.Status, bytes.TrimSpace(body))
+	}
+	return decode(resp.Body)
+}
+
+// Webhook posts a generic push of repo's main branch, signed as
+// docs/api.md says: X-Skep-Signature is sha256= and the hex HMAC-SHA256
+// of the body under the secret. delivery must be unique per call. It
+// returns once the controller answered 202.
+func (c *Controller) Webhook(ctx context.Context, repo, delivery string) error {
+	body, err := json.Marshal(map[string]string{"repository": repo, "ref": "refs/heads/main"})
+	if err != nil {
+		return err
+	}
+	mac := hmac.New(sha256.New, []byte(c.secret))
+	mac.Write(body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.URL+"/api/v1/webhooks/generic", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Skep-Signature", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+	req.Header.Set("X-Skep-Delivery", delivery)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	answer, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusAccepted {
+		return fmt.Errorf("webhook: %s: %s", resp.Status, bytes.TrimSpace(answer))
+	}
+	return nil
+}
+
+// LogCount counts the controller's log lines whose message is msg.
+func (c *Controller) LogCount(tb testing.TB, msg string) int {
+	tb.Helper()
+	data, err := os.ReadFile(c.logPath)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	n := 0
+	for line := range strings.Lines(string(data)) {
+		var entry struct {
+			Msg string `json:"msg"`
+		}
+		if json.Unmarshal([]byte(line), &entry) == nil && entry.Msg == msg {
+			n++
+		}
+	}
+	return n
+}
+
+// logTail returns the last lines of the controller's log, for a failure.
+func (c *Controller) logTail() string {
+	data, _ := os.ReadFile(c.logPath)
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	return strings.Join(lines[max(0, len(lines)-30):], "\n")
+}
+
+// freeAddr returns a loopback address that was free a moment ago.
+func freeAddr(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}

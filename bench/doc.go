@@ -1,0 +1,20 @@
+// Package bench measures Skep's speed on this machine's swarm, side by
+// side with `docker stack deploy` run the same way in the same run, and
+// prints the results as one table against the targets of issue 16 (see
+// docs/performance.md for the latest table and what each number means).
+//
+// Run runs everything once: a git server, a counting proxy on a unix
+// socket in front of the Engine (the controller's and the docker CLI's
+// DOCKER_HOST), generated stacks, and `skep controller` as a subprocess
+// with a data directory, an admin token file and a webhooks file. It
+// measures idle Engine requests, CPU and RSS at 20 applications and at a
+// larger scale point, the first deploy of 20 stacks, a webhook push, the
+// polling floor and an out-of-band change corrected.
+//
+// Like harness, whose helpers it uses, it takes a testing.TB and fails it
+// on error; BenchmarkSwarm is its entry point (`make bench`), so Skep
+// keeps one binary. It removes everything it creates: stacks by their
+// unique names (harness.CleanupStack), the controller with SIGINT, temp
+// directories with the benchmark. Only the measuring code times anything;
+// no test asserts a time.
+package bench

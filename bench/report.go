@@ -1,0 +1,309 @@
+package bench
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Report holds what one Run measured.
+type Report struct {
+	Samples int // per sampled measurement
+
+	// DockerDeploy and Deploy are the first deploy of the 20 stacks by
+	// `docker stack deploy` (one after the other) and by Skep (from the
+	// controller's start).
+	DockerDeploy, Deploy Deploy
+	// SmallIdle is the idle window at 20 applications, LargeIdle at the
+	// larger scale point (zero when skipped).
+	SmallIdle, LargeIdle Idle
+	// ScaleDeploy is how long the scale point took from the controller's
+	// start until every service existed.
+	ScaleDeploy time.Duration
+	// Webhook and DockerWebhook time the same change: a webhook push to
+	// updated spec, and a `docker stack deploy` run to updated spec.
+	Webhook, DockerWebhook []time.Duration
+	// Polling times a commit to updated spec at the 10 s interval floor.
+	Polling []time.Duration
+	// Correction times an out-of-band scale to its correction.
+	Correction []time.Duration
+	// Others is the mean number of reconciles of other applications per
+	// out-of-band change; OthersByTicks how many their intervals explain.
+	Others, OthersByTicks float64
+	// Go holds `go test -bench` results by benchmark name, then unit.
+	Go map[string]map[string]float64
+}
+
+// Deploy is one first deploy: from its start until every service existed
+// and until every service ran a task, and the Engine requests made.
+type Deploy struct {
+	Exist, Running time.Duration
+	Requests       Counts
+}
+
+// Idle is one idle window.
+type Idle struct {
+	Apps     int
+	Window   time.Duration
+	Requests Counts        // Engine requests made by the controller
+	Git      Counts        // git requests made by the controller, by Git class
+	CPU      time.Duration // controller CPU, user and system
+	RSS      int64         // VmRSS at the end, bytes
+	// Events and OtherEvents are the swarm's events in the window of the
+	// kinds the live snapshot follows (health checks' exec events left
+	// out): this run's objects, and the rest of the shared swarm.
+	Events, OtherEvents Counts
+}
+
+// per30s scales n requests in the window to 30 s.
+func (i Idle) per30s(n int) float64 {
+	return float64(n) * (30 * time.Second).Seconds() / i.Window.Seconds()
+}
+
+// cpuPer5m scales the window's CPU to 5 minutes.
+func (i Idle) cpuPer5m() time.Duration {
+	return time.Duration(float64(i.CPU) * (5 * time.Minute).Seconds() / i.Window.Seconds())
+}
+
+// cpuPerTick is the window's CPU divided by the ticks it held: an upper
+// bound of a no-op tick's cost, as it also carries the events stream, the
+// app-set re-reads and the Go runtime.
+func (i Idle) cpuPerTick() time.Duration {
+	ticks := float64(i.Apps) * i.Window.Seconds() / interval.Seconds()
+	return time.Duration(float64(i.CPU) / ticks)
+}
+
+// Row is one line of the table. Pass is nil where no target applies.
+type Row struct {
+	Measurement, Skep, Docker, Target string
+	Pass                              *bool
+}
+
+const mib = 1 << 20
+
+// Rows returns the table, in the order of issue 16's targets.
+func (r *Report) Rows() []Row {
+	var rows []Row
+	add := func(m, skep, docker, target string, pass *bool) {
+		if docker == "" {
+			docker = "—"
+		}
+		rows = append(rows, Row{m, skep, docker, target, pass})
+	}
+	for _, idle := range []Idle{r.SmallIdle, r.LargeIdle} {
+		if idle.Apps == 0 {
+			continue
+		}
+		total, writes := idle.per30s(idle.Requests.Total()), idle.per30s(idle.Requests.Writes())
+		add(fmt.Sprintf("Idle Engine requests per 30 s, %d apps (writes)", idle.Apps),
+			fmt.Sprintf("%.1f (%.1f)", total, writes), "none (not running)", "≤ 7 (0)", ok(total <= 7 && writes == 0))
+		add(fmt.Sprintf("Swarm events per 30 s in that window, %d apps: this run's (others')", idle.Apps),
+			fmt.Sprintf("%.1f (%.1f)", idle.per30s(idle.Events.Total()), idle.per30s(idle.OtherEvents.Total())), "", "—", nil)
+		fetches := idle.per30s(idle.Git[GitFetch])
+		add(fmt.Sprintf("Idle git requests per 30 s, %d apps: ref advertisements (fetches)", idle.Apps),
+			fmt.Sprintf("%.1f (%.1f)", idle.per30s(idle.Git[GitRefs]), fetches), "", "0 fetches", ok(fetches == 0))
+		target, limit := "< 0.3 s", 300*time.Millisecond
+		if idle.Apps > smallApps {
+			target, limit = "< 1 s at 500 apps", time.Second
+		}
+		add(fmt.Sprintf("Idle CPU per 5 min, %d apps", idle.Apps), seconds(idle.cpuPer5m()), "", target, ok(idle.cpuPer5m() < limit))
+		add(fmt.Sprintf("CPU per idle tick (all idle CPU ÷ ticks), %d apps", idle.Apps), millis(idle.cpuPerTick()), "",
+			"< 0.5 ms", ok(idle.cpuPerTick() < 500*time.Microsecond))
+	}
+	add("First deploy, 20 stacks (30 services): every service exists", seconds(r.Deploy.Exist), seconds(r.DockerDeploy.Exist),
+		"≤ 3 s", ok(r.Deploy.Exist <= 3*time.Second))
+	add("First deploy: every task runs", seconds(r.Deploy.Running), seconds(r.DockerDeploy.Running), "—", nil)
+	add("First deploy: Engine requests (writes)",
+		fmt.Sprintf("%d (%d)", r.Deploy.Requests.Total(), r.Deploy.Requests.Writes()),
+		fmt.Sprintf("%d (%d)", r.DockerDeploy.Requests.Total(), r.DockerDeploy.Requests.Writes()), "—", nil)
+	if len(r.Webhook) > 0 {
+		skep, docker := median(r.Webhook), median(r.DockerWebhook)
+		ratio := float64(skep) / float64(docker)
+		add(fmt.Sprintf("Webhook push → updated spec, median of %d", len(r.Webhook)),
+			fmt.Sprintf("%s (%.2f×)", millis(skep), ratio), millis(docker), "≤ 1.1× docker stack deploy", ok(ratio <= 1.1))
+	}
+	if len(r.Polling) > 0 {
+		limit := pollInterval/2 + 300*time.Millisecond
+		m := median(r.Polling)
+		add(fmt.Sprintf("Polling at 10 s: commit → updated spec, median of %d", len(r.Polling)), seconds(m), "never (no polling)",
+			"≤ "+seconds(limit), ok(m <= limit))
+	}
+	if len(r.Correction) > 0 {
+		m := median(r.Correction)
+		add(fmt.Sprintf("Out-of-band `docker service scale X=3` corrected, median of %d", len(r.Correction)), millis(m),
+			"never", "≤ 100 ms", ok(m <= 100*time.Millisecond))
+		add("Other apps reconciled per out-of-band change", fmt.Sprintf("%.1f (ticks explain %.1f)", r.Others, r.OthersByTicks), "",
+			"0 beyond ticks", ok(r.Others-r.OthersByTicks < 1))
+	}
+	for _, idle := range []Idle{r.SmallIdle, r.LargeIdle} {
+		if idle.Apps == 0 {
+			continue
+		}
+		target, limit := "≤ 40 MiB", int64(40*mib)
+		if idle.Apps > smallApps {
+			target, limit = "≤ 100 MiB at 1,000 apps × 10 services", 100*mib
+		}
+		add(fmt.Sprintf("Controller RSS, %d apps", idle.Apps), fmt.Sprintf("%.1f MiB", float64(idle.RSS)/mib), "", target, ok(idle.RSS <= limit))
+	}
+	if r.LargeIdle.Apps > 0 {
+		add(fmt.Sprintf("Scale point, %d apps: every service exists", r.LargeIdle.Apps), seconds(r.ScaleDeploy), "", "—", nil)
+	}
+	if res, found := r.Go["BenchmarkRenderConvertPlan/services=1000"]; found {
+		d := time.Duration(res["ns/op"])
+		add("Render + convert + plan, 1,000 services (go test -bench)", seconds(d), "", "< 1 s", ok(d < time.Second))
+	}
+	if res, found := r.Go["BenchmarkDrift/services=1000/unchanged"]; found {
+		add("Live drift comparison, 1,000 services (go test -bench)", millis(time.Duration(res["ns/op"])), "", "—", nil)
+	}
+	if res, found := r.Go["BenchmarkEventFanOut"]; found {
+		add("Event fan-out to 1,000 SSE subscribers: p99 delivery (go test -bench)",
+			fmt.Sprintf("%.1f ms, none dropped", res["p99-ms"]), "", "< 50 ms, none dropped", ok(res["p99-ms"] < 50))
+	}
+	return rows
+}
+
+// Print writes the table as Markdown, columns aligned.
+func (r *Report) Print(w io.Writer) error {
+	rows := [][]string{{"measurement", "Skep", "docker stack deploy", "target", "pass"}}
+	for _, row := range r.Rows() {
+		verdict := "—"
+		if row.Pass != nil {
+			verdict = map[bool]string{true: "pass", false: "FAIL"}[*row.Pass]
+		}
+		rows = append(rows, []string{row.Measurement, row.Skep, row.Docker, row.Target, verdict})
+	}
+	widths := make([]int, len(rows[0]))
+	for _, row := range rows {
+		for i, cell := range row {
+			widths[i] = max(widths[i], len([]rune(cell)))
+		}
+	}
+	var b strings.Builder
+	line := func(cells []string) {
+		b.WriteString("|")
+		for i, cell := range cells {
+			fmt.Fprintf(&b, " %s%s |", cell, strings.Repeat(" ", widths[i]-len([]rune(cell))))
+		}
+		b.WriteString("\n")
+	}
+	line(rows[0])
+	rule := make([]string, len(widths))
+	for i, n := range widths {
+		rule[i] = strings.Repeat("-", n)
+	}
+	line(rule)
+	for _, row := range rows[1:] {
+		line(row)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// Metric is one result in a unit benchstat reads.
+type Metric struct {
+	Value float64
+	Unit  string
+}
+
+// Metrics returns the swarm results as benchmark metrics, for
+// b.ReportMetric: benchstat can then compare two runs.
+func (r *Report) Metrics() []Metric {
+	var out []Metric
+	add := func(v float64, unit string) { out = append(out, Metric{v, unit}) }
+	for _, idle := range []Idle{r.SmallIdle, r.LargeIdle} {
+		if idle.Apps == 0 {
+			continue
+		}
+		n := strconv.Itoa(idle.Apps)
+		add(idle.per30s(idle.Requests.Total()), "idle-req/30s@"+n)
+		add(idle.cpuPer5m().Seconds(), "idle-cpu-s/5min@"+n)
+		add(float64(idle.RSS)/mib, "rss-MiB@"+n)
+	}
+	add(r.Deploy.Exist.Seconds(), "deploy-exist-s")
+	add(r.Deploy.Running.Seconds(), "deploy-running-s")
+	add(r.DockerDeploy.Exist.Seconds(), "docker-deploy-exist-s")
+	if len(r.Webhook) > 0 {
+		add(ms(median(r.Webhook)), "webhook-ms")
+		add(ms(median(r.DockerWebhook)), "docker-webhook-ms")
+	}
+	if len(r.Polling) > 0 {
+		add(median(r.Polling).Seconds(), "poll-s")
+	}
+	if len(r.Correction) > 0 {
+		add(ms(median(r.Correction)), "correct-ms")
+	}
+	return out
+}
+
+// readGoResults reads `go test -bench` output: benchmark name (without
+// the -GOMAXPROCS suffix) → unit → the median over repeated lines.
+func readGoResults(tb testing.TB, path string) map[string]map[string]float64 {
+	tb.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		tb.Fatalf("go benchmark results: %v", err)
+	}
+	defer f.Close()
+	all := map[string]map[string][]float64{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 4 || !strings.HasPrefix(fields[0], "Benchmark") {
+			continue
+		}
+		name := procs.ReplaceAllString(fields[0], "")
+		if all[name] == nil {
+			all[name] = map[string][]float64{}
+		}
+		// After the name and the iteration count come value–unit pairs.
+		for i := 2; i+1 < len(fields); i += 2 {
+			if v, err := strconv.ParseFloat(fields[i], 64); err == nil {
+				all[name][fields[i+1]] = append(all[name][fields[i+1]], v)
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		tb.Fatalf("go benchmark results: %v", err)
+	}
+	out := map[string]map[string]float64{}
+	for name, units := range all {
+		out[name] = map[string]float64{}
+		for unit, vs := range units {
+			slices.Sort(vs)
+			out[name][unit] = vs[len(vs)/2]
+		}
+	}
+	return out
+}
+
+// procs is the -GOMAXPROCS suffix go test adds to a benchmark's name.
+var procs = regexp.MustCompile(`-[0-9]+$`)
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func ok(b bool) *bool { return &b }
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func seconds(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
+
+func millis(d time.Duration) string {
+	if d < 10*time.Millisecond {
+		return fmt.Sprintf("%.2f ms", ms(d))
+	}
+	return fmt.Sprintf("%.0f ms", ms(d))
+}

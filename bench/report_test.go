@@ -1,0 +1,113 @@
+package bench
+
+import (
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestPathClassNamesTheRouteWithoutIdsOrVersion(t *testing.T) {
+	for _, tc := range []struct{ path, want string }{
+		{"/v1.41/services", "/services"},
+		{"/v1.41/services/create", "/services/create"},
+		{"/v1.41/services/k3j2h4/update", "/services/{id}/update"},
+		{"/v1.41/services/web_app", "/services/{id}"},
+		{"/_ping", "/_ping"},
+		{"/v1.41/events", "/events"},
+		{"/v1.41/distribution/registry.example.org/team/web:v1/json", "/distribution/{image}/json"},
+		{"/v1.41/images/skep-testapp:v1/json", "/images/{image}/json"},
+		{"/v1.41/containers/json", "/containers/json"},
+		{"/v1.41/swarm/init", "/swarm/init"},
+		{"/", "/"},
+	} {
+		if got := PathClass(tc.path); got != tc.want {
+			t.Errorf("PathClass(%q) = %q, want %q", tc.path, got, tc.want)
+		}
+	}
+}
+
+func TestCountsSinceKeepsOnlyWhatWasAddedAndWritesAreNotReads(t *testing.T) {
+	before := Counts{"GET /services": 3, "POST /services/create": 1}
+	after := Counts{"GET /services": 5, "POST /services/create": 1, "POST /services/{id}/update": 2, "HEAD /_ping": 1}
+	got := after.Since(before)
+	if diff := cmp.Diff(Counts{"GET /services": 2, "POST /services/{id}/update": 2, "HEAD /_ping": 1}, got); diff != "" {
+		t.Errorf("Since (-want +got):\n%s", diff)
+	}
+	if got.Total() != 5 || got.Writes() != 2 {
+		t.Errorf("Total, Writes = %d, %d; want 5, 2", got.Total(), got.Writes())
+	}
+	if s := got.String(); s != "2 GET /services, 2 POST /services/{id}/update, 1 HEAD /_ping" {
+		t.Errorf("String() = %q", s)
+	}
+}
+
+func TestReadGoResultsTakesTheMedianPerBenchmarkAndUnit(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bench.txt")
+	out := `goos: linux
+BenchmarkEventFanOut-2   	     511	   2246540 ns/op	         0.9590 p50-ms	         6.314 p99-ms	  707395 B/op	    6813 allocs/op
+BenchmarkEventFanOut-2   	     500	   2000000 ns/op	         0.9000 p50-ms	         9.000 p99-ms	  707395 B/op	    6813 allocs/op
+BenchmarkEventFanOut-2   	     500	   3000000 ns/op	         0.9000 p50-ms	         7.000 p99-ms	  707395 B/op	    6813 allocs/op
+BenchmarkRenderConvertPlan/services=1000-2   	       2	 501583694 ns/op	274625816 B/op	 4824196 allocs/op
+PASS
+`
+	if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := readGoResults(t, path)
+	if v := got["BenchmarkEventFanOut"]["p99-ms"]; v != 7 {
+		t.Errorf("p99-ms = %v, want the median 7", v)
+	}
+	if v := got["BenchmarkRenderConvertPlan/services=1000"]["ns/op"]; v != 501583694 {
+		t.Errorf("ns/op = %v, want 501583694", v)
+	}
+}
+
+func TestRowsJudgeEachTargetFromItsMeasurement(t *testing.T) {
+	r := &Report{
+		SmallIdle: Idle{Apps: 20, Window: time.Minute, Requests: Counts{"GET /services": 10, "POST /services/{id}/update": 1},
+			CPU: 100 * time.Millisecond, RSS: 30 << 20},
+		Webhook:       []time.Duration{100 * time.Millisecond, 120 * time.Millisecond, 300 * time.Millisecond},
+		DockerWebhook: []time.Duration{100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond},
+		Correction:    []time.Duration{50 * time.Millisecond},
+	}
+	verdicts := map[string]string{}
+	for _, row := range r.Rows() {
+		v := "none"
+		if row.Pass != nil {
+			v = map[bool]string{true: "pass", false: "fail"}[*row.Pass]
+		}
+		verdicts[row.Measurement[:strings.IndexAny(row.Measurement+",", ",")]] = v
+	}
+	for measurement, want := range map[string]string{
+		"Idle Engine requests per 30 s":                    "fail", // a write while idle
+		"Idle CPU per 5 min":                               "fail", // 0.5 s
+		"Webhook push → updated spec":                      "fail", // median 120 ms is 1.2× 100 ms
+		"Out-of-band `docker service scale X=3` corrected": "pass",
+		"Controller RSS":                                   "pass",
+		"First deploy":                                     "pass", // zero is within 3 s
+		"Other apps reconciled per out-of-band change":     "pass",
+	} {
+		if got := verdicts[measurement]; got != want {
+			t.Errorf("%s: %s, want %s (all: %v)", measurement, got, want, verdicts)
+		}
+	}
+}
+
+func TestGitClassTellsRefAdvertisementsFromFetches(t *testing.T) {
+	for _, tc := range []struct{ method, path, want string }{
+		{"GET", "/app01.git/info/refs", GitRefs},
+		{"POST", "/app01.git/git-upload-pack", GitFetch},
+		{"POST", "/app01.git/git-receive-pack", GitPush},
+		{"GET", "/app01.git/HEAD", "GET /app01.git/HEAD"},
+	} {
+		r := httptest.NewRequest(tc.method, tc.path+"?service=git-upload-pack", nil)
+		if got := gitClass(r); got != tc.want {
+			t.Errorf("gitClass(%s %s) = %q, want %q", tc.method, tc.path, got, tc.want)
+		}
+	}
+}

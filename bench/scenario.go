@@ -1,0 +1,568 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/swarm"
+	"github.com/docker/docker/client"
+
+	"github.com/skep-cd/skep/harness"
+	"github.com/skep-cd/skep/wire"
+)
+
+// Options configure Run. The zero value means all defaults, except Binary.
+type Options struct {
+	// Binary is the skep binary measured; required.
+	Binary string
+	// Samples is how many times each sampled measurement (webhook, polling,
+	// out-of-band correction) is taken; its median is reported. Default 10.
+	Samples int
+	// Idle is the length of each idle window. Default 5m, the period the
+	// issue's idle CPU target is per.
+	Idle time.Duration
+	// Scale is the number of applications (one service each, replicas 0)
+	// of the larger scale point. Default 200; negative skips it.
+	Scale int
+	// GoResults names a file of `go test -bench` output whose results for
+	// render, convert and plan, live drift and the event fan-out join the
+	// table. Empty leaves them out.
+	GoResults string
+	// Log receives progress. Default slog.Default().
+	Log *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.Samples <= 0 {
+		o.Samples = 10
+	}
+	if o.Idle <= 0 {
+		o.Idle = 5 * time.Minute
+	}
+	if o.Scale == 0 {
+		o.Scale = 200
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	return o
+}
+
+const (
+	// smallApps is the first scale point: 20 applications, the first half
+	// with two services, 30 services in all.
+	smallApps = 20
+	// interval is every application's sync interval but the polling one's.
+	interval = 30 * time.Second
+	// pollInterval is the shortest interval the app set allows.
+	pollInterval = 10 * time.Second
+)
+
+// env is what one Run shares between its measurements.
+type env struct {
+	tb     testing.TB
+	cli    *client.Client // the real Engine, never counted
+	opts   Options
+	log    *slog.Logger
+	docker string // the docker CLI
+	image  string
+	git    *harness.GitServer
+	// gitProxy counts the controller's git requests; applications name
+	// their repositories by its URL.
+	gitProxy *Proxy
+	proxy    *Proxy
+	watch    *Watch
+	prefix   string // every stack's name starts with it
+	rev      int    // the last BENCH_REV committed or deployed
+}
+
+// Run measures everything once on cli's swarm and returns the report. It
+// fails tb when a part cannot be set up or a step does not happen within
+// its timeout. Everything it creates is removed by the time tb ends.
+func Run(tb testing.TB, cli *client.Client, opts Options) *Report {
+	tb.Helper()
+	opts = opts.withDefaults()
+	if opts.Binary == "" {
+		tb.Fatal("bench: no skep binary given")
+	}
+	docker, err := exec.LookPath("docker")
+	if err != nil {
+		tb.Fatalf("bench: the docker CLI is needed for the docker stack deploy side: %v", err)
+	}
+	prefix := harness.Name(tb, "skb")
+	git := harness.StartGitServer(tb, harness.GitServerOptions{})
+	e := &env{
+		tb: tb, cli: cli, opts: opts, log: opts.Log, docker: docker,
+		image:    harness.TestImage(tb, cli, harness.ImageOptions{}),
+		git:      git,
+		gitProxy: StartGitProxy(tb, git.URL),
+		proxy:    StartProxy(tb, engineSocket(tb)),
+		watch:    WatchServices(tb, cli, prefix),
+		prefix:   prefix,
+	}
+	r := &Report{Samples: opts.Samples}
+	e.small(r)
+	if opts.Scale > 0 {
+		e.large(r)
+	}
+	if opts.GoResults != "" {
+		r.Go = readGoResults(tb, opts.GoResults)
+	}
+	return r
+}
+
+// engineSocket is the path of the Engine's unix socket: DOCKER_HOST's, or
+// the default.
+func engineSocket(tb testing.TB) string {
+	tb.Helper()
+	host := os.Getenv("DOCKER_HOST")
+	if host == "" {
+		return "/var/run/docker.sock"
+	}
+	path, ok := strings.CutPrefix(host, "unix://")
+	if !ok {
+		tb.Fatalf("bench: DOCKER_HOST=%s; the counting proxy needs a unix socket", host)
+	}
+	return path
+}
+
+// small runs every measurement at 20 applications, Skep and its docker
+// twins side by side.
+func (e *env) small(r *Report) {
+	ctx := e.tb.Context()
+	apps := make([]app, smallApps)
+	for i := range apps {
+		services := []string{"web"}
+		if i < smallApps/2 {
+			services = append(services, "worker")
+		}
+		apps[i] = app{name: fmt.Sprintf("app%02d", i+1), release: fmt.Sprintf("%s-s%02d", e.prefix, i+1),
+			docker: fmt.Sprintf("%s-d%02d", e.prefix, i+1), services: services, replicas: 1, interval: interval.String()}
+		harness.CleanupStack(e.tb, e.cli, apps[i].release)
+		harness.CleanupStack(e.tb, e.cli, apps[i].docker)
+	}
+	dir := e.tb.TempDir()
+
+	e.log.Info("first deploy with docker stack deploy", "stacks", len(apps), "services", len(serviceNames(apps, true)))
+	files := make([]string, len(apps))
+	for i, a := range apps {
+		files[i] = filepath.Join(dir, a.docker+".yaml")
+		e.writeFile(files[i], compose(a, e.image, 0))
+	}
+	before := e.proxy.Counts()
+	start := time.Now()
+	// One after the other, as a deploy script runs them.
+	for i, a := range apps {
+		e.stackDeploy(ctx, files[i], a.docker)
+	}
+	r.DockerDeploy = e.waitDeployed(ctx, serviceNames(apps, true), start)
+	r.DockerDeploy.Requests = e.proxy.Counts().Since(before)
+	// The first twin stays for the webhook comparison; the others would
+	// only load the machine.
+	e.removeStacks(ctx, func(yield func(string) bool) {
+		for _, a := range apps[1:] {
+			if !yield(a.docker) {
+				return
+			}
+		}
+	})
+
+	e.log.Info("first deploy with skep", "applications", len(apps))
+	for i := range apps {
+		apps[i].repo = e.git.CreateRepo(e.tb, apps[i].name)
+		apps[i].repo.Commit(e.tb, "main", map[string]string{"compose.yaml": compose(apps[i], e.image, 0)})
+		apps[i].repoURL = e.repoURL(apps[i].repo)
+	}
+	appsFile := filepath.Join(dir, "apps.yaml")
+	e.writeFile(appsFile, appSet(apps))
+	before = e.proxy.Counts()
+	ctrl := e.startController(dir, appsFile)
+	r.Deploy = e.waitDeployed(ctx, serviceNames(apps, false), ctrl.Started)
+	r.Deploy.Requests = e.proxy.Counts().Since(before)
+	e.settle(ctx, ctrl, len(apps))
+
+	e.log.Info("idle", "applications", len(apps), "window", e.opts.Idle)
+	r.SmallIdle = e.idle(ctrl, len(apps))
+
+	e.log.Info("webhook push against docker stack deploy", "samples", e.opts.Samples)
+	r.Webhook, r.DockerWebhook = e.webhook(ctx, ctrl, apps[0], files[0])
+
+	e.log.Info("out-of-band scale corrected", "samples", e.opts.Samples)
+	r.Correction, r.Others, r.OthersByTicks = e.outOfBand(ctx, ctrl, apps, 1)
+
+	e.log.Info("polling at the interval floor", "samples", e.opts.Samples)
+	r.Polling = e.polling(ctx, ctrl, apps, appsFile)
+
+	ctrl.Stop(e.tb)
+	e.removeStacks(ctx, func(yield func(string) bool) {
+		for _, a := range apps {
+			if !yield(a.release) {
+				return
+			}
+		}
+		yield(apps[0].docker)
+	})
+}
+
+// large measures idle cost and memory at opts.Scale applications of one
+// service each at replicas 0, all in one repository (one directory each),
+// so that the git server's load stays off the machine.
+func (e *env) large(r *Report) {
+	ctx := e.tb.Context()
+	n := e.opts.Scale
+	apps := make([]app, n)
+	files := map[string]string{}
+	for i := range apps {
+		apps[i] = app{name: fmt.Sprintf("scale%04d", i+1), release: fmt.Sprintf("%s-l%04d", e.prefix, i+1),
+			services: []string{"web"}, replicas: 0, interval: interval.String(), resolveNever: true}
+		apps[i].path = "apps/" + apps[i].name
+		files[apps[i].path+"/compose.yaml"] = compose(apps[i], e.image, 0)
+		harness.CleanupStack(e.tb, e.cli, apps[i].release)
+	}
+	repo := e.git.CreateRepo(e.tb, "scale")
+	repo.Commit(e.tb, "main", files)
+	for i := range apps {
+		apps[i].repoURL = e.repoURL(repo)
+	}
+	dir := e.tb.TempDir()
+	appsFile := filepath.Join(dir, "apps.yaml")
+	e.writeFile(appsFile, appSet(apps))
+
+	e.log.Info("scale point", "applications", n)
+	ctrl := e.startController(dir, appsFile)
+	ctx5, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	var last time.Time
+	for _, name := range serviceNames(apps, false) {
+		ev, err := e.watch.Next(ctx5, name, ctrl.Started, Created)
+		if err != nil {
+			e.tb.Fatalf("scale point: %v", err)
+		}
+		last = later(last, ev.At)
+	}
+	r.ScaleDeploy = last.Sub(ctrl.Started)
+	e.settle(ctx, ctrl, n)
+	e.log.Info("idle", "applications", n, "window", e.opts.Idle)
+	r.LargeIdle = e.idle(ctrl, n)
+	ctrl.Stop(e.tb)
+	e.removeStacks(ctx, func(yield func(string) bool) {
+		for _, a := range apps {
+			if !yield(a.release) {
+				return
+			}
+		}
+	})
+}
+
+// repoURL is repo's address through the counting git proxy.
+func (e *env) repoURL(repo *harness.Repo) string {
+	return e.gitProxy.URL + "/" + repo.Name + ".git"
+}
+
+func (e *env) startController(dir, appsFile string) *Controller {
+	return StartController(e.tb, ControllerOptions{Binary: e.opts.Binary, Dir: dir, AppSet: appsFile,
+		ID: e.prefix + "-" + filepath.Base(dir), DockerHost: "unix://" + e.proxy.Socket})
+}
+
+// waitDeployed waits until every named service exists and runs a task,
+// and returns how long each took from start. Existence is timed by the
+// Engine's create events; running by polling the tasks every 100 ms.
+func (e *env) waitDeployed(ctx context.Context, services []string, start time.Time) Deploy {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	var exist time.Time
+	for _, name := range services {
+		ev, err := e.watch.Next(ctx, name, start, Created)
+		if err != nil {
+			e.tb.Fatalf("first deploy: %v", err)
+		}
+		exist = later(exist, ev.At)
+	}
+	want := map[string]bool{}
+	for _, s := range services {
+		want[s] = true
+	}
+	for {
+		running, err := e.runningServices(ctx)
+		if err != nil {
+			e.tb.Fatalf("first deploy: %v", err)
+		}
+		all := true
+		for s := range want {
+			all = all && running[s]
+		}
+		if all {
+			return Deploy{Exist: exist.Sub(start), Running: time.Since(start)}
+		}
+		select {
+		case <-ctx.Done():
+			e.tb.Fatalf("first deploy: tasks not running within 5 minutes")
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// runningServices returns the names of this run's services with a task
+// in state running.
+func (e *env) runningServices(ctx context.Context) (map[string]bool, error) {
+	services, err := e.cli.ServiceList(ctx, swarm.ServiceListOptions{Filters: filters.NewArgs(filters.Arg("name", e.prefix))})
+	if err != nil {
+		return nil, err
+	}
+	names := map[string]string{}
+	for _, s := range services {
+		names[s.ID] = s.Spec.Name
+	}
+	tasks, err := e.cli.TaskList(ctx, swarm.TaskListOptions{Filters: filters.NewArgs(filters.Arg("desired-state", "running"))})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, t := range tasks {
+		if name, ok := names[t.ServiceID]; ok && t.Status.State == swarm.TaskStateRunning {
+			out[name] = true
+		}
+	}
+	return out, nil
+}
+
+// settle waits until the API reports every application synced, healthy
+// and idle, and then until the controller made no Engine write for 10 s,
+// so that an idle window starts at rest.
+func (e *env) settle(ctx context.Context, ctrl *Controller, n int) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	why := "not asked yet"
+	for {
+		apps, err := ctrl.Applications(ctx)
+		if err != nil {
+			why = err.Error()
+		} else if why = restless(apps, n); why == "" {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			e.tb.Fatalf("applications did not settle: %s", why)
+		case <-time.After(time.Second):
+		}
+	}
+	writes, quietSince := e.proxy.Counts().Writes(), time.Now()
+	for time.Since(quietSince) < 10*time.Second {
+		select {
+		case <-ctx.Done():
+			e.tb.Fatalf("the controller kept writing to the Engine")
+		case <-time.After(time.Second):
+		}
+		if w := e.proxy.Counts().Writes(); w != writes {
+			writes, quietSince = w, time.Now()
+		}
+	}
+}
+
+// restless says why apps are not all at rest, or "" when they are.
+func restless(apps []wire.Application, n int) string {
+	if len(apps) != n {
+		return fmt.Sprintf("%d of %d applications loaded", len(apps), n)
+	}
+	for _, a := range apps {
+		if a.Sync != "synced" || a.Health != "healthy" || a.Phase != wire.PhaseIdle {
+			return fmt.Sprintf("application %s is %s, %s, %s %s", a.Name, a.Sync, a.Health, a.Phase, a.LastError)
+		}
+	}
+	return ""
+}
+
+// idle measures one idle window: nothing changes in git or the swarm, and
+// nothing asks the API.
+func (e *env) idle(ctrl *Controller, apps int) Idle {
+	counts, git, cpu, start := e.proxy.Counts(), e.gitProxy.Counts(), ctrl.CPU(e.tb), time.Now()
+	ours, others := e.watch.Counted()
+	select {
+	case <-e.tb.Context().Done():
+		e.tb.Fatal("cancelled")
+	case <-time.After(e.opts.Idle):
+	}
+	out := Idle{Apps: apps, Window: time.Since(start), Requests: e.proxy.Counts().Since(counts),
+		Git: e.gitProxy.Counts().Since(git), CPU: ctrl.CPU(e.tb) - cpu, RSS: ctrl.RSS(e.tb)}
+	ours2, others2 := e.watch.Counted()
+	out.Events, out.OtherEvents = ours2.Since(ours), others2.Since(others)
+	e.log.Info("idle measured", "applications", apps, "requests", out.Requests.String(), "git", out.Git.String(), "cpu", out.CPU, "rss_mib", out.RSS>>20,
+		"events_ours", out.Events.String(), "events_others", out.OtherEvents.String())
+	return out
+}
+
+// webhook times, samples times each, a commit announced by a generic
+// webhook until Skep updated the service, and the same change deployed by
+// `docker stack deploy` to a's twin stack (from file) until the Engine
+// updated its service. Each side waits for its rollout to end before the
+// next sample.
+func (e *env) webhook(ctx context.Context, ctrl *Controller, a app, file string) (skep, docker []time.Duration) {
+	for i := range e.opts.Samples {
+		e.rev++
+		a.repo.Commit(e.tb, "main", map[string]string{"compose.yaml": compose(a, e.image, e.rev)})
+		start := time.Now()
+		if err := ctrl.Webhook(ctx, a.repoURL, fmt.Sprintf("%s-%d", e.prefix, i)); err != nil {
+			e.tb.Fatal(err)
+		}
+		skep = append(skep, e.updated(ctx, a.release+"_web", start))
+
+		e.writeFile(file, compose(a, e.image, e.rev))
+		start = time.Now()
+		e.stackDeploy(ctx, file, a.docker)
+		docker = append(docker, e.updated(ctx, a.docker+"_web", start))
+	}
+	return skep, docker
+}
+
+// polling makes a's interval the floor and times, samples times, a commit
+// made at a random moment until Skep updated the service.
+func (e *env) polling(ctx context.Context, ctrl *Controller, apps []app, appsFile string) []time.Duration {
+	loaded := ctrl.LogCount(e.tb, "app set loaded")
+	changed := append([]app(nil), apps...)
+	changed[0].interval = pollInterval.String()
+	e.writeFile(appsFile, appSet(changed))
+	// The app set is re-read every 30 s (--appset-interval's default).
+	deadline := time.Now().Add(2 * time.Minute)
+	for ctrl.LogCount(e.tb, "app set loaded") == loaded {
+		if time.Now().After(deadline) {
+			e.tb.Fatal("the controller did not reload the app set within 2 minutes")
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	a := changed[0]
+	var out []time.Duration
+	for range e.opts.Samples {
+		select {
+		case <-ctx.Done():
+			e.tb.Fatal("cancelled")
+		case <-time.After(rand.N(pollInterval)):
+		}
+		e.rev++
+		a.repo.Commit(e.tb, "main", map[string]string{"compose.yaml": compose(a, e.image, e.rev)})
+		out = append(out, e.updated(ctx, a.release+"_web", time.Now()))
+	}
+	return out
+}
+
+// outOfBand scales the web service of apps[i] to 3 replicas with `docker
+// service scale`, samples times, and times each change until Skep set it
+// back to 1, both by the Engine's clock. It also counts the reconciles
+// of the other applications between just before the change and just
+// after the correction, and how many of those their own ticks explain.
+func (e *env) outOfBand(ctx context.Context, ctrl *Controller, apps []app, i int) (fixes []time.Duration, others, byTicks float64) {
+	svc := apps[i].release + "_web"
+	for range e.opts.Samples {
+		before, err := ctrl.Reconciles(ctx)
+		if err != nil {
+			e.tb.Fatal(err)
+		}
+		start := time.Now()
+		// The real socket, as an operator's own docker CLI would reach it.
+		if out, err := exec.CommandContext(ctx, e.docker, "service", "scale", "--detach", svc+"=3").CombinedOutput(); err != nil {
+			e.tb.Fatalf("docker service scale: %v: %s", err, out)
+		}
+		wait, cancel := context.WithTimeout(ctx, time.Minute)
+		change, err := e.watch.Next(wait, svc, start, Replicas("3"))
+		if err == nil {
+			var fix ServiceEvent
+			if fix, err = e.watch.Next(wait, svc, change.At, Replicas("1")); err == nil {
+				fixes = append(fixes, fix.At.Sub(change.At))
+			}
+		}
+		cancel()
+		if err != nil {
+			e.tb.Fatalf("out-of-band change not corrected: %v", err)
+		}
+		// A wake the change caused elsewhere has run by now.
+		time.Sleep(500 * time.Millisecond)
+		after, err := ctrl.Reconciles(ctx)
+		if err != nil {
+			e.tb.Fatal(err)
+		}
+		window := time.Since(start)
+		for _, a := range apps {
+			if a.name != apps[i].name {
+				others += after[a.name] - before[a.name]
+			}
+		}
+		byTicks += float64(len(apps)-1) * window.Seconds() / interval.Seconds()
+		// The two extra tasks drain before the next sample.
+		time.Sleep(2 * time.Second)
+	}
+	n := float64(e.opts.Samples)
+	return fixes, others / n, byTicks / n
+}
+
+// updated waits for the first spec update of service after start and
+// returns how long after start the Engine made it; then it waits for the
+// rollout it started to end, so samples do not overlap.
+func (e *env) updated(ctx context.Context, service string, start time.Time) time.Duration {
+	wait, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	ev, err := e.watch.Next(wait, service, start, ServiceEvent.SpecUpdate)
+	if err != nil {
+		e.tb.Fatalf("spec update: %v", err)
+	}
+	settle, cancel2 := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel2()
+	if _, err := e.watch.Next(settle, service, ev.At, Settled); err != nil {
+		e.log.Warn("rollout did not end", "service", service, "err", err)
+	}
+	return ev.At.Sub(start)
+}
+
+// stackDeploy runs `docker stack deploy` of file as stack through the
+// counting proxy, with its defaults (resolve-image always), detached as
+// the CLI's default is.
+func (e *env) stackDeploy(ctx context.Context, file, stack string) {
+	cmd := exec.CommandContext(ctx, e.docker, "stack", "deploy", "--detach=true", "-c", file, stack)
+	cmd.Env = append(os.Environ(), "DOCKER_HOST=unix://"+e.proxy.Socket)
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		e.tb.Fatalf("docker stack deploy %s: %v: %s", stack, err, out)
+	}
+	e.log.Debug("docker stack deploy", "stack", stack, "took", time.Since(start))
+}
+
+// removeStacks removes stacks now, four at a time: each waits for its
+// tasks to drain before its network can go.
+func (e *env) removeStacks(ctx context.Context, stacks func(yield func(string) bool)) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	sem := make(chan struct{}, 4)
+	var wg sync.WaitGroup
+	for stack := range stacks {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := harness.RemoveStack(ctx, e.cli, stack); err != nil {
+				e.tb.Errorf("remove stack %s: %v", stack, err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func (e *env) writeFile(path, data string) {
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		e.tb.Fatal(err)
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}

@@ -1,0 +1,77 @@
+package bench
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/skep-cd/skep/harness"
+)
+
+// app is one generated application: its stack under Skep and, for the 20
+// application set, a twin stack deployed with `docker stack deploy`.
+type app struct {
+	name     string   // the application's name in the app set
+	release  string   // its stack under Skep
+	docker   string   // its twin stack under `docker stack deploy`, or ""
+	services []string // service names within the stack
+	replicas int
+	path     string // directory of compose.yaml in the repository; "" is the root
+	interval string // syncPolicy.interval
+	// resolveNever sets resolveImage: never; otherwise the default applies.
+	resolveNever bool
+	repoURL      string
+	repo         *harness.Repo // the repository, when the application has its own
+}
+
+// compose is a's compose file at revision rev: rev goes into an environment
+// variable of "web", so each new rev is a spec update of that one service.
+// Other services keep BENCH_REV at 0 and never change.
+func compose(a app, image string, rev int) string {
+	var b strings.Builder
+	b.WriteString("services:\n")
+	for _, s := range a.services {
+		r := 0
+		if s == "web" {
+			r = rev
+		}
+		// dnsrr: this kernel has no IPVS, so a virtual IP would not route.
+		fmt.Fprintf(&b, "  %s:\n    image: %s\n    environment: {BENCH_REV: \"%d\"}\n    deploy: {endpoint_mode: dnsrr, replicas: %d}\n",
+			s, image, r, a.replicas)
+	}
+	return b.String()
+}
+
+// appSet is the app-set file declaring apps, every one automated with live
+// drift detection, as an operator who wants drift corrected writes it.
+func appSet(apps []app) string {
+	var b strings.Builder
+	b.WriteString("apiVersion: skep/v1\napplications:\n")
+	for _, a := range apps {
+		fmt.Fprintf(&b, "  - name: %s\n    release: %s\n    source: {repo: %s, revision: main", a.name, a.release, a.repoURL)
+		if a.path != "" {
+			fmt.Fprintf(&b, ", path: %s", a.path)
+		}
+		fmt.Fprintf(&b, "}\n    syncPolicy: {automated: true, interval: %s", a.interval)
+		if a.resolveNever {
+			b.WriteString(", resolveImage: never")
+		}
+		b.WriteString("}\n    driftDetection: live\n")
+	}
+	return b.String()
+}
+
+// serviceNames lists the full service names of apps' stacks: Skep's, or
+// the docker twins' when docker is set.
+func serviceNames(apps []app, docker bool) []string {
+	var out []string
+	for _, a := range apps {
+		stack := a.release
+		if docker {
+			stack = a.docker
+		}
+		for _, s := range a.services {
+			out = append(out, stack+"_"+s)
+		}
+	}
+	return out
+}

@@ -1,0 +1,73 @@
+package bench_test
+
+import (
+	"log/slog"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/skep-cd/skep/bench"
+	"github.com/skep-cd/skep/harness"
+)
+
+// BenchmarkSwarm runs every swarm measurement of issue 16 once, prints the
+// table to stdout and reports the results as metrics. `make bench` runs it
+// after the Go benchmarks, with:
+//
+//	SKEP_BENCH=1                  required: it takes minutes and loads the shared swarm
+//	SKEP_BENCH_BINARY=bin/skep    the skep binary measured (required)
+//	SKEP_BENCH_SAMPLES=10         samples per sampled measurement
+//	SKEP_BENCH_IDLE=5m            each idle window
+//	SKEP_BENCH_SCALE=200          applications at the larger scale point; -1 skips it
+//	SKEP_BENCH_GO=bin/bench-go.txt  the Go benchmarks' output, added to the table
+//	SKEP_BENCH_LOG=debug          more progress on stderr
+//
+// It is a benchmark and not a test because tests never time anything; and
+// it runs under `go test` rather than as a command because the harness it
+// builds on (the test image, the git server, unique names, cleanup) takes
+// a testing.TB, and Skep keeps one binary. It ignores b.N: run it with
+// -benchtime 1x.
+func BenchmarkSwarm(b *testing.B) {
+	if os.Getenv("SKEP_BENCH") != "1" {
+		b.Skip("set SKEP_BENCH=1 (make bench does) to measure on the swarm")
+	}
+	cli := harness.RequireSwarm(b)
+	opts := bench.Options{
+		Binary:    os.Getenv("SKEP_BENCH_BINARY"),
+		GoResults: os.Getenv("SKEP_BENCH_GO"),
+	}
+	level := slog.LevelInfo
+	if os.Getenv("SKEP_BENCH_LOG") == "debug" {
+		level = slog.LevelDebug
+	}
+	opts.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if v := os.Getenv("SKEP_BENCH_SAMPLES"); v != "" {
+		opts.Samples = atoi(b, "SKEP_BENCH_SAMPLES", v)
+	}
+	if v := os.Getenv("SKEP_BENCH_SCALE"); v != "" {
+		opts.Scale = atoi(b, "SKEP_BENCH_SCALE", v)
+	}
+	if v := os.Getenv("SKEP_BENCH_IDLE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			b.Fatalf("SKEP_BENCH_IDLE: %v", err)
+		}
+		opts.Idle = d
+	}
+	report := bench.Run(b, cli, opts)
+	if err := report.Print(os.Stdout); err != nil {
+		b.Fatal(err)
+	}
+	for _, m := range report.Metrics() {
+		b.ReportMetric(m.Value, m.Unit)
+	}
+}
+
+func atoi(b *testing.B, name, v string) int {
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		b.Fatalf("%s: %v", name, err)
+	}
+	return n
+}
