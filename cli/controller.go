@@ -27,6 +27,7 @@ import (
 	"github.com/skep-cd/skep/gitsource"
 	"github.com/skep-cd/skep/notify"
 	"github.com/skep-cd/skep/reconcile"
+	"github.com/skep-cd/skep/sops"
 	"github.com/skep-cd/skep/store"
 	"github.com/skep-cd/skep/swarm"
 	"github.com/skep-cd/skep/ui"
@@ -39,6 +40,11 @@ import (
 // be a mounted Docker secret and never show in `docker service inspect`;
 // gitsource.LoadCredentials documents the file's format.
 const EnvGitCredentialsFile = "SKEP_GIT_CREDENTIALS_FILE"
+
+// EnvAgeIdentityFile names the age identity file that decrypts
+// SOPS-encrypted files in git when --age-identity is not given. Like the
+// flag, it names a file: the key itself never sits in a flag or variable.
+const EnvAgeIdentityFile = "SKEP_AGE_IDENTITY_FILE"
 
 // controllerFlags are the process settings shared by `controller` and `deploy`.
 type controllerFlags struct {
@@ -59,8 +65,10 @@ type controllerFlags struct {
 	controllerID string
 	// destinations names the file of the swarms besides the local one.
 	destinations string
-	logFormat    string
-	logLevel     string
+	// ageIdentity names the age identity file (see ageKeys).
+	ageIdentity string
+	logFormat   string
+	logLevel    string
 	// allowPrivateHosts lists the internal addresses (CIDR prefixes) that
 	// hosts named in git may resolve to; see package egress.
 	allowPrivateHosts string
@@ -89,6 +97,7 @@ func (f *controllerFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.data, "data", "/var/lib/skep", "data directory (git clones, store)")
 	fs.StringVar(&f.controllerID, "controller-id", "default", "id stamped in ownership labels; two controllers on one swarm need different ids")
 	fs.StringVar(&f.destinations, "destinations", "", "YAML file of the swarms besides the local one (managers over unix, TCP with TLS or ssh)")
+	fs.StringVar(&f.ageIdentity, "age-identity", "", "age identity file that decrypts SOPS-encrypted files in git (default: the file $"+EnvAgeIdentityFile+" names)")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&f.allowPrivateHosts, "allow-private-hosts", egress.DefaultAllow,
@@ -183,6 +192,13 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 	if err != nil {
 		return nil, nil, err
 	}
+	keys, err := ageKeys(f.ageIdentity)
+	if err != nil {
+		return nil, nil, err
+	}
+	if keys != nil {
+		logger.Info("age identity loaded", "recipients", strings.Join(keys.Recipients(), ","))
+	}
 	// Charts from chart repositories are cached, by digest, beside the git
 	// cache; every cache read checks the digest again.
 	charts, err := chartrepo.New(chartrepo.Options{Dir: filepath.Join(f.data, "charts"), Logger: logger,
@@ -239,6 +255,7 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 		Charts:            charts,
 		Images:            artifact.NewRegistry(artifact.RegistryOptions{Transport: policy.Transport()}),
 		Remotes:           byName,
+		Keys:              keys,
 	})
 	if err != nil {
 		// The construction error is the one to report; a failure to close
@@ -247,6 +264,18 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 		return nil, nil, err
 	}
 	return ctrl, closeAll, nil
+}
+
+// ageKeys loads the age identities SOPS-encrypted files are decrypted
+// with: the file flag names, else the file EnvAgeIdentityFile names, else
+// none (nil; a release using an encrypted file then fails naming it). A
+// file that is named but unreadable or holds no identity stops the start.
+func ageKeys(flag string) (*sops.Keys, error) {
+	file := cmp.Or(flag, os.Getenv(EnvAgeIdentityFile))
+	if file == "" {
+		return nil, nil
+	}
+	return sops.LoadKeys(file)
 }
 
 // apiFlags are the controller's API settings. Tokens and webhook secrets

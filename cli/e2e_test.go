@@ -75,24 +75,6 @@ const (
 	webhookSecretValue = "cli-e2e-webhook-secret"
 )
 
-// lockedBuffer collects a subprocess's output while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -149,6 +131,13 @@ applications:
 // cleanly, and its output must hold neither secret.
 func launch(t *testing.T, e *cliEnv, dir, apps string, extra ...string) {
 	t.Helper()
+	launchLogging(t, e, dir, apps, t.Output(), extra...)
+}
+
+// launchLogging is launch with the controller's stdout and stderr (its log)
+// written to logs.
+func launchLogging(t *testing.T, e *cliEnv, dir, apps string, logs io.Writer, extra ...string) {
+	t.Helper()
 	tokenFile := filepath.Join(dir, "admin.token")
 	if err := os.WriteFile(tokenFile, []byte(adminTokenValue+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -166,8 +155,10 @@ func launch(t *testing.T, e *cliEnv, dir, apps string, extra ...string) {
 		"--controller-id", harness.Name(t, "ctl"), "--log-level", "debug", "--webhooks-file", hooks}, extra...)
 	ctrl := exec.Command(skepBinary, args...)
 	ctrl.Env = append(os.Environ(), "SKEP_ADMIN_TOKEN_FILE="+tokenFile)
-	var output lockedBuffer
-	ctrl.Stdout, ctrl.Stderr = io.MultiWriter(t.Output(), &output), io.MultiWriter(t.Output(), &output)
+	// The output is kept to check, when the controller has stopped, that
+	// it printed no secret.
+	output := &lockedBuffer{out: logs}
+	ctrl.Stdout, ctrl.Stderr = output, output
 	if err := ctrl.Start(); err != nil {
 		t.Fatal(err)
 	}

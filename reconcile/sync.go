@@ -336,6 +336,7 @@ func (c *Controller) compose(ctx context.Context, app appset.Application, root s
 			Files:     d.source.Files,
 			EnvFiles:  d.source.EnvFiles,
 			Variables: vars,
+			Keys:      c.keys,
 		})
 		if err != nil {
 			return stack.Release{}, nil, &outcome.StalledError{Err: fmt.Errorf("render at %s: %w", gitsource.ShortCommit(d.commit), err)}
@@ -356,8 +357,10 @@ func (c *Controller) compose(ctx context.Context, app appset.Application, root s
 		Hooks: stackHooks(doc.Hooks),
 	})
 	if err != nil {
-		return stack.Release{}, nil, &outcome.StalledError{Err: fmt.Errorf("convert at %s: %w", gitsource.ShortCommit(d.commit), err)}
+		err = &outcome.StalledError{Err: fmt.Errorf("convert at %s: %w", gitsource.ShortCommit(d.commit), err)}
+		return stack.Release{}, nil, hideDecrypted(err, stack.Release{Sensitive: doc.Sensitive})
 	}
+	rel.Sensitive = doc.Sensitive
 	if missing := useArtifactImages(&rel, d.artifacts); len(missing) > 0 {
 		return stack.Release{}, nil, &outcome.WaitingError{Err: fmt.Errorf("artifacts %s: no version to deploy yet: %s",
 			strings.Join(missing, ", "), waitingArtifacts(d.artifacts)), Retry: artifact.DefaultMissingFor}
@@ -448,12 +451,13 @@ func (c *Controller) applyRelease(ctx context.Context, app appset.Application, d
 		if outcome.Of(err) != outcome.Stalled {
 			err = &outcome.TransientError{Err: err}
 		}
+		err = hideDecrypted(err, d.release)
 		c.emit(ctx, app, notify.SyncFailed, d.commit, err.Error())
 		return out, err
 	}
 	if app.SyncPolicy.Wait {
 		if err := c.waitHealthy(ctx, app, d.release, time.Now()); err != nil {
-			err = fmt.Errorf("sync %s at %s: %w", app.Release, gitsource.ShortCommit(d.commit), err)
+			err = hideDecrypted(fmt.Errorf("sync %s at %s: %w", app.Release, gitsource.ShortCommit(d.commit), err), d.release)
 			c.emit(ctx, app, notify.SyncFailed, d.commit, err.Error())
 			return out, err
 		}
