@@ -28,7 +28,7 @@ const module = "github.com/skep-cd/skep/"
 // imports the face.
 var allowed = map[string][]string{
 	"cmd/skep":          {"cli"},
-	"cli":               {"api", "appset", "artifact", "chart", "chartrepo", "client", "configfile", "demo", "gitsource", "notify", "plan", "reconcile", "render", "sops", "stack", "store", "swarm", "ui", "version", "wire"},
+	"cli":               {"api", "appset", "artifact", "chart", "chartrepo", "client", "configfile", "demo", "egress", "gitsource", "notify", "plan", "reconcile", "render", "sops", "stack", "store", "swarm", "ui", "version", "wire"},
 	"client":            {"wire"},
 	"api":               {"appset", "artifact", "configfile", "notify", "plan", "reconcile", "secret", "stack", "store", "version", "wire"},
 	"api/authtest":      {"api"},
@@ -57,6 +57,7 @@ var allowed = map[string][]string{
 	"secret":            {},
 	"sops":              {},
 	"version":           {},
+	"egress":            {},
 	"window":            {},
 	"golden":            {},
 	"demo":              {"githttp", "stack"},

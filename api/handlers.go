@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/skep-cd/skep/notify"
@@ -81,6 +82,11 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request, subj Subject) {
 	if !subj.Allows(RoleAdmin) {
 		st.Details = nil
 	}
+	// A scoped token learns nothing of applications outside its scope, not
+	// even that their releases linger (see TestScopedTokenSeesOnlyItsApplications).
+	st.Orphaned = slices.DeleteFunc(st.Orphaned, func(name string) bool { return !subj.Sees(name) })
+	st.Pruned = slices.DeleteFunc(st.Pruned, func(name string) bool { return !subj.Sees(name) })
+	st.OrphanedReleases = slices.DeleteFunc(st.OrphanedReleases, func(r wire.OrphanedRelease) bool { return !subj.Sees(r.Application) })
 	if s.notifiers != nil {
 		st.Notifiers = s.notifiers()
 	}

@@ -21,7 +21,9 @@ import (
 
 	"github.com/skep-cd/skep/api"
 	"github.com/skep-cd/skep/appset"
+	"github.com/skep-cd/skep/artifact"
 	"github.com/skep-cd/skep/chartrepo"
+	"github.com/skep-cd/skep/egress"
 	"github.com/skep-cd/skep/gitsource"
 	"github.com/skep-cd/skep/notify"
 	"github.com/skep-cd/skep/reconcile"
@@ -67,6 +69,9 @@ type controllerFlags struct {
 	ageIdentity string
 	logFormat   string
 	logLevel    string
+	// allowPrivateHosts lists the internal addresses (CIDR prefixes) that
+	// hosts named in git may resolve to; see package egress.
+	allowPrivateHosts string
 	// Controller only (see registerController).
 	prune         bool
 	ownStack      string
@@ -95,6 +100,9 @@ func (f *controllerFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.ageIdentity, "age-identity", "", "age identity file that decrypts SOPS-encrypted files in git (default: the file $"+EnvAgeIdentityFile+" names)")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&f.allowPrivateHosts, "allow-private-hosts", egress.DefaultAllow,
+		"internal addresses (CIDR prefixes, comma-separated) that git repositories, image registries and chart repositories may resolve to; "+
+			"link-local, unspecified, multicast and any internal address not listed are refused (\"\" refuses every internal address)")
 }
 
 // logger builds the process's one slog handler and makes it the default.
@@ -169,7 +177,14 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 	if f.gitTimeout <= 0 {
 		return nil, nil, usageError("--git-timeout: want a positive duration, got %s", f.gitTimeout)
 	}
-	git, err := gitsource.New(gitsource.Options{Dir: filepath.Join(f.data, "git"), Credentials: creds, Logger: logger, Timeout: f.gitTimeout})
+	// Hosts named in git (repositories, registries, chart repositories)
+	// are chosen by whoever can commit; internal addresses need allowing.
+	policy, err := egress.Parse(f.allowPrivateHosts)
+	if err != nil {
+		return nil, nil, usageError("--allow-private-hosts: %v", err)
+	}
+	git, err := gitsource.New(gitsource.Options{Dir: filepath.Join(f.data, "git"), Credentials: creds, Logger: logger, Timeout: f.gitTimeout,
+		CheckHost: policy.CheckHost})
 	if err != nil {
 		return nil, nil, fmt.Errorf("git cache in %s: %w", f.data, err)
 	}
@@ -186,7 +201,8 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 	}
 	// Charts from chart repositories are cached, by digest, beside the git
 	// cache; every cache read checks the digest again.
-	charts, err := chartrepo.New(chartrepo.Options{Dir: filepath.Join(f.data, "charts"), Logger: logger})
+	charts, err := chartrepo.New(chartrepo.Options{Dir: filepath.Join(f.data, "charts"), Logger: logger,
+		DialContext: policy.Dialer().DialContext})
 	if err != nil {
 		return nil, nil, fmt.Errorf("chart cache in %s: %w", f.data, err)
 	}
@@ -237,6 +253,7 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 		Logger:            logger,
 		Observer:          observer,
 		Charts:            charts,
+		Images:            artifact.NewRegistry(artifact.RegistryOptions{Transport: policy.Transport()}),
 		Remotes:           byName,
 		Keys:              keys,
 	})

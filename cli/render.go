@@ -122,6 +122,7 @@ Exit status: 0 on success, 1 on bad input (printed as file:line: message),
 	flags.StringArrayVar(&f.allow.Configs, "allow-config", nil, "external config the release may use (repeatable)")
 	flags.StringArrayVar(&f.allow.Secrets, "allow-secret", nil, "external secret the release may use (repeatable)")
 	flags.StringArrayVar(&f.allow.Volumes, "allow-volume", nil, "external volume the release may use (repeatable)")
+	flags.StringArrayVar(&f.allow.Capabilities, "allow-capability", nil, "Linux capability services may add with cap_add, or ALL (repeatable)")
 	flags.StringVar(&f.ageIdentity, "age-identity", "", "age identity file that decrypts SOPS-encrypted secrets and env files (default: the file $"+EnvAgeIdentityFile+" names); decrypted values print masked")
 	return cmd
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -62,6 +63,12 @@ type Options struct {
 	// (DefaultTimeout). A call past it fails with a transient RemoteError
 	// that says so.
 	Timeout time.Duration
+	// CheckHost, when set, is asked before every ls-remote and fetch of a
+	// network remote (not a local path) with the remote's host name or
+	// address, without port or brackets; an error refuses the call, wrapped
+	// in ErrHostRefused, and no connection is made. The controller passes
+	// its egress policy here. It is called concurrently.
+	CheckHost func(ctx context.Context, host string) error
 }
 
 // Cache is the shared clone cache. Its methods are safe for concurrent
@@ -75,6 +82,7 @@ type Cache struct {
 	keepTrees  int
 	maxPerHost int
 	timeout    time.Duration
+	checkHost  func(ctx context.Context, host string) error
 
 	mu    sync.Mutex
 	repos map[string]*repo         // by location key
@@ -125,7 +133,8 @@ func New(o Options) (*Cache, error) {
 	c := &Cache{
 		dir: dir, creds: o.Credentials, log: o.Logger,
 		refsMaxAge: o.RefsMaxAge, keepTrees: o.KeepTrees, maxPerHost: o.MaxPerHost, timeout: o.Timeout,
-		repos: map[string]*repo{}, hosts: map[string]chan struct{}{},
+		checkHost: o.CheckHost,
+		repos:     map[string]*repo{}, hosts: map[string]chan struct{}{},
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
@@ -210,6 +219,22 @@ func (c *Cache) hostSlot(ctx context.Context, host string) (func(), error) {
 	return func() { <-sem }, nil
 }
 
+// allowed asks Options.CheckHost about r's host; nil for a local
+// repository or when no check is set.
+func (c *Cache) allowed(ctx context.Context, r *repo) error {
+	if c.checkHost == nil || r.loc.scheme == "file" {
+		return nil
+	}
+	u, err := url.Parse(r.loc.host) // scheme://host[:port], as parse made it
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrHostRefused, r.loc.host, err)
+	}
+	if err := c.checkHost(ctx, u.Hostname()); err != nil {
+		return fmt.Errorf("%w: %w", ErrHostRefused, err)
+	}
+	return nil
+}
+
 // auth returns the go-git auth method of the credential matching r, nil
 // when none matches (the remote is asked anonymously). Secrets are read
 // now, so a rotated file is used at the next remote call.
@@ -281,6 +306,9 @@ func (c *Cache) Forget(repoURL string) {
 // lsRemote asks r's remote for its refs. It uses a throwaway in-memory
 // remote, so listing never takes r.lock and never waits for a fetch.
 func (c *Cache) lsRemote(ctx context.Context, r *repo) (Refs, error) {
+	if err := c.allowed(ctx, r); err != nil {
+		return Refs{}, &RemoteError{Op: "ls-remote", Repo: r.name(), Err: err}
+	}
 	auth, err := c.auth(r)
 	if err != nil {
 		return Refs{}, &RemoteError{Op: "ls-remote", Repo: r.name(), Err: err}
@@ -394,6 +422,9 @@ func openClone(dir, remoteURL string) (*git.Repository, error) {
 
 // fetch brings every branch and tag of the remote into the clone.
 func (c *Cache) fetch(ctx context.Context, r *repo, g *git.Repository) error {
+	if err := c.allowed(ctx, r); err != nil {
+		return &RemoteError{Op: "fetch", Repo: r.name(), Err: err}
+	}
 	auth, err := c.auth(r)
 	if err != nil {
 		return &RemoteError{Op: "fetch", Repo: r.name(), Err: err}

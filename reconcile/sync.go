@@ -345,11 +345,12 @@ func (c *Controller) compose(ctx context.Context, app appset.Application, root s
 	rel, err := stack.Convert(doc.Config, stack.Options{
 		Owner: owner,
 		Allow: stack.Allow{
-			HostPaths: app.Allow.HostPaths,
-			Networks:  app.Allow.Networks,
-			Configs:   app.Allow.Configs,
-			Secrets:   app.Allow.Secrets,
-			Volumes:   app.Allow.Volumes,
+			HostPaths:    app.Allow.HostPaths,
+			Networks:     app.Allow.Networks,
+			Configs:      app.Allow.Configs,
+			Secrets:      app.Allow.Secrets,
+			Volumes:      app.Allow.Volumes,
+			Capabilities: app.Allow.Capabilities,
 		},
 		Files: doc.Files,
 		Waves: doc.Waves,

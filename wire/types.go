@@ -355,11 +355,13 @@ type ControllerStatus struct {
 	Ready        bool         `json:"ready"`
 	AppSet       AppSetStatus `json:"appSet"`
 	Applications int          `json:"applications"`
-	// Orphaned names applications whose releases are deployed but that the
-	// app set no longer declares (kept: the controller runs without
-	// --prune); Pruned those whose releases were removed.
-	Orphaned []string `json:"orphaned"`
-	Pruned   []string `json:"pruned"`
+	// OrphanedReleases are this controller's releases deployed in the
+	// swarm that no loaded application declares, each with why it was not
+	// pruned; Orphaned names their applications, sorted. Pruned names the
+	// applications whose releases were removed.
+	OrphanedReleases []OrphanedRelease `json:"orphanedReleases"`
+	Orphaned         []string          `json:"orphaned"`
+	Pruned           []string          `json:"pruned"`
 	// Notifiers names the notifiers events go to (log, store, webhooks,
 	// chat), in registration order; absent when the server was not told.
 	Notifiers []string `json:"notifiers,omitempty"`
@@ -413,6 +415,18 @@ type Swarm struct {
 // SwarmList is the body of GET /api/v1/swarms.
 type SwarmList struct {
 	Swarms []Swarm `json:"swarms"`
+}
+
+// OrphanedRelease is a release of the controller that is deployed while
+// no loaded application declares it.
+type OrphanedRelease struct {
+	Application string `json:"application"`
+	Release     string `json:"release"`
+	// Swarm is the destination holding it; "" is the local swarm.
+	Swarm string `json:"swarm"`
+	// Reason says why it was not pruned, e.g. "app set is empty; pruning
+	// held".
+	Reason string `json:"reason"`
 }
 
 // AppSetStatus is the state of the app-set source.
