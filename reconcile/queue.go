@@ -226,6 +226,14 @@ func (c *Controller) runWorker(ctx context.Context, w *worker) {
 			return
 		}
 		err := c.runRequest(ctx, app, req, st)
+		if ctx.Err() != nil {
+			// Stopping, not failing: whatever the reconcile was doing was cut
+			// short on purpose (see syncFailed).
+			if err != nil {
+				c.log.Info("reconcile abandoned", "app", app.Name, "why", context.Cause(ctx), "err", err)
+			}
+			return
+		}
 		next := jitter(app.SyncPolicy.Interval)
 		switch outcome.Of(err) {
 		case outcome.OK:

@@ -437,7 +437,7 @@ func (c *Controller) applyRelease(ctx context.Context, app appset.Application, d
 	// Pre-sync hooks (migrations) run before any service is written: one
 	// that fails leaves the release's services as they were.
 	if err := c.preSync(ctx, app, d, opts); err != nil {
-		c.emit(ctx, app, notify.SyncFailed, d.commit, err.Error())
+		c.syncFailed(ctx, app, d.commit, err.Error())
 		return out, err
 	}
 	res, err := c.applyWaves(ctx, app, d.release, opts)
@@ -452,13 +452,13 @@ func (c *Controller) applyRelease(ctx context.Context, app appset.Application, d
 			err = &outcome.TransientError{Err: err}
 		}
 		err = hideDecrypted(err, d.release)
-		c.emit(ctx, app, notify.SyncFailed, d.commit, err.Error())
+		c.syncFailed(ctx, app, d.commit, err.Error())
 		return out, err
 	}
 	if app.SyncPolicy.Wait {
 		if err := c.waitHealthy(ctx, app, d.release, time.Now()); err != nil {
 			err = hideDecrypted(fmt.Errorf("sync %s at %s: %w", app.Release, gitsource.ShortCommit(d.commit), err), d.release)
-			c.emit(ctx, app, notify.SyncFailed, d.commit, err.Error())
+			c.syncFailed(ctx, app, d.commit, err.Error())
 			return out, err
 		}
 	}
@@ -466,7 +466,7 @@ func (c *Controller) applyRelease(ctx context.Context, app appset.Application, d
 	// Post-sync hooks run against what was written (and, with wait,
 	// found healthy); a failure fails the sync, the release stays.
 	if err := c.runHooks(ctx, app, d, stack.PostSync); err != nil {
-		c.emit(ctx, app, notify.SyncFailed, d.commit, err.Error())
+		c.syncFailed(ctx, app, d.commit, err.Error())
 		return out, err
 	}
 	c.emit(ctx, app, notify.SyncSucceeded, d.commit, applySummary(app.Release, res))
