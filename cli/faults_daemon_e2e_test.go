@@ -15,6 +15,7 @@ import (
 // The Engine is restarted only on the second swarm: the main one is shared
 // with every other test.
 func TestFaultDaemonRestartedMidApplyConverges(t *testing.T) {
+	slowFault(t)
 	s2 := harness.RequireSwarm2(t)
 	sock, ok := strings.CutPrefix(s2.Sock, "unix://")
 	if !ok {

@@ -40,6 +40,19 @@ import (
 	"github.com/skep-cd/skep/wire"
 )
 
+// envFaults names the variable that runs the whole fault suite (make
+// faults). Without it only the fast cases run, as part of make test; the
+// slow ones skip and say how to run them.
+const envFaults = "SKEP_FAULTS"
+
+// slowFault skips t unless the whole fault suite was asked for.
+func slowFault(t *testing.T) {
+	t.Helper()
+	if os.Getenv(envFaults) != "1" {
+		t.Skipf("a slow fault case: run the whole suite with make faults (%s=1)", envFaults)
+	}
+}
+
 // faultEnv is one fault case: a swarm reached through an engineProxy, a git
 // repository holding a release of several services, and the files and
 // environment a controller process and the CLI need.

@@ -14,6 +14,7 @@ import (
 )
 
 func TestFaultGitServerFailuresChangeNothingAndConverge(t *testing.T) {
+	slowFault(t)
 	docker := harness.RequireSwarm(t)
 	e := newFaultEnv(t, docker, mainSocket(t))
 	first := e.repo.Head(t, "main")

@@ -19,6 +19,7 @@ import (
 )
 
 func TestFaultRegistryFailingWhileAnArtifactWaitsKeepsWhatRuns(t *testing.T) {
+	slowFault(t)
 	docker := harness.RequireSwarm(t)
 	e := newFaultEnv(t, docker, mainSocket(t))
 	reg := startRegistryProxy(t, harness.StartRegistry(t).Host)
