@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"maps"
 	"net"
 	"net/http"
@@ -581,7 +582,8 @@ func startEngineProxy(t *testing.T, target, sock string) *engineProxy {
 			return d.DialContext(ctx, "unix", target)
 		}},
 		FlushInterval: -1, // the events stream must pass line by line
-		ErrorLog:      nil,
+		// An Engine that is away answers 502: what the controller sees.
+		ErrorLog: log.New(io.Discard, "", 0),
 	}
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && strings.Contains(r.URL.Path, "/services/") &&

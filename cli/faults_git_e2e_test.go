@@ -105,7 +105,6 @@ func TestFaultGitServerFailuresChangeNothingAndConverge(t *testing.T) {
 
 	t.Run("a deleted branch the app set names stalls with the reason and deletes nothing", func(t *testing.T) {
 		release := e.repo.Commit(t, "release", map[string]string{".env": "IMAGE=" + e.v1 + "\n"})
-		t.Logf("branch release at %.12s, %s", release, time.Now().Format(time.RFC3339Nano))
 		e.reloadApps(t, "release")
 		converged(t, release, e.v1)
 		failedBefore := len(e.events(t, "sync-failed"))
