@@ -9,7 +9,7 @@ LDFLAGS := -X github.com/skep-cd/skep/version.Version=$(VERSION) -X github.com/s
 # several suites create and remove services on it at once.
 TEST_FLAGS ?= -race -count=1 -timeout 40m -p 1
 
-.PHONY: demo build test lint vet fmt-check staticcheck swarm-up swarm-down swarm2-up swarm2-down unit fuzz bench clean
+.PHONY: demo build test lint vet fmt-check staticcheck swarm-up swarm-down swarm2-up swarm2-down unit faults fuzz bench clean
 
 build: ## build bin/skep (static: the demo packages it FROM scratch)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/skep ./cmd/skep
@@ -48,6 +48,13 @@ lint: fmt-check vet staticcheck
 test: swarm-up swarm2-up lint
 	$(GO) test -race -p 2 -run '^$$' ./... >/dev/null
 	SKEP_REQUIRE_SWARM=1 $(GO) test $(TEST_FLAGS) ./...
+
+# The whole fault suite (docs/reliability.md): the controller, the daemon,
+# git, the registry, the store and notifiers broken mid-work, about seven
+# minutes. make test runs only its fast cases; this runs every one. The
+# daemon case restarts the second swarm's Engine (never the main one).
+faults: swarm-up swarm2-up
+	SKEP_REQUIRE_SWARM=1 SKEP_FAULTS=1 $(GO) test $(TEST_FLAGS) -run '^TestFault' ./cli/
 
 # Unit tests only: integration tests skip without a swarm.
 unit:

@@ -24,19 +24,19 @@ const module = "github.com/skep-cd/skep/"
 // top: entry (cmd/skep, cli) → face (api, ui) and loop (reconcile) → steps
 // (artifact, render, chart, stack, plan, health, apply, hook, prune, preview)
 // and records (notify, store) → adapters (swarm, gitsource, chartrepo)
-// and leaves (wire, outcome, configfile, secret, version, window). The loop never
+// and leaves (wire, outcome, configfile, secret, sops, version, window). The loop never
 // imports the face.
 var allowed = map[string][]string{
 	"cmd/skep":          {"cli"},
-	"cli":               {"api", "appset", "artifact", "chart", "chartrepo", "client", "configfile", "demo", "gitsource", "notify", "plan", "reconcile", "render", "stack", "store", "swarm", "ui", "version", "wire"},
+	"cli":               {"api", "appset", "artifact", "chart", "chartrepo", "client", "configfile", "demo", "egress", "gitsource", "notify", "plan", "reconcile", "render", "sops", "stack", "store", "swarm", "ui", "version", "wire"},
 	"client":            {"wire"},
 	"api":               {"appset", "artifact", "configfile", "notify", "plan", "reconcile", "secret", "stack", "store", "version", "wire"},
 	"api/authtest":      {"api"},
-	"reconcile":         {"apply", "appset", "artifact", "chart", "chartrepo", "gitsource", "health", "hook", "notify", "outcome", "plan", "preview", "prune", "render", "stack", "swarm", "version", "window"},
-	"render":            {},
+	"reconcile":         {"apply", "appset", "artifact", "chart", "chartrepo", "gitsource", "health", "hook", "notify", "outcome", "plan", "preview", "prune", "render", "sops", "stack", "swarm", "version", "window"},
+	"render":            {"sops"},
 	"chart":             {"configfile", "render", "version"},
 	"chartrepo":         {"secret"},
-	"stack":             {},
+	"stack":             {"sops"},
 	"plan":              {"stack"},
 	"health":            {},
 	"apply":             {"outcome", "stack"},
@@ -55,7 +55,9 @@ var allowed = map[string][]string{
 	"outcome":           {},
 	"configfile":        {},
 	"secret":            {},
+	"sops":              {},
 	"version":           {},
+	"egress":            {},
 	"window":            {},
 	"golden":            {},
 	"demo":              {"githttp", "stack"},

@@ -381,6 +381,28 @@ func TestScopedTokenSeesOnlyItsApplications(t *testing.T) {
 	if status, _, _ := s.call(t, "POST", "/api/v1/applications/web/sync", scopedToken, nil); status != 202 {
 		t.Errorf("scoped sync of web = %d, want 202", status)
 	}
+	// The status names lingering and pruned releases of the scope only.
+	for _, tc := range []struct {
+		token            string
+		orphaned, pruned []string
+	}{
+		{scopedToken, []string{"web-old"}, []string{"web-gone"}},
+		{viewerToken, []string{"db-old", "web-old"}, []string{"db-gone", "web-gone"}},
+	} {
+		_, _, body := s.call(t, "GET", "/api/v1/status", tc.token, nil)
+		var st wire.ControllerStatus
+		if err := json.Unmarshal(body, &st); err != nil {
+			t.Fatal(err)
+		}
+		var released []string
+		for _, r := range st.OrphanedReleases {
+			released = append(released, r.Application)
+		}
+		if !slices.Equal(st.Orphaned, tc.orphaned) || !slices.Equal(released, tc.orphaned) || !slices.Equal(st.Pruned, tc.pruned) {
+			t.Errorf("status as %s names orphaned %v, orphaned releases of %v, pruned %v; want orphaned %v, pruned %v",
+				tokenName(tc.token), st.Orphaned, released, st.Pruned, tc.orphaned, tc.pruned)
+		}
+	}
 }
 
 func TestHandlersMarkTheContextWithTheSubjectsName(t *testing.T) {

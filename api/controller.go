@@ -405,14 +405,21 @@ func (a *Controller) Status(context.Context) (wire.ControllerStatus, error) {
 		AppSet: wire.AppSetStatus{
 			Source: o.AppSet.Source, Revision: o.AppSet.Revision, Loaded: o.AppSet.Loaded, Stale: o.AppSet.Stale, Error: o.AppSet.Error,
 		},
-		Applications: o.Applications,
-		Orphaned:     o.Orphaned,
-		Pruned:       o.Pruned,
+		Applications:     o.Applications,
+		OrphanedReleases: []wire.OrphanedRelease{},
+		Orphaned:         []string{},
+		Pruned:           o.Pruned,
 		Details: &wire.StatusDetails{
 			Git:     wire.GitStats{ListRefs: o.Git.ListRefs, Fetches: o.Git.Fetches, Exports: o.Git.Exports},
 			Swarm:   wire.SwarmInfo{NodeID: o.Swarm.NodeID, ClusterID: o.Swarm.ClusterID, EngineVersion: o.Swarm.EngineVersion},
 			Workers: o.Workers,
 		},
+	}
+	for _, r := range o.Orphans {
+		st.OrphanedReleases = append(st.OrphanedReleases, wire.OrphanedRelease{Application: r.Application, Release: r.Release, Swarm: r.Swarm, Reason: r.Reason})
+		if !slices.Contains(st.Orphaned, r.Application) {
+			st.Orphaned = append(st.Orphaned, r.Application) // Orphans is sorted by application
+		}
 	}
 	if !o.AppSet.LoadedAt.IsZero() {
 		t := o.AppSet.LoadedAt.UTC()

@@ -51,6 +51,10 @@ func (s *Server) eventsRoute(w http.ResponseWriter, r *http.Request, subj Subjec
 		}
 		limit = n
 	}
+	if why := s.notKept(); why != "" && s.events == nil {
+		s.fail(w, r, fmt.Errorf("%w: events are not kept: %s", ErrUnavailable, why))
+		return
+	}
 	list := wire.EventList{Events: []wire.EventItem{}}
 	if s.events != nil {
 		recs, err := s.events.Events(r.Context(), store.Query{Applications: filter.Applications, Types: filter.Types, Swarms: filter.Swarms, Limit: limit, Newest: true})

@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/skep-cd/skep/notify"
@@ -81,11 +82,20 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request, subj Subject) {
 	if !subj.Allows(RoleAdmin) {
 		st.Details = nil
 	}
+	// A scoped token learns nothing of applications outside its scope, not
+	// even that their releases linger (see TestScopedTokenSeesOnlyItsApplications).
+	st.Orphaned = slices.DeleteFunc(st.Orphaned, func(name string) bool { return !subj.Sees(name) })
+	st.Pruned = slices.DeleteFunc(st.Pruned, func(name string) bool { return !subj.Sees(name) })
+	st.OrphanedReleases = slices.DeleteFunc(st.OrphanedReleases, func(r wire.OrphanedRelease) bool { return !subj.Sees(r.Application) })
 	if s.notifiers != nil {
 		st.Notifiers = s.notifiers()
 	}
 	if st.Swarms == nil {
 		st.Swarms = []wire.Swarm{}
+	}
+	if s.store != nil {
+		store := s.store()
+		st.Store = &store
 	}
 	writeJSON(w, http.StatusOK, st)
 }
@@ -173,6 +183,9 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request, _ Subject) {
 	}
 	if h.Syncs == nil {
 		h.Syncs = []wire.HistorySync{}
+	}
+	if why := s.notKept(); why != "" {
+		h.SyncsError = "sync history is not kept: " + why
 	}
 	if s.syncs != nil {
 		syncs, err := s.syncs.History(r.Context(), name, limit)

@@ -187,7 +187,12 @@ func (f *fake) RefreshRepository(ctx context.Context, push api.Push) (api.Refres
 func (f *fake) Status(ctx context.Context) (wire.ControllerStatus, error) {
 	f.record(ctx, "status", "")
 	at := t0
-	return wire.ControllerStatus{ControllerID: "test", Ready: true, Applications: 2, Orphaned: []string{}, Pruned: []string{},
+	return wire.ControllerStatus{ControllerID: "test", Ready: true, Applications: 2,
+		OrphanedReleases: []wire.OrphanedRelease{
+			{Application: "db-old", Release: "db-old", Reason: "app set is empty; pruning held"},
+			{Application: "web-old", Release: "web-old", Reason: "app set is empty; pruning held"},
+		},
+		Orphaned: []string{"db-old", "web-old"}, Pruned: []string{"db-gone", "web-gone"},
 		AppSet:  wire.AppSetStatus{Source: "file apps.yaml", Revision: "sha256:abc", Loaded: true, LoadedAt: &at},
 		Details: &wire.StatusDetails{Swarm: wire.SwarmInfo{NodeID: "node1"}, Git: wire.GitStats{ListRefs: 1}, Workers: 2}}, nil
 }

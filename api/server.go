@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -72,6 +73,11 @@ type Options struct {
 	// Notifiers names the registered notifiers for the status route; nil
 	// leaves them out.
 	Notifiers func() []string
+	// Store reports the history store's state for the status route; nil
+	// leaves it out. While it says nothing is kept, listing events answers
+	// 503 and the history's syncsError says why, rather than an empty list
+	// that reads as "nothing happened".
+	Store func() wire.StoreStatus
 	// Logger receives handler failures and panics; nil discards them.
 	Logger *slog.Logger
 }
@@ -90,6 +96,7 @@ type Server struct {
 	heartbeat time.Duration
 	ui        http.Handler
 	notifiers func() []string
+	store     func() wire.StoreStatus
 	log       *slog.Logger
 	mux       *http.ServeMux
 	routes    []route
@@ -107,7 +114,7 @@ func New(opts Options) (*Server, error) {
 	s := &Server{
 		rec: opts.Reconciler, auth: opts.Authorizer, metrics: opts.Metrics, webhooks: opts.Webhooks,
 		broker: opts.Broker, events: opts.EventLog, syncs: opts.Syncs,
-		maxBody: opts.MaxBody, heartbeat: opts.Heartbeat, ui: opts.UI, notifiers: opts.Notifiers, log: opts.Logger,
+		maxBody: opts.MaxBody, heartbeat: opts.Heartbeat, ui: opts.UI, notifiers: opts.Notifiers, store: opts.Store, log: opts.Logger,
 		mux: http.NewServeMux(),
 	}
 	if s.metrics == nil {
@@ -416,6 +423,18 @@ func (s *Server) capabilities() []string {
 		out = append(out, "webhook."+p)
 	}
 	return out
+}
+
+// notKept returns why the history store keeps nothing, or "" when it
+// keeps events or the server was not told.
+func (s *Server) notKept() string {
+	if s.store == nil {
+		return ""
+	}
+	if st := s.store(); !st.Kept {
+		return cmp.Or(st.Error, "no store")
+	}
+	return ""
 }
 
 // versionInfo is the body of the version route.

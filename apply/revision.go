@@ -66,13 +66,17 @@ type Revision struct {
 }
 
 // RedactSecrets returns a copy of rel whose secrets' Data is replaced by
-// "sha256:<hex>" of the value, as stored in revisions. Other maps are shared
-// with rel, not copied.
+// "sha256:<hex>" of the value, and whose values decrypted from SOPS files
+// (rel.Sensitive) show as their masks wherever they sit (rel.Masked), as
+// stored in revisions and shown in plans. Maps Masked did not copy are
+// shared with rel.
 func RedactSecrets(rel stack.Release) stack.Release {
-	out := rel
-	if rel.Secrets != nil {
-		out.Secrets = make(map[string]swarm.SecretSpec, len(rel.Secrets))
-		for name, s := range rel.Secrets {
+	out := rel.Masked()
+	out.Sensitive = nil
+	if out.Secrets != nil {
+		secrets := out.Secrets
+		out.Secrets = make(map[string]swarm.SecretSpec, len(secrets))
+		for name, s := range secrets {
 			s.Data = digest(s.Data)
 			out.Secrets[name] = s
 		}

@@ -148,7 +148,7 @@ func (a *applier) updateService(ctx context.Context, cur swarm.Service, spec swa
 		// Same hash yet not unchanged: Skep wrote this spec and somebody
 		// edited the service since; say so, as the write undoes their edit.
 		if cur.Spec.Labels[stack.LabelSpecHash] == spec.Labels[stack.LabelSpecHash] {
-			a.log.WarnContext(ctx, "service changed outside skep; restoring it", "service", name, "diff", specDiff(cur.Spec, spec))
+			a.log.WarnContext(ctx, "service changed outside skep; restoring it", "service", name, "diff", a.rel.Mask(specDiff(cur.Spec, spec)))
 		}
 		// As docker stack deploy does: keep the live ForceUpdate counter, so
 		// a `docker service update --force` is not undone into a restart.

@@ -379,3 +379,38 @@ func TestValidateRefusesBadOptions(t *testing.T) {
 		})
 	}
 }
+
+// A value decrypted from a SOPS env file is recorded as its mask, never in
+// plain, and the list of such values is not recorded at all.
+func TestRevisionMasksValuesDecryptedFromSops(t *testing.T) {
+	rev := sampleRevision()
+	rel := stack.Release{
+		Name: "shop",
+		Services: map[string]swarm.ServiceSpec{"shop_web": {
+			Annotations: swarm.Annotations{Name: "shop_web"},
+			TaskTemplate: swarm.TaskSpec{ContainerSpec: &swarm.ContainerSpec{
+				Image: "registry.example/web:v2",
+				Env:   []string{"DB_PASSWORD=pw-from-sops", "DSN=pg://app:pw-from-sops@db"},
+			}},
+		}},
+		Sensitive: []string{"pw-from-sops"},
+	}
+	rev.Release = RedactSecrets(rel)
+	data, err := encodeRevision(rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := gunzip(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(raw, []byte("pw-from-sops")) || !bytes.Contains(raw, []byte("DB_PASSWORD=(sops:")) {
+		t.Errorf("stored revision holds the decrypted value, or no mask: %s", raw)
+	}
+	if rev.Release.Sensitive != nil {
+		t.Errorf("RedactSecrets kept Sensitive: %q", rev.Release.Sensitive)
+	}
+	if env := rel.Services["shop_web"].TaskTemplate.ContainerSpec.Env; env[0] != "DB_PASSWORD=pw-from-sops" {
+		t.Errorf("RedactSecrets changed the release it was given: %q", env)
+	}
+}

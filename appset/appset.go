@@ -356,6 +356,9 @@ type Allow struct {
 	Configs  []string
 	Secrets  []string
 	Volumes  []string
+	// Capabilities are the Linux capabilities services may add (cap_add),
+	// as written (any case, the CAP_ prefix optional), or ALL.
+	Capabilities []string
 }
 
 // clone returns a with every slice and map copied, so a Set never shares
@@ -369,6 +372,7 @@ func (a Application) clone() Application {
 	a.Allow.Configs = slices.Clone(a.Allow.Configs)
 	a.Allow.Secrets = slices.Clone(a.Allow.Secrets)
 	a.Allow.Volumes = slices.Clone(a.Allow.Volumes)
+	a.Allow.Capabilities = slices.Clone(a.Allow.Capabilities)
 	a.SyncWindows = slices.Clone(a.SyncWindows)
 	a.DependsOn = slices.Clone(a.DependsOn)
 	return a

@@ -58,11 +58,12 @@ func TestParseFixtures(t *testing.T) {
 	full.Release = "web_prod"
 	full.SyncPolicy = SyncPolicy{Automated: true, Interval: 90 * time.Second, Prune: true, ResolveImage: ResolveNever, Timeout: DefaultTimeout}
 	full.Allow = Allow{
-		HostPaths: []string{"/", "/var/run/docker.sock"},
-		Networks:  []string{"traefik-public"},
-		Configs:   []string{"ldap.conf"},
-		Secrets:   []string{"db-password"},
-		Volumes:   []string{"shared-data"},
+		HostPaths:    []string{"/", "/var/run/docker.sock"},
+		Networks:     []string{"traefik-public"},
+		Configs:      []string{"ldap.conf"},
+		Secrets:      []string{"db-password"},
+		Volumes:      []string{"shared-data"},
+		Capabilities: []string{"NET_ADMIN", "cap_sys_time"},
 	}
 	api := app("api", "../repos/api")
 	api.SyncPolicy.Interval = 10 * time.Minute
@@ -179,6 +180,7 @@ func TestParseFixtures(t *testing.T) {
 				`16:19 applications[2].allow.hostPaths[0]: want an absolute path like /srv/data, got "srv/data"`,
 				`16:29 applications[2].allow.hostPaths[1]: want a clean path, got "/srv//data/"; write "/srv/data"`,
 				`17:18 applications[2].allow.networks[0]: want a Docker object name (letters, digits, '_', '.' and '-', starting with a letter or digit), got "bad name"`,
+				`18:22 applications[2].allow.capabilities[0]: want a Linux capability such as NET_ADMIN (the CAP_ prefix optional) or ALL, got "net admin"`,
 			},
 		},
 		{

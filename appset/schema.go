@@ -140,6 +140,8 @@ type fileAllow struct {
 	Configs   []string `yaml:"configs,omitempty"`
 	Secrets   []string `yaml:"secrets,omitempty"`
 	Volumes   []string `yaml:"volumes,omitempty"`
+	// Capabilities are the Linux capabilities services may add (cap_add).
+	Capabilities []string `yaml:"capabilities,omitempty"`
 }
 
 // duration is a time.Duration written as "90s" or "3m"; set tells an
@@ -275,11 +277,12 @@ func toApplication(a fileApp) Application {
 		},
 		DriftDetection: a.DriftDetection,
 		Allow: Allow{
-			HostPaths: nilIfEmpty(slices.Clone(a.Allow.HostPaths)),
-			Networks:  nilIfEmpty(slices.Clone(a.Allow.Networks)),
-			Configs:   nilIfEmpty(slices.Clone(a.Allow.Configs)),
-			Secrets:   nilIfEmpty(slices.Clone(a.Allow.Secrets)),
-			Volumes:   nilIfEmpty(slices.Clone(a.Allow.Volumes)),
+			HostPaths:    nilIfEmpty(slices.Clone(a.Allow.HostPaths)),
+			Networks:     nilIfEmpty(slices.Clone(a.Allow.Networks)),
+			Configs:      nilIfEmpty(slices.Clone(a.Allow.Configs)),
+			Secrets:      nilIfEmpty(slices.Clone(a.Allow.Secrets)),
+			Volumes:      nilIfEmpty(slices.Clone(a.Allow.Volumes)),
+			Capabilities: nilIfEmpty(slices.Clone(a.Allow.Capabilities)),
 		},
 		Artifacts: toArtifacts(a.Artifacts),
 		Chart:     toChart(a.Chart),
@@ -370,11 +373,12 @@ func fromApplication(a Application) fileApp {
 		},
 		DriftDetection: drift,
 		Allow: fileAllow{
-			HostPaths: a.Allow.HostPaths,
-			Networks:  a.Allow.Networks,
-			Configs:   a.Allow.Configs,
-			Secrets:   a.Allow.Secrets,
-			Volumes:   a.Allow.Volumes,
+			HostPaths:    a.Allow.HostPaths,
+			Networks:     a.Allow.Networks,
+			Configs:      a.Allow.Configs,
+			Secrets:      a.Allow.Secrets,
+			Volumes:      a.Allow.Volumes,
+			Capabilities: a.Allow.Capabilities,
 		},
 		Artifacts: fromArtifacts(a.Artifacts),
 		Chart:     fromChart(a.Chart),

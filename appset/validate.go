@@ -20,6 +20,8 @@ var (
 	stackName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 	// Docker object names (networks, configs, secrets, volumes).
 	objectName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,254}$`)
+	// capabilityName is a Linux capability as cap_add takes it.
+	capabilityName = regexp.MustCompile(`^(?i:(CAP_)?[A-Z][A-Z0-9_]{1,30})$`)
 	// Interpolation variable names, as compose reads them.
 	variableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
@@ -141,6 +143,11 @@ func validateApp(d *configfile.Document, a *fileApp, field string) {
 	for i, p := range a.Allow.HostPaths {
 		if msg := checkHostPath(p); msg != "" {
 			d.Add(fmt.Sprintf("%s.hostPaths[%d]", allow, i), "%s", msg)
+		}
+	}
+	for i, c := range a.Allow.Capabilities {
+		if !capabilityName.MatchString(c) {
+			d.Add(fmt.Sprintf("%s.capabilities[%d]", allow, i), "want a Linux capability such as NET_ADMIN (the CAP_ prefix optional) or ALL, got %s", configfile.Quote(c))
 		}
 	}
 	for _, list := range []struct {

@@ -2,6 +2,7 @@ package artifact
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -194,7 +195,10 @@ func isDir(fsys fs.FS, name string) bool {
 }
 
 // yamlFiles returns the names of the *.yaml and *.yml files among entries
-// of dir, in name order, skipping names that start with a dot.
+// of dir, in name order, skipping names that start with a dot. A name
+// that cannot be stat'ed but exists (a symlink out of a confined FS) is
+// kept, so that reading it reports why rather than the file vanishing
+// (see TestLoadThroughARootRefusesSymlinksLeavingTheCheckout).
 func yamlFiles(fsys fs.FS, dir string, entries []fs.DirEntry) []string {
 	var out []string
 	for _, e := range entries {
@@ -202,7 +206,8 @@ func yamlFiles(fsys fs.FS, dir string, entries []fs.DirEntry) []string {
 		if strings.HasPrefix(n, ".") || !(strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml")) {
 			continue
 		}
-		if info, err := fs.Stat(fsys, path.Join(dir, n)); err != nil || info.IsDir() {
+		info, err := fs.Stat(fsys, path.Join(dir, n))
+		if err != nil && errors.Is(err, fs.ErrNotExist) || err == nil && info.IsDir() {
 			continue
 		}
 		out = append(out, n)

@@ -219,3 +219,57 @@ func TestSetHandsOutCopies(t *testing.T) {
 		t.Errorf("a nil set is not empty")
 	}
 }
+
+// The reconciler hands Load an os.Root of the checkout: an artifact file,
+// or the environment directory itself, that is a symlink out of the
+// checkout is refused, naming the escape, and what lies outside is never
+// read as artifacts.
+func TestLoadThroughARootRefusesSymlinksLeavingTheCheckout(t *testing.T) {
+	outside := t.TempDir()
+	entry := "- {name: %s, image: r.example.org/%[1]s, source: s, deploy: {suspend: true}}\n"
+	if err := os.WriteFile(filepath.Join(outside, "web.yaml"), []byte(fmt.Sprintf(entry, "web")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		link  string // the symlink made in the checkout, pointing outside
+		to    string
+		files map[string]string // regular files beside it
+	}{
+		{name: "an artifact file beside another", link: "env/web.yaml", to: filepath.Join(outside, "web.yaml"),
+			files: map[string]string{"env/api.yaml": fmt.Sprintf(entry, "api")}},
+		{name: "the environment directory", link: "env", to: outside},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkout := t.TempDir()
+			for name, content := range tc.files {
+				p := filepath.Join(checkout, filepath.FromSlash(name))
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			link := filepath.Join(checkout, filepath.FromSlash(tc.link))
+			if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(tc.to, link); err != nil {
+				t.Fatal(err)
+			}
+			root, err := os.OpenRoot(checkout)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer root.Close()
+			set, err := Load(root.FS(), "env", LoadOptions{})
+			if err == nil || !strings.Contains(err.Error(), "path escapes from parent") {
+				t.Errorf("Load through a symlink out of the checkout = %v, want the escape named", err)
+			}
+			if set != nil {
+				t.Errorf("Load returned a set despite a symlink out of the checkout: %+v", set.Entries())
+			}
+		})
+	}
+}

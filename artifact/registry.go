@@ -26,6 +26,10 @@ const (
 	// failed is asked again.
 	DefaultBackoff    = 5 * time.Second
 	DefaultMaxBackoff = 5 * time.Minute
+	// DefaultTimeout bounds one check (the HEAD request, a token exchange,
+	// the retries of a 5xx or 429): a registry that accepts the connection
+	// and never answers must not hold a reconcile.
+	DefaultTimeout = 30 * time.Second
 )
 
 // RegistryOptions configure a Registry. The zero value is usable: Docker
@@ -36,8 +40,9 @@ type RegistryOptions struct {
 	Keychain authn.Keychain
 	// Transport carries the requests; nil means http.DefaultTransport.
 	Transport http.RoundTripper
-	// PushedFor, MissingFor, Backoff and MaxBackoff override the defaults.
-	PushedFor, MissingFor, Backoff, MaxBackoff time.Duration
+	// PushedFor, MissingFor, Backoff, MaxBackoff and Timeout override the
+	// defaults.
+	PushedFor, MissingFor, Backoff, MaxBackoff, Timeout time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -94,6 +99,9 @@ func NewRegistry(opts RegistryOptions) *Registry {
 	if opts.MaxBackoff <= 0 {
 		opts.MaxBackoff = DefaultMaxBackoff
 	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -102,7 +110,9 @@ func NewRegistry(opts RegistryOptions) *Registry {
 
 // Check asks whether image:tag exists. A cached answer is returned without
 // a request; a host in backoff answers Failed with its last reason. It
-// blocks for at most one HEAD request, bounded by ctx.
+// blocks for at most one HEAD request, bounded by ctx and by the timeout;
+// a registry that does not answer within it is a failed host like any
+// other.
 func (r *Registry) Check(ctx context.Context, image, tag string) Check {
 	ref, err := name.NewTag(image+":"+tag, name.StrictValidation)
 	if err != nil {
@@ -121,8 +131,13 @@ func (r *Registry) Check(ctx context.Context, image, tag string) Check {
 	}
 	r.mu.Unlock()
 
-	desc, err := remote.Head(ref, remote.WithContext(ctx), remote.WithAuthFromKeychain(r.opts.Keychain),
+	call, cancel := context.WithTimeout(ctx, r.opts.Timeout)
+	defer cancel()
+	desc, err := remote.Head(ref, remote.WithContext(call), remote.WithAuthFromKeychain(r.opts.Keychain),
 		remote.WithTransport(r.opts.Transport))
+	if err != nil && ctx.Err() == nil && errors.Is(call.Err(), context.DeadlineExceeded) {
+		err = fmt.Errorf("no answer within %s: %w", r.opts.Timeout, err)
+	}
 	now = r.opts.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -156,6 +156,33 @@ func TestRegistryBacksOffAFailingHost(t *testing.T) {
 	}
 }
 
+func TestRegistryThatNeverAnswersFailsWithinTheTimeout(t *testing.T) {
+	release := make(chan struct{})
+	var requests atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(func() { close(release); srv.Close() })
+	gate := NewRegistry(RegistryOptions{Timeout: 300 * time.Millisecond})
+	image := strings.TrimPrefix(srv.URL, "http://") + "/team/web"
+	got := gate.Check(t.Context(), image, "v1")
+	if got.Condition != Failed || !strings.Contains(got.Reason, "no answer within 300ms") {
+		t.Errorf("Check on a registry that never answers = %+v, want failed, saying it did not answer within 300ms", got)
+	}
+	// A failed host is backed off like one answering 5xx: not asked again.
+	before := requests.Load()
+	if got := gate.Check(t.Context(), image, "v2"); got.Condition != Failed {
+		t.Errorf("Check during the backoff = %+v, want failed", got)
+	}
+	if n := requests.Load() - before; n != 0 {
+		t.Errorf("a check during the backoff made %d requests, want 0", n)
+	}
+}
+
 func TestRegistryRefusesAnInvalidReference(t *testing.T) {
 	gate := NewRegistry(RegistryOptions{})
 	if got := gate.Check(t.Context(), "Not A/Valid Image", "v1"); got.Condition != Failed || got.Reason == "" {

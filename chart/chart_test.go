@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -422,5 +423,58 @@ func TestChartAccessorsReturnCopies(t *testing.T) {
 	}
 	if got := c.Templates(); !slices.Equal(got, []string{"templates/_helpers.tpl", "templates/objects.yaml.tmpl", "templates/web.yaml", "templates/workers.yml"}) {
 		t.Errorf("Templates() = %v", got)
+	}
+}
+
+// A chart in a checkout is loaded through an os.Root of it: a symbolic
+// link is refused whether it stays inside or leads out, and a chart
+// directory that is itself a link out of the checkout is not read.
+func TestLoadThroughARootRefusesSymlinks(t *testing.T) {
+	outside := t.TempDir()
+	if err := os.WriteFile(outside+"/passwd", []byte("root:x:0:0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(outside+"/chart/templates", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(outside+"/chart/Chart.yaml", []byte("name: c\nversion: 1.0.0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, link, to, want string
+	}{
+		{"a file linking out of the checkout", "c/files/passwd", outside + "/passwd", "c/files/passwd: not a regular file"},
+		{"a file linking inside the chart", "c/files/again.conf", "a.conf", "c/files/again.conf: not a regular file"},
+		{"a chart directory linking out of the checkout", "c", outside + "/chart", "path escapes from parent"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkout := t.TempDir()
+			if tc.link != "c" {
+				for name, f := range minimal(map[string]string{"c/files/a.conf": "x"}) {
+					p := filepath.Join(checkout, filepath.FromSlash(name))
+					if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.WriteFile(p, f.Data, 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if err := os.Symlink(tc.to, filepath.Join(checkout, filepath.FromSlash(tc.link))); err != nil {
+				t.Fatal(err)
+			}
+			root, err := os.OpenRoot(checkout)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer root.Close()
+			ch, err := Load(root.FS(), "c")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Load = %v, want an error containing %q", err, tc.want)
+			}
+			if ch != nil {
+				t.Errorf("Load returned a chart despite the link")
+			}
+		})
 	}
 }

@@ -31,6 +31,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -75,6 +76,10 @@ type Options struct {
 	// header and overall timeouts. Its CheckRedirect is wrapped so that a
 	// redirect never changes scheme.
 	Client *http.Client
+	// DialContext makes the default client's connections; nil means a
+	// net.Dialer. The controller passes its egress policy's, which refuses
+	// internal addresses at connect time. Ignored when Client is set.
+	DialContext func(ctx context.Context, network, address string) (net.Conn, error)
 	// MaxArchive caps a .tgz archive (DefaultMaxArchive).
 	MaxArchive int64
 	// MaxIndex caps index.yaml (DefaultMaxIndex).
@@ -154,28 +159,32 @@ func New(opts Options) (*Repos, error) {
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
-	r.client = r.wrapClient(opts.Client)
+	client := opts.Client
+	if client == nil {
+		client = defaultClient(opts.DialContext)
+	}
+	r.client = r.wrapClient(client)
 	return r, nil
 }
 
 // defaultClient bounds each phase of a request, so a stalled repository
 // cannot hold a reconcile for ever even under a context without deadline.
-func defaultClient() *http.Client {
+func defaultClient(dial func(ctx context.Context, network, address string) (net.Conn, error)) *http.Client {
 	t := &http.Transport{Proxy: http.ProxyFromEnvironment, ForceAttemptHTTP2: true}
 	if d, ok := http.DefaultTransport.(*http.Transport); ok {
 		t = d.Clone()
+	}
+	if dial != nil {
+		t.DialContext = dial
 	}
 	t.TLSHandshakeTimeout = 10 * time.Second
 	t.ResponseHeaderTimeout = 30 * time.Second
 	return &http.Client{Transport: t, Timeout: 5 * time.Minute}
 }
 
-// wrapClient returns a copy of c (or the default) whose redirects keep the
+// wrapClient returns a copy of c whose redirects keep the
 // scheme and pass the URL checks of the index's own URLs.
 func (r *Repos) wrapClient(c *http.Client) *http.Client {
-	if c == nil {
-		c = defaultClient()
-	}
 	cp := *c
 	next := c.CheckRedirect
 	cp.CheckRedirect = func(req *http.Request, via []*http.Request) error {

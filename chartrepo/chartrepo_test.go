@@ -4,10 +4,13 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -500,5 +503,57 @@ func TestMatchTakesTheLongestPrefixOnAPathBoundary(t *testing.T) {
 		if c.Token.Env != tt.want {
 			t.Errorf("match(%s) = %q, want %q", tt.url, c.Token.Env, tt.want)
 		}
+	}
+}
+
+// Without a Client, every connection goes through Options.DialContext: a
+// dialler that refuses stops the request before the server sees it, and
+// one that dials lets the chart through.
+func TestTheDefaultClientDialsThroughDialContext(t *testing.T) {
+	tgz := buildArchive(t, webChart("1.2.3"))
+	var hits atomic.Int64
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		switch r.URL.Path {
+		case "/charts/index.yaml":
+			_, _ = io.WriteString(w, indexFor([3]string{"1.2.3", "web-1.2.3.tgz", digestOf(tgz)}))
+		case "/charts/web-1.2.3.tgz":
+			_, _ = w.Write(tgz)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer plain.Close()
+	refusal := errors.New("refused by the test's policy")
+	for _, tc := range []struct {
+		name   string
+		refuse bool
+	}{{"a refusing dialler", true}, {"a dialler that dials", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var dialled []string
+			r, err := New(Options{Dir: filepath.Join(t.TempDir(), "charts"), AllowHTTP: true,
+				DialContext: func(ctx context.Context, network, address string) (net.Conn, error) {
+					dialled = append(dialled, address)
+					if tc.refuse {
+						return nil, refusal
+					}
+					var d net.Dialer
+					return d.DialContext(ctx, network, address)
+				}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := hits.Load()
+			_, _, err = r.Fetch(t.Context(), plain.URL+"/charts", "web", "1.2.3")
+			if errors.Is(err, refusal) != tc.refuse || (err == nil) == tc.refuse {
+				t.Errorf("Fetch = %v, want refused %v", err, tc.refuse)
+			}
+			if len(dialled) == 0 {
+				t.Error("the default client did not dial through DialContext")
+			}
+			if got := hits.Load() - before; (got == 0) != tc.refuse {
+				t.Errorf("the server saw %d requests; want none exactly when refused", got)
+			}
+		})
 	}
 }

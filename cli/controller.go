@@ -21,10 +21,13 @@ import (
 
 	"github.com/skep-cd/skep/api"
 	"github.com/skep-cd/skep/appset"
+	"github.com/skep-cd/skep/artifact"
 	"github.com/skep-cd/skep/chartrepo"
+	"github.com/skep-cd/skep/egress"
 	"github.com/skep-cd/skep/gitsource"
 	"github.com/skep-cd/skep/notify"
 	"github.com/skep-cd/skep/reconcile"
+	"github.com/skep-cd/skep/sops"
 	"github.com/skep-cd/skep/store"
 	"github.com/skep-cd/skep/swarm"
 	"github.com/skep-cd/skep/ui"
@@ -38,6 +41,11 @@ import (
 // gitsource.LoadCredentials documents the file's format.
 const EnvGitCredentialsFile = "SKEP_GIT_CREDENTIALS_FILE"
 
+// EnvAgeIdentityFile names the age identity file that decrypts
+// SOPS-encrypted files in git when --age-identity is not given. Like the
+// flag, it names a file: the key itself never sits in a flag or variable.
+const EnvAgeIdentityFile = "SKEP_AGE_IDENTITY_FILE"
+
 // controllerFlags are the process settings shared by `controller` and `deploy`.
 type controllerFlags struct {
 	// App-set sources: exactly one of config, appsetRepo and appsetDir is
@@ -48,6 +56,8 @@ type controllerFlags struct {
 	appsetPath     string
 	appsetDir      string
 	appsetInterval time.Duration
+	// gitTimeout bounds one git remote call (gitsource.Options.Timeout).
+	gitTimeout time.Duration
 	// data holds the git cache and the event store; it outlives restarts.
 	data string
 	// controllerID is stamped in every ownership label. Prune deletes only
@@ -55,8 +65,13 @@ type controllerFlags struct {
 	controllerID string
 	// destinations names the file of the swarms besides the local one.
 	destinations string
-	logFormat    string
-	logLevel     string
+	// ageIdentity names the age identity file (see ageKeys).
+	ageIdentity string
+	logFormat   string
+	logLevel    string
+	// allowPrivateHosts lists the internal addresses (CIDR prefixes) that
+	// hosts named in git may resolve to; see package egress.
+	allowPrivateHosts string
 	// Controller only (see registerController).
 	prune         bool
 	ownStack      string
@@ -78,11 +93,16 @@ func (f *controllerFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.appsetPath, "appset-path", ".", "directory (or file) in --appset-repo holding the app set")
 	fs.StringVar(&f.appsetDir, "appset-dir", "", "directory of app-set files")
 	fs.DurationVar(&f.appsetInterval, "appset-interval", reconcile.DefaultAppSetInterval, "how often the app set is re-read")
+	fs.DurationVar(&f.gitTimeout, "git-timeout", gitsource.DefaultTimeout, "bound of one git ls-remote or fetch; a git host that does not answer within it fails the reconcile as transient")
 	fs.StringVar(&f.data, "data", "/var/lib/skep", "data directory (git clones, store)")
 	fs.StringVar(&f.controllerID, "controller-id", "default", "id stamped in ownership labels; two controllers on one swarm need different ids")
 	fs.StringVar(&f.destinations, "destinations", "", "YAML file of the swarms besides the local one (managers over unix, TCP with TLS or ssh)")
+	fs.StringVar(&f.ageIdentity, "age-identity", "", "age identity file that decrypts SOPS-encrypted files in git (default: the file $"+EnvAgeIdentityFile+" names)")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&f.allowPrivateHosts, "allow-private-hosts", egress.DefaultAllow,
+		"internal addresses (CIDR prefixes, comma-separated) that git repositories, image registries and chart repositories may resolve to; "+
+			"link-local, unspecified, multicast and any internal address not listed are refused (\"\" refuses every internal address)")
 }
 
 // logger builds the process's one slog handler and makes it the default.
@@ -154,7 +174,17 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 			return nil, nil, err
 		}
 	}
-	git, err := gitsource.New(gitsource.Options{Dir: filepath.Join(f.data, "git"), Credentials: creds, Logger: logger})
+	if f.gitTimeout <= 0 {
+		return nil, nil, usageError("--git-timeout: want a positive duration, got %s", f.gitTimeout)
+	}
+	// Hosts named in git (repositories, registries, chart repositories)
+	// are chosen by whoever can commit; internal addresses need allowing.
+	policy, err := egress.Parse(f.allowPrivateHosts)
+	if err != nil {
+		return nil, nil, usageError("--allow-private-hosts: %v", err)
+	}
+	git, err := gitsource.New(gitsource.Options{Dir: filepath.Join(f.data, "git"), Credentials: creds, Logger: logger, Timeout: f.gitTimeout,
+		CheckHost: policy.CheckHost})
 	if err != nil {
 		return nil, nil, fmt.Errorf("git cache in %s: %w", f.data, err)
 	}
@@ -162,9 +192,17 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 	if err != nil {
 		return nil, nil, err
 	}
+	keys, err := ageKeys(f.ageIdentity)
+	if err != nil {
+		return nil, nil, err
+	}
+	if keys != nil {
+		logger.Info("age identity loaded", "recipients", strings.Join(keys.Recipients(), ","))
+	}
 	// Charts from chart repositories are cached, by digest, beside the git
 	// cache; every cache read checks the digest again.
-	charts, err := chartrepo.New(chartrepo.Options{Dir: filepath.Join(f.data, "charts"), Logger: logger})
+	charts, err := chartrepo.New(chartrepo.Options{Dir: filepath.Join(f.data, "charts"), Logger: logger,
+		DialContext: policy.Dialer().DialContext})
 	if err != nil {
 		return nil, nil, fmt.Errorf("chart cache in %s: %w", f.data, err)
 	}
@@ -215,7 +253,9 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 		Logger:            logger,
 		Observer:          observer,
 		Charts:            charts,
+		Images:            artifact.NewRegistry(artifact.RegistryOptions{Transport: policy.Transport()}),
 		Remotes:           byName,
+		Keys:              keys,
 	})
 	if err != nil {
 		// The construction error is the one to report; a failure to close
@@ -224,6 +264,18 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 		return nil, nil, err
 	}
 	return ctrl, closeAll, nil
+}
+
+// ageKeys loads the age identities SOPS-encrypted files are decrypted
+// with: the file flag names, else the file EnvAgeIdentityFile names, else
+// none (nil; a release using an encrypted file then fails naming it). A
+// file that is named but unreadable or holds no identity stops the start.
+func ageKeys(flag string) (*sops.Keys, error) {
+	file := cmp.Or(flag, os.Getenv(EnvAgeIdentityFile))
+	if file == "" {
+		return nil, nil
+	}
+	return sops.LoadKeys(file)
 }
 
 // apiFlags are the controller's API settings. Tokens and webhook secrets
@@ -351,19 +403,16 @@ func runController(ctx context.Context, logger *slog.Logger, flags *controllerFl
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("data directory: %w", err)}
 	}
 	// A store that cannot be opened loses history, never safety: the
-	// controller runs on, and events are still streamed live.
-	db, err := store.Open(ctx, filepath.Join(flags.data, store.FileName), store.Options{Logger: logger})
-	if err != nil {
-		// Logged and not returned: the store is history, not safety (see above).
-		logger.Error("store not opened; events are not kept", "err", err)
-		db = nil
-	}
+	// controller runs on, and events are still streamed live (see
+	// openStore and docs/operations.md, "The history store").
+	db, storeState := openStore(ctx, logger, filepath.Join(flags.data, store.FileName))
 	var lastID int64
 	if db != nil {
 		defer db.Close()
 		// New event ids must stay above every id already kept, or a client
 		// resuming a stream by id would skip events. Unreadable, the
 		// recorder's clock floor still keeps ids growing (see notify.Recorder).
+		var err error
 		if lastID, err = db.LastID(ctx); err != nil {
 			logger.Warn("store last id unreadable", "err", err)
 		}
@@ -381,6 +430,13 @@ func runController(ctx context.Context, logger *slog.Logger, flags *controllerFl
 		recOpts.Store = db
 	}
 	recorder := notify.NewRecorder(recOpts)
+	storeStatus := func() wire.StoreStatus {
+		st := storeState
+		if db != nil {
+			st.FailedWrites = int64(recorder.Stats().Failed)
+		}
+		return st
+	}
 
 	var notifier notify.Registry
 	var previews previewLookup
@@ -459,7 +515,7 @@ func runController(ctx context.Context, logger *slog.Logger, flags *controllerFl
 	}
 	srvOpts := api.Options{
 		Notifiers: notifier.Names, Reconciler: api.NewController(ctrl), Authorizer: tokens, Metrics: metrics, Webhooks: hooks,
-		Broker: broker, UI: webUI, Logger: logger,
+		Broker: broker, UI: webUI, Logger: logger, Store: storeStatus,
 	}
 	if db != nil {
 		// Without a store the API still serves, but has no history to answer
@@ -473,6 +529,34 @@ func runController(ctx context.Context, logger *slog.Logger, flags *controllerFl
 	// The notifier set is copied: registration is over, and the runners must
 	// not see a set that changes under them.
 	return serveController(ctx, logger, ctrl, apiServer, metrics, apiOpts, certs, notifier.Notifiers(), broker, db)
+}
+
+// openStore opens the history store at path. A corrupt database is moved
+// aside, kept for inspection, and a new one started: history from now on
+// is worth more than a controller that keeps nothing. Any other failure
+// (a file it may not open, a schema from a newer skep) leaves the file
+// alone and the controller without a store. Either way it is logged at
+// error level and the returned state says so on the status route.
+func openStore(ctx context.Context, logger *slog.Logger, path string) (*store.Store, wire.StoreStatus) {
+	st := wire.StoreStatus{Path: path}
+	db, err := store.Open(ctx, path, store.Options{Logger: logger})
+	if errors.Is(err, store.ErrCorrupt) {
+		moved, moveErr := store.MoveAside(path, time.Now())
+		if moveErr != nil {
+			err = fmt.Errorf("%w; %w", err, moveErr)
+		} else {
+			logger.Error("store corrupt; moved aside and a new one started", "moved_to", moved, "err", err)
+			st.MovedAside, st.Error = moved, err.Error()
+			db, err = store.Open(ctx, path, store.Options{Logger: logger})
+		}
+	}
+	if err != nil {
+		logger.Error("store not opened; events are not kept", "err", err)
+		st.Error = err.Error()
+		return nil, st
+	}
+	st.Kept = true
+	return db, st
 }
 
 // registerCounters exports counts kept by other packages: the git cache's

@@ -271,13 +271,15 @@ func TestOneControllerKeepsTwoSwarms(t *testing.T) {
 					strings.Contains(there.HealthMessage, `swarm "two"`),
 				fmt.Sprintf("here %s, there %s (%s), there-ssh %s", here.Health, there.Health, there.HealthMessage, viaSSH.Health)
 		})
-		down := e.eventsOf(t, "swarm-unreachable")
-		var swarms []string
-		for _, ev := range down {
-			swarms = append(swarms, ev.Swarm)
+		down := map[string]int{}
+		for _, ev := range e.eventsOf(t, "swarm-unreachable") {
+			down[ev.Swarm]++
 		}
-		if strings.Join(swarms, ",") != "two,two-ssh" && strings.Join(swarms, ",") != "two-ssh,two" {
-			t.Errorf("swarm-unreachable events for %q, want one each for two and two-ssh", swarms)
+		// One per transition: an Engine on its way down can answer once
+		// more between failures, which is a second transition (seen once
+		// under load), so each swarm is checked for at least one.
+		if len(down) != 2 || down["two"] < 1 || down["two-ssh"] < 1 {
+			t.Errorf("swarm-unreachable events by swarm %v, want two and two-ssh", down)
 		}
 		// The local swarm goes on: a commit there is deployed during the outage.
 		e.local.Commit(t, "main", map[string]string{".env": "IMAGE=" + e.v2 + "\n"})

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -13,12 +14,18 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/swarm"
+	"github.com/docker/docker/client"
+
+	"github.com/skep-cd/skep/api"
 	"github.com/skep-cd/skep/harness"
 	"github.com/skep-cd/skep/wire"
 )
@@ -57,7 +64,16 @@ type cliEnv struct {
 	ns     string
 	repo   *harness.Repo
 	v1, v2 string
+	apps   string         // the app-set file the controller reads
+	docker *client.Client // the swarm the controller deploys to
 }
+
+// Secrets the controller of the end-to-end tests holds; its output must
+// never show them.
+const (
+	adminTokenValue    = "cli-e2e-admin-token"
+	webhookSecretValue = "cli-e2e-webhook-secret"
+)
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
@@ -77,9 +93,10 @@ func startController(t *testing.T) *cliEnv {
 	cli := harness.RequireSwarm(t)
 	git := harness.StartGitServer(t, harness.GitServerOptions{})
 	e := &cliEnv{
-		ns: harness.Name(t, "cli"),
-		v1: harness.TestImage(t, cli, harness.ImageOptions{Version: "v1"}),
-		v2: harness.TestImage(t, cli, harness.ImageOptions{Version: "v2"}),
+		docker: cli,
+		ns:     harness.Name(t, "cli"),
+		v1:     harness.TestImage(t, cli, harness.ImageOptions{Version: "v1"}),
+		v2:     harness.TestImage(t, cli, harness.ImageOptions{Version: "v2"}),
 	}
 	harness.CleanupStack(t, cli, e.ns)
 	e.repo = git.CreateRepo(t, "app")
@@ -100,30 +117,65 @@ applications:
 `, e.ns, e.repo.URL)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	launch(t, e, dir, apps)
+	e.apps = apps
+	// The app set is re-read every two seconds, so a test can empty it
+	// and see the controller take that in.
+	launch(t, e, dir, apps, "--appset-interval", "2s")
 	return e
 }
 
 // launch starts `skep controller` on the app-set file apps with an admin
-// token, extra flags added, sets e's server and environment for the CLI,
-// and waits until the controller is ready. The controller is stopped with
-// SIGINT when the test ends and must exit cleanly.
+// token and a generic webhook secret, extra flags added, sets e's server
+// and environment for the CLI, and waits until the controller is ready.
+// The controller is stopped with SIGINT when the test ends and must exit
+// cleanly, and its output must hold neither secret.
 func launch(t *testing.T, e *cliEnv, dir, apps string, extra ...string) {
 	t.Helper()
+	launchLogging(t, e, dir, apps, t.Output(), extra...)
+}
+
+// launchLogging is launch with the controller's stdout and stderr (its log)
+// written to logs.
+func launchLogging(t *testing.T, e *cliEnv, dir, apps string, logs io.Writer, extra ...string) {
+	t.Helper()
 	tokenFile := filepath.Join(dir, "admin.token")
-	if err := os.WriteFile(tokenFile, []byte("cli-e2e-admin-token\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokenFile, []byte(adminTokenValue+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hooks := filepath.Join(dir, "webhooks.yaml")
+	if err := os.WriteFile(filepath.Join(dir, "hook.key"), []byte(webhookSecretValue+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(hooks, []byte("webhooks:\n  - provider: generic\n    secretFile: hook.key\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	addr := freeAddr(t)
 	e.server = "http://" + addr
 	args := append([]string{"controller", "--config", apps, "--listen", addr, "--data", filepath.Join(dir, "data"),
-		"--controller-id", harness.Name(t, "ctl"), "--log-level", "debug"}, extra...)
+		"--controller-id", harness.Name(t, "ctl"), "--log-level", "debug", "--webhooks-file", hooks}, extra...)
 	ctrl := exec.Command(skepBinary, args...)
 	ctrl.Env = append(os.Environ(), "SKEP_ADMIN_TOKEN_FILE="+tokenFile)
-	ctrl.Stdout, ctrl.Stderr = t.Output(), t.Output()
+	// The output is kept to check, when the controller has stopped, that
+	// it printed no secret.
+	output := &lockedBuffer{out: logs}
+	ctrl.Stdout, ctrl.Stderr = output, output
 	if err := ctrl.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// Registered before the stop below, so it runs after the controller
+	// has exited and written everything: a debug log of a whole session of
+	// requests, webhooks and syncs holds neither secret.
+	t.Cleanup(func() {
+		log := output.String()
+		if !strings.Contains(log, "level=DEBUG") {
+			t.Errorf("the controller's output lacks its debug lines; was it captured?\n%s", log)
+		}
+		for _, secret := range []string{adminTokenValue, webhookSecretValue} {
+			if strings.Contains(log, secret) {
+				t.Errorf("the controller printed a secret (%s...)", secret[:8])
+			}
+		}
+	})
 	exited := make(chan error, 1)
 	go func() { exited <- ctrl.Wait() }()
 	t.Cleanup(func() {
@@ -135,6 +187,7 @@ func launch(t *testing.T, e *cliEnv, dir, apps string, extra ...string) {
 			}
 		case <-time.After(30 * time.Second):
 			_ = ctrl.Process.Kill()
+			<-exited
 			t.Error("controller did not stop within 30s of SIGINT")
 		}
 	})
@@ -372,10 +425,63 @@ func TestCLIEndToEnd(t *testing.T) {
 				if code == 0 || !strings.Contains(errOut, tc.want) {
 					t.Errorf("skep %v exited %d with %q, want non-zero naming %q", tc.args, code, errOut, tc.want)
 				}
-				if strings.Contains(errOut, "cli-e2e-admin-token") {
+				if strings.Contains(errOut, adminTokenValue) {
 					t.Error("an error printed the token")
 				}
 			})
+		}
+	})
+
+	t.Run("a webhook signed with the secret is taken and a forged one refused", func(t *testing.T) {
+		body := []byte(fmt.Sprintf(`{"repository":%q,"ref":"refs/heads/main"}`, e.repo.URL))
+		for _, tc := range []struct {
+			secret string
+			want   int
+		}{{"not-the-secret", http.StatusUnauthorized}, {webhookSecretValue, http.StatusAccepted}} {
+			req, _ := http.NewRequestWithContext(t.Context(), "POST", e.server+"/api/v1/webhooks/generic", bytes.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("X-Skep-Signature", "sha256="+hex.EncodeToString(api.Sign(body, wire.NewToken(tc.secret))))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			answer, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.want || strings.Contains(string(answer), webhookSecretValue) {
+				t.Errorf("webhook signed with %q = %d %s, want %d without the secret", tc.secret[:3], resp.StatusCode, answer, tc.want)
+			}
+		}
+	})
+
+	// Last, as it empties the app set: the release keeps running, the
+	// API lists no application, and the status shows the release left in
+	// place and why nothing was pruned.
+	t.Run("an emptied app set lists the release it leaves running as orphaned", func(t *testing.T) {
+		if err := os.WriteFile(e.apps, []byte("apiVersion: skep/v1\napplications: []\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var st wire.ControllerStatus
+		harness.Eventually(t, time.Minute, func(context.Context) (bool, string) {
+			out := e.ok(t, "status", "-o", "json")
+			if err := json.Unmarshal([]byte(out), &st); err != nil {
+				return false, err.Error()
+			}
+			return st.Applications == 0 && len(st.OrphanedReleases) > 0, out
+		})
+		want := wire.OrphanedRelease{Application: "web", Release: e.ns, Swarm: "", Reason: "app set is empty; pruning held"}
+		if len(st.OrphanedReleases) != 1 || st.OrphanedReleases[0] != want || !slices.Equal(st.Orphaned, []string{"web"}) {
+			t.Errorf("status orphans = %+v, names %v; want [%+v], [web]", st.OrphanedReleases, st.Orphaned, want)
+		}
+		if out := e.ok(t, "status"); !strings.Contains(out, e.ns+" (web):") || !strings.Contains(out, "app set is empty; pruning held") {
+			t.Errorf("skep status does not show the orphaned release and why:\n%s", out)
+		}
+		var list wire.ApplicationList
+		if err := json.Unmarshal([]byte(e.ok(t, "app", "list", "-o", "json")), &list); err != nil || len(list.Applications) != 0 {
+			t.Errorf("app list with an empty app set = %+v, %v; want none", list.Applications, err)
+		}
+		services, err := e.docker.ServiceList(t.Context(), swarm.ServiceListOptions{Filters: filters.NewArgs(filters.Arg("name", e.ns+"_web"))})
+		if err != nil || len(services) != 1 {
+			t.Errorf("the release's service after emptying the app set: %d found, %v; want it still running", len(services), err)
 		}
 	})
 }

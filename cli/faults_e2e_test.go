@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"maps"
 	"net"
 	"net/http"
@@ -40,6 +41,19 @@ import (
 	"github.com/skep-cd/skep/wire"
 )
 
+// envFaults names the variable that runs the whole fault suite (make
+// faults). Without it only the fast cases run, as part of make test; the
+// slow ones skip and say how to run them.
+const envFaults = "SKEP_FAULTS"
+
+// slowFault skips t unless the whole fault suite was asked for.
+func slowFault(t *testing.T) {
+	t.Helper()
+	if os.Getenv(envFaults) != "1" {
+		t.Skipf("a slow fault case: run the whole suite with make faults (%s=1)", envFaults)
+	}
+}
+
 // faultEnv is one fault case: a swarm reached through an engineProxy, a git
 // repository holding a release of several services, and the files and
 // environment a controller process and the CLI need.
@@ -61,6 +75,17 @@ type faultEnv struct {
 	top *testing.T
 	// wait sets syncPolicy.wait: a sync ends once its services are healthy.
 	wait bool
+	// artifacts, when set, is the app set's artifacts block of the
+	// application (its lines, indented under it).
+	artifacts string
+	// anyHealth lets waitConverged accept any health: after an Engine
+	// restart, the task failures the stop caused read as degraded
+	// (restarting) for minutes, though everything runs.
+	anyHealth bool
+	// dest is the application's destination: "" is the controller's own
+	// swarm (DOCKER_HOST, the proxy); any other name is defined in a
+	// destinations file whose one manager is the proxy.
+	dest string
 }
 
 // faultServices is how many services the release has: enough that an
@@ -69,20 +94,31 @@ const faultServices = 6
 
 // newFaultEnv sets up a case on the swarm docker answers at sock (a unix
 // socket path): images, the proxy, the repository at v1 and the app set.
+// The controller reaches that swarm as its own.
 func newFaultEnv(t *testing.T, docker *client.Client, sock string) *faultEnv {
+	return newFaultEnvAt(t, docker, sock, "")
+}
+
+// newFaultEnvAt is newFaultEnv with the swarm reached as the destination
+// dest ("" for the controller's own).
+func newFaultEnvAt(t *testing.T, docker *client.Client, sock, dest string) *faultEnv {
 	t.Helper()
 	if skepBinary == "" {
 		t.Skip("no skep binary in -short mode")
 	}
 	e := &faultEnv{docker: docker, git: harness.StartGitServer(t, harness.GitServerOptions{}),
-		ns: harness.Name(t, "flt"), ctlID: harness.Name(t, "ctl"), dir: shortTempDir(t), cli: &cliEnv{}, top: t}
+		ns: harness.Name(t, "flt"), ctlID: harness.Name(t, "ctl"), dir: shortTempDir(t), cli: &cliEnv{}, top: t, dest: dest}
 	e.v1 = harness.TestImage(t, docker, harness.ImageOptions{Version: "v1"})
 	e.v2 = harness.TestImage(t, docker, harness.ImageOptions{Version: "v2"})
 	harness.CleanupStack(t, docker, e.ns)
 	harness.CleanupStack(t, docker, e.ns+"-hm")
 	e.proxy = startEngineProxy(t, sock, filepath.Join(e.dir, "engine.sock"))
+	if dest != "" {
+		writeTestFile(t, filepath.Join(e.dir, "destinations.yaml"), fmt.Sprintf(
+			"apiVersion: skep/v1\nkind: Destinations\ndestinations:\n  - name: %s\n    managers:\n      - host: unix://%s\n", dest, e.proxy.sock))
+	}
 	e.repo = e.git.CreateRepo(t, "stack")
-	e.repo.Commit(t, "main", map[string]string{"compose.yaml": faultCompose(), ".env": "IMAGE=" + e.v1 + "\n", "settings.txt": "one\n"})
+	e.repo.Commit(t, "main", map[string]string{"compose.yaml": faultCompose("IMAGE"), ".env": "IMAGE=" + e.v1 + "\n", "settings.txt": "one\n"})
 	e.apps = filepath.Join(e.dir, "apps.yaml")
 	e.writeApps(t, "main")
 	e.token = filepath.Join(e.dir, "admin.token")
@@ -103,13 +139,14 @@ func shortTempDir(t *testing.T) string {
 }
 
 // faultCompose is the release: faultServices services on one network, each
-// with a config, so an apply writes every kind of object.
-func faultCompose() string {
+// with a config, so an apply writes every kind of object. Their image is
+// the variable imageVar.
+func faultCompose(imageVar string) string {
 	var b strings.Builder
 	b.WriteString("services:\n")
 	for i := 1; i <= faultServices; i++ {
 		fmt.Fprintf(&b, `  s%d:
-    image: ${IMAGE}
+    image: ${`+imageVar+`}
     deploy: {endpoint_mode: dnsrr, replicas: 1, update_config: {order: start-first}}
     networks: [back]
     configs: [{source: settings, target: /settings.txt}]
@@ -133,9 +170,10 @@ applications:
   - name: stack
     release: %s
     source: {repo: %s, revision: %s}
+    destination: {swarm: %q}
     syncPolicy: {automated: true, interval: 10s, resolveImage: never, prune: true, pruneResources: true, wait: %t}
     driftDetection: live
-`, e.ns, e.repo.URL, revision, e.wait))
+%s`, e.ns, e.repo.URL, revision, e.dest, e.wait, e.artifacts))
 }
 
 // reloadApps writes the app set as writeApps does and waits until the
@@ -219,7 +257,12 @@ func (e *faultEnv) spawn(t *testing.T, data string, extra ...string) *ctlProc {
 	args := append([]string{"controller", "--config", e.apps, "--listen", addr, "--data", data,
 		"--controller-id", e.ctlID, "--log-level", "debug", "--prune", "--appset-interval", "2s"}, extra...)
 	p := &ctlProc{cmd: exec.Command(skepBinary, args...), done: make(chan struct{}), output: &syncBuffer{}}
-	p.cmd.Env = append(os.Environ(), "SKEP_ADMIN_TOKEN_FILE="+e.token, "DOCKER_HOST=unix://"+e.proxy.sock)
+	p.cmd.Env = append(os.Environ(), "SKEP_ADMIN_TOKEN_FILE="+e.token)
+	if e.dest == "" {
+		p.cmd.Env = append(p.cmd.Env, "DOCKER_HOST=unix://"+e.proxy.sock)
+	} else {
+		p.cmd.Args = append(p.cmd.Args, "--destinations", filepath.Join(e.dir, "destinations.yaml"))
+	}
 	out := io.MultiWriter(e.top.Output(), p.output)
 	p.cmd.Stdout, p.cmd.Stderr = out, out
 	if err := p.cmd.Start(); err != nil {
@@ -351,16 +394,17 @@ func (e *faultEnv) events(t *testing.T, typ string) []wire.EventItem {
 	return list.Events
 }
 
-// waitConverged waits until the application is synced at commit and every
-// service of the release runs image with its rollout settled, then
+// waitConverged waits until the application is synced and healthy at
+// commit and every service of the release runs image (a prefix: a tag
+// whose digest the test does not know) with its rollout settled, then
 // returns the release's objects.
 func (e *faultEnv) waitConverged(t *testing.T, commit, image string, timeout time.Duration) objects {
 	t.Helper()
 	var objs objects
 	harness.Eventually(t, timeout, func(ctx context.Context) (bool, string) {
 		a := e.app(t).Application
-		if a.Sync != "synced" || a.DeployedRevision != commit {
-			return false, fmt.Sprintf("application %s at %.12s (want %.12s), last error %q", a.Sync, a.DeployedRevision, commit, a.LastError)
+		if a.Sync != "synced" || a.DeployedRevision != commit || a.Health != "healthy" && !e.anyHealth {
+			return false, fmt.Sprintf("application %s, %s at %.12s (want %.12s), last error %q", a.Sync, a.Health, a.DeployedRevision, commit, a.LastError)
 		}
 		var err error
 		if objs, err = listObjects(ctx, e.docker, e.ns); err != nil {
@@ -371,7 +415,7 @@ func (e *faultEnv) waitConverged(t *testing.T, commit, image string, timeout tim
 			switch {
 			case !ok:
 				return false, fmt.Sprintf("service s%d missing", i)
-			case s.Spec.TaskTemplate.ContainerSpec.Image != image:
+			case !strings.HasPrefix(s.Spec.TaskTemplate.ContainerSpec.Image, image):
 				return false, fmt.Sprintf("service s%d runs %s", i, s.Spec.TaskTemplate.ContainerSpec.Image)
 			case s.UpdateStatus != nil && s.UpdateStatus.State != swarm.UpdateStateCompleted:
 				return false, fmt.Sprintf("service s%d rollout %s", i, s.UpdateStatus.State)
@@ -538,7 +582,8 @@ func startEngineProxy(t *testing.T, target, sock string) *engineProxy {
 			return d.DialContext(ctx, "unix", target)
 		}},
 		FlushInterval: -1, // the events stream must pass line by line
-		ErrorLog:      nil,
+		// An Engine that is away answers 502: what the controller sees.
+		ErrorLog: log.New(io.Discard, "", 0),
 	}
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && strings.Contains(r.URL.Path, "/services/") &&

@@ -35,6 +35,8 @@ type renderFlags struct {
 	// allow is what the app set's allow list would grant: without it, host
 	// paths and external objects are refused, as they would be in git.
 	allow stack.Allow
+	// ageIdentity names the age identity file for SOPS-encrypted files.
+	ageIdentity string
 }
 
 // newRenderCommand builds `skep render`, which runs the same render and
@@ -50,7 +52,9 @@ compose.yaml, compose.yml, docker-compose.yml, docker-stack.yml, stack.yml),
 merges the -f files after it, interpolates variables from the env files
 (default: .env beside the compose file), and prints the specs Skep would
 apply: {"services", "networks", "configs", "secrets"}, each keyed by name in
-the Engine API's shape. Secret values are never printed. No daemon is needed.
+the Engine API's shape. Secret values are never printed; values decrypted
+from SOPS-encrypted env files (--age-identity) print masked. No daemon is
+needed.
 
 A directory holding Chart.yaml is a chart (see docs/charts.md): its values
 (values.yaml, then each --values file, then --set) are checked against
@@ -118,6 +122,8 @@ Exit status: 0 on success, 1 on bad input (printed as file:line: message),
 	flags.StringArrayVar(&f.allow.Configs, "allow-config", nil, "external config the release may use (repeatable)")
 	flags.StringArrayVar(&f.allow.Secrets, "allow-secret", nil, "external secret the release may use (repeatable)")
 	flags.StringArrayVar(&f.allow.Volumes, "allow-volume", nil, "external volume the release may use (repeatable)")
+	flags.StringArrayVar(&f.allow.Capabilities, "allow-capability", nil, "Linux capability services may add with cap_add, or ALL (repeatable)")
+	flags.StringVar(&f.ageIdentity, "age-identity", "", "age identity file that decrypts SOPS-encrypted secrets and env files (default: the file $"+EnvAgeIdentityFile+" names); decrypted values print masked")
 	return cmd
 }
 
@@ -126,6 +132,9 @@ Exit status: 0 on success, 1 on bad input (printed as file:line: message),
 func renderRelease(cmd *cobra.Command, target string, f renderFlags) (stack.Release, []string, error) {
 	in, dir, err := renderInput(target, f)
 	if err != nil {
+		return stack.Release{}, nil, err
+	}
+	if in.Keys, err = ageKeys(f.ageIdentity); err != nil {
 		return stack.Release{}, nil, err
 	}
 	doc, err := render.Compose(cmd.Context(), in)
@@ -143,6 +152,10 @@ func renderRelease(cmd *cobra.Command, target string, f renderFlags) (stack.Rele
 		Allow: f.allow,
 		Files: doc.Files,
 	})
+	rel.Sensitive = doc.Sensitive
+	if err != nil {
+		err = errors.New(rel.Mask(err.Error()))
+	}
 	return rel, doc.Warnings, err
 }
 
@@ -326,6 +339,7 @@ func (s redactedSecret) MarshalJSON() ([]byte, error) {
 // indented and does not escape HTML, so "<" in a command line reads as
 // itself. YAML is converted from that JSON, so both show the same keys.
 func writeRelease(w io.Writer, rel stack.Release, format string) error {
+	rel = rel.Masked()
 	out := renderedRelease{
 		Services: rel.Services,
 		Networks: rel.Networks,

@@ -8,7 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"filippo.io/age"
+
 	"github.com/skep-cd/skep/golden"
+	"github.com/skep-cd/skep/sops"
 )
 
 const (
@@ -83,3 +86,57 @@ func TestRenderNeverPrintsSecretValues(t *testing.T) {
 }
 
 func encodeBase64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+func TestRenderDecryptsSopsFilesWithTheAgeIdentityAndMasksThem(t *testing.T) {
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "..", filepath.Base(dir)+".agekey")
+	write := func(name string, data []byte) {
+		t.Helper()
+		if err := os.WriteFile(name, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	encrypt := func(name, plain string) []byte {
+		t.Helper()
+		data, err := sops.Encrypt(name, []byte(plain), id.Recipient().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	write(keyFile, []byte(id.String()+"\n"))
+	t.Cleanup(func() { os.Remove(keyFile) })
+	write(filepath.Join(dir, "compose.yaml"), []byte("services:\n  api:\n    image: api:1\n    env_file: api.enc.env\n    secrets: [db]\nsecrets:\n  db:\n    file: ./db.enc.json\n"))
+	write(filepath.Join(dir, "api.enc.env"), encrypt("api.enc.env", "API_TOKEN=tok-from-sops\n"))
+	write(filepath.Join(dir, "db.enc.json"), encrypt("db.enc.json", `{"password": "pw-from-sops"}`))
+
+	t.Setenv(EnvAgeIdentityFile, "")
+	code, stdout, stderr := run(t, "render", "-o", "json", dir, "--age-identity", keyFile)
+	if code != ExitOK {
+		t.Fatalf("skep render --age-identity exit = %d: %s", code, stderr)
+	}
+	for _, leak := range []string{"tok-from-sops", "pw-from-sops", encodeBase64([]byte("pw-from-sops"))} {
+		if strings.Contains(stdout+stderr, leak) {
+			t.Errorf("skep render prints %q:\n%s", leak, stdout)
+		}
+	}
+	if want := "API_TOKEN=" + sops.Mask("tok-from-sops", []string{"tok-from-sops"}); !strings.Contains(stdout, want) {
+		t.Errorf("skep render shows no %q:\n%s", want, stdout)
+	}
+
+	// The variable names the file as the flag does; without either the
+	// encrypted file is refused by name.
+	t.Setenv(EnvAgeIdentityFile, keyFile)
+	if code, _, stderr := run(t, "render", dir); code != ExitOK {
+		t.Errorf("skep render with $%s exit = %d: %s", EnvAgeIdentityFile, code, stderr)
+	}
+	t.Setenv(EnvAgeIdentityFile, "")
+	code, _, stderr = run(t, "render", dir)
+	if code != ExitFailure || !strings.Contains(stderr, "api.enc.env") || !strings.Contains(stderr, "no age identity") {
+		t.Errorf("skep render without an identity exit = %d, stderr %q; want 1 naming api.enc.env", code, stderr)
+	}
+}

@@ -42,8 +42,31 @@ func newStatusCommand() *cobra.Command {
 			if len(st.Notifiers) > 0 {
 				fmt.Fprintf(tw, "Notifiers:\t%s\n", strings.Join(st.Notifiers, ", "))
 			}
-			if len(st.Orphaned) > 0 {
-				fmt.Fprintf(tw, "Orphaned:\t%v\n", st.Orphaned)
+			if sts := st.Store; sts != nil {
+				if sts.Kept {
+					fmt.Fprintf(tw, "Store:\tkept (%s)\n", sts.Path)
+				} else {
+					fmt.Fprintf(tw, "Store:\tNOT KEPT: %s\n", sts.Error)
+				}
+				if sts.MovedAside != "" {
+					fmt.Fprintf(tw, "  moved aside:\t%s (%s)\n", sts.MovedAside, sts.Error)
+				}
+				if sts.FailedWrites > 0 {
+					fmt.Fprintf(tw, "  failed writes:\t%d events not kept (streamed live only)\n", sts.FailedWrites)
+				}
+			}
+			// Releases left running that nothing declares, each with why it
+			// was not pruned: with an empty or broken app set this is the only
+			// place they show.
+			if len(st.OrphanedReleases) > 0 {
+				fmt.Fprintf(tw, "Orphaned:\t%d release(s) deployed that no application declares\n", len(st.OrphanedReleases))
+				for _, r := range st.OrphanedReleases {
+					where := r.Application
+					if r.Swarm != "" {
+						where += " on " + r.Swarm
+					}
+					fmt.Fprintf(tw, "  %s (%s):\t%s\n", r.Release, where, r.Reason)
+				}
 			}
 			// Details is nil for a token that may not see the controller's inside
 			// (the swarm node and the git counts are for admins).

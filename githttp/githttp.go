@@ -35,6 +35,9 @@ type Options struct {
 	// request.
 	Username string
 	Password string
+	// Wrap, when set, wraps the handler that serves every request (after
+	// auth); tests use it to make the server fail or stall.
+	Wrap func(http.Handler) http.Handler
 }
 
 // Server is a running smart-HTTP git server on a loopback port.
@@ -66,8 +69,11 @@ func Start(opts Options) (*Server, error) {
 		Env: []string{"GIT_PROJECT_ROOT=" + opts.Root, "GIT_HTTP_EXPORT_ALL=1"},
 	}
 	var handler http.Handler = backend
+	if opts.Wrap != nil {
+		handler = opts.Wrap(handler)
+	}
 	if opts.Username != "" {
-		handler = basicAuth(opts.Username, opts.Password, backend)
+		handler = basicAuth(opts.Username, opts.Password, handler)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

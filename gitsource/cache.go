@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,6 +34,11 @@ const (
 	// DefaultMaxPerHost bounds the load one controller puts on a forge,
 	// which may throttle a client opening many connections at once.
 	DefaultMaxPerHost = 4
+	// DefaultTimeout bounds one ls-remote or fetch: a git host that
+	// accepts a connection and never answers must not hold a reconcile,
+	// and the per-host slot it took, for ever. It leaves a first clone of
+	// a large repository room to finish.
+	DefaultTimeout = 2 * time.Minute
 )
 
 // Options configures a Cache. The zero value of each field but Dir means
@@ -53,6 +59,16 @@ type Options struct {
 	// MaxPerHost bounds concurrent ls-remote and fetch calls to one host,
 	// shared by all repositories on it (DefaultMaxPerHost).
 	MaxPerHost int
+	// Timeout bounds one ls-remote or fetch, from when it has a host slot
+	// (DefaultTimeout). A call past it fails with a transient RemoteError
+	// that says so.
+	Timeout time.Duration
+	// CheckHost, when set, is asked before every ls-remote and fetch of a
+	// network remote (not a local path) with the remote's host name or
+	// address, without port or brackets; an error refuses the call, wrapped
+	// in ErrHostRefused, and no connection is made. The controller passes
+	// its egress policy here. It is called concurrently.
+	CheckHost func(ctx context.Context, host string) error
 }
 
 // Cache is the shared clone cache. Its methods are safe for concurrent
@@ -65,6 +81,8 @@ type Cache struct {
 	refsMaxAge time.Duration
 	keepTrees  int
 	maxPerHost int
+	timeout    time.Duration
+	checkHost  func(ctx context.Context, host string) error
 
 	mu    sync.Mutex
 	repos map[string]*repo         // by location key
@@ -102,8 +120,8 @@ func New(o Options) (*Cache, error) {
 	if o.Dir == "" {
 		return nil, errors.New("git cache: directory is required")
 	}
-	if o.RefsMaxAge < 0 || o.KeepTrees < 0 || o.MaxPerHost < 0 {
-		return nil, errors.New("git cache: refs max age, trees kept and per-host limit must not be negative")
+	if o.RefsMaxAge < 0 || o.KeepTrees < 0 || o.MaxPerHost < 0 || o.Timeout < 0 {
+		return nil, errors.New("git cache: refs max age, trees kept, per-host limit and timeout must not be negative")
 	}
 	dir, err := filepath.Abs(o.Dir)
 	if err != nil {
@@ -114,8 +132,9 @@ func New(o Options) (*Cache, error) {
 	}
 	c := &Cache{
 		dir: dir, creds: o.Credentials, log: o.Logger,
-		refsMaxAge: o.RefsMaxAge, keepTrees: o.KeepTrees, maxPerHost: o.MaxPerHost,
-		repos: map[string]*repo{}, hosts: map[string]chan struct{}{},
+		refsMaxAge: o.RefsMaxAge, keepTrees: o.KeepTrees, maxPerHost: o.MaxPerHost, timeout: o.Timeout,
+		checkHost: o.CheckHost,
+		repos:     map[string]*repo{}, hosts: map[string]chan struct{}{},
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
@@ -128,6 +147,9 @@ func New(o Options) (*Cache, error) {
 	}
 	if c.maxPerHost == 0 {
 		c.maxPerHost = DefaultMaxPerHost
+	}
+	if c.timeout == 0 {
+		c.timeout = DefaultTimeout
 	}
 	return c, nil
 }
@@ -195,6 +217,22 @@ func (c *Cache) hostSlot(ctx context.Context, host string) (func(), error) {
 		return nil, err
 	}
 	return func() { <-sem }, nil
+}
+
+// allowed asks Options.CheckHost about r's host; nil for a local
+// repository or when no check is set.
+func (c *Cache) allowed(ctx context.Context, r *repo) error {
+	if c.checkHost == nil || r.loc.scheme == "file" {
+		return nil
+	}
+	u, err := url.Parse(r.loc.host) // scheme://host[:port], as parse made it
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrHostRefused, r.loc.host, err)
+	}
+	if err := c.checkHost(ctx, u.Hostname()); err != nil {
+		return fmt.Errorf("%w: %w", ErrHostRefused, err)
+	}
+	return nil
 }
 
 // auth returns the go-git auth method of the credential matching r, nil
@@ -268,6 +306,9 @@ func (c *Cache) Forget(repoURL string) {
 // lsRemote asks r's remote for its refs. It uses a throwaway in-memory
 // remote, so listing never takes r.lock and never waits for a fetch.
 func (c *Cache) lsRemote(ctx context.Context, r *repo) (Refs, error) {
+	if err := c.allowed(ctx, r); err != nil {
+		return Refs{}, &RemoteError{Op: "ls-remote", Repo: r.name(), Err: err}
+	}
 	auth, err := c.auth(r)
 	if err != nil {
 		return Refs{}, &RemoteError{Op: "ls-remote", Repo: r.name(), Err: err}
@@ -279,8 +320,11 @@ func (c *Cache) lsRemote(ctx context.Context, r *repo) (Refs, error) {
 	defer done()
 	start := time.Now()
 	c.listRefs.Add(1)
+	call, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
 	remote := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{r.loc.transport}})
-	list, err := remote.ListContext(ctx, &git.ListOptions{Auth: auth, PeelingOption: git.AppendPeeled})
+	list, err := remote.ListContext(call, &git.ListOptions{Auth: auth, PeelingOption: git.AppendPeeled})
+	err = c.timedOut(ctx, call, err)
 	// go-git reports a repository with no commits as an error; to us it
 	// is a remote with no refs, where every revision is not found.
 	if errors.Is(err, transport.ErrEmptyRemoteRepository) {
@@ -378,6 +422,9 @@ func openClone(dir, remoteURL string) (*git.Repository, error) {
 
 // fetch brings every branch and tag of the remote into the clone.
 func (c *Cache) fetch(ctx context.Context, r *repo, g *git.Repository) error {
+	if err := c.allowed(ctx, r); err != nil {
+		return &RemoteError{Op: "fetch", Repo: r.name(), Err: err}
+	}
 	auth, err := c.auth(r)
 	if err != nil {
 		return &RemoteError{Op: "fetch", Repo: r.name(), Err: err}
@@ -389,7 +436,9 @@ func (c *Cache) fetch(ctx context.Context, r *repo, g *git.Repository) error {
 	defer done()
 	start := time.Now()
 	c.fetches.Add(1)
-	err = g.FetchContext(ctx, &git.FetchOptions{
+	call, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	err = g.FetchContext(call, &git.FetchOptions{
 		RemoteName: "origin",
 		Auth:       auth,
 		Tags:       git.NoTags, // the refspecs already take every tag
@@ -398,11 +447,22 @@ func (c *Cache) fetch(ctx context.Context, r *repo, g *git.Repository) error {
 		Force: true,
 		Prune: true,
 	})
+	err = c.timedOut(ctx, call, err)
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) && !errors.Is(err, transport.ErrEmptyRemoteRepository) {
 		return &RemoteError{Op: "fetch", Repo: r.name(), Err: classify(err, auth)}
 	}
 	c.log.DebugContext(ctx, "git fetch", "repo", r.name(), "duration", time.Since(start))
 	return nil
+}
+
+// timedOut says, for a remote call made under call (ctx bounded by the
+// timeout) that failed with err, that the remote did not answer in time
+// when that is why it failed; any other error is returned as it is.
+func (c *Cache) timedOut(ctx, call context.Context, err error) error {
+	if err == nil || ctx.Err() != nil || !errors.Is(call.Err(), context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("no answer within %s: %w", c.timeout, err)
 }
 
 // findCommit returns the commit a full or abbreviated sha names in the

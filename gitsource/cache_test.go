@@ -5,11 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -617,6 +621,26 @@ func TestCallsGiveUpWhenTheContextEnds(t *testing.T) {
 	}
 }
 
+func TestARemoteThatNeverAnswersTimesOutAsTransient(t *testing.T) {
+	release := make(chan struct{})
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(func() { close(release); hang.Close() })
+	c := newCache(t, Options{Timeout: 200 * time.Millisecond})
+	_, err := c.Resolve(t.Context(), hang.URL+"/app.git", "main")
+	var re *RemoteError
+	if !errors.As(err, &re) || !re.Transient() || !strings.Contains(err.Error(), "no answer within 200ms") {
+		t.Fatalf("Resolve against a hung remote = %v, want a transient RemoteError saying it did not answer within 200ms", err)
+	}
+	if errors.Is(err, ErrRepositoryNotFound) || errors.Is(err, ErrAuth) {
+		t.Errorf("a hung remote is classed %v", err)
+	}
+}
+
 func TestListRefsNamesTheBranchesAndTheDefaultBranch(t *testing.T) {
 	root := t.TempDir()
 	h := newHistory(t, filepath.Join(root, "app"))
@@ -638,5 +662,61 @@ func TestListRefsNamesTheBranchesAndTheDefaultBranch(t *testing.T) {
 	wantPRs := map[string]string{"refs/pull/7/head": h.feature, "refs/merge-requests/3/head": h.root}
 	if diff := cmp.Diff(wantPRs, refs.PullRequests()); diff != "" {
 		t.Errorf("PullRequests (-want +got):\n%s", diff)
+	}
+}
+
+// CheckHost is asked before every remote call with the bare host, and a
+// refusal stops the call before any connection: the server sees nothing,
+// and the error is final, not retried as a network failure.
+func TestCheckHostRefusesARemoteBeforeAnyRequest(t *testing.T) {
+	root := t.TempDir()
+	h := newHistory(t, filepath.Join(root, "app"))
+	server := serveHTTP(t, root, "", "", "")
+	var refuse atomic.Bool
+	var mu sync.Mutex
+	var asked []string
+	c := newCache(t, Options{RefsMaxAge: time.Nanosecond, CheckHost: func(_ context.Context, host string) error {
+		mu.Lock()
+		asked = append(asked, host)
+		mu.Unlock()
+		if refuse.Load() {
+			return errors.New("an internal address")
+		}
+		return nil
+	}})
+
+	refuse.Store(true)
+	_, err := c.Resolve(t.Context(), server.URL+"/app", "main")
+	var re *RemoteError
+	if !errors.As(err, &re) || !errors.Is(err, ErrHostRefused) || re.Transient() || !strings.Contains(err.Error(), "an internal address") {
+		t.Fatalf("Resolve of a refused host = %v, want a final RemoteError wrapping ErrHostRefused and the reason", err)
+	}
+	if n := server.count("/info/refs"); n != 0 {
+		t.Errorf("the server saw %d requests for a refused host, want none", n)
+	}
+
+	refuse.Store(false)
+	if got, err := c.Resolve(t.Context(), server.URL+"/app", "main"); err != nil || got != h.head {
+		t.Fatalf("Resolve of an allowed host = %s, %v; want %s", got, err, h.head)
+	}
+	// The fetch behind a checkout asks again.
+	refuse.Store(true)
+	if _, err := c.Checkout(t.Context(), server.URL+"/app", h.head); !errors.Is(err, ErrHostRefused) {
+		t.Errorf("Checkout of a refused host = %v, want ErrHostRefused", err)
+	}
+	if n := server.count("/git-upload-pack"); n != 0 {
+		t.Errorf("the server saw %d fetches for a refused host, want none", n)
+	}
+	// A local repository is not a network host and is not asked about.
+	mu.Lock()
+	before := len(asked)
+	mu.Unlock()
+	if _, err := c.Resolve(t.Context(), h.repo.dir, "main"); err != nil {
+		t.Errorf("Resolve of a local repository while hosts are refused = %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked) != before || asked[0] != "127.0.0.1" {
+		t.Errorf("hosts asked = %q; want 127.0.0.1 for each remote call and nothing for a local path", asked)
 	}
 }

@@ -27,6 +27,11 @@ var (
 	// ErrOutsideTree means a path, after following symlinks, would leave the
 	// checked-out tree.
 	ErrOutsideTree = errors.New("path leaves the tree")
+
+	// ErrHostRefused means Options.CheckHost refused the remote's host; no
+	// connection was made. Retrying will not help until the URL or the
+	// controller's configuration changes.
+	ErrHostRefused = errors.New("host refused")
 )
 
 // RemoteError is a failure talking to a repository's remote. Repo is the
@@ -52,7 +57,7 @@ func (e *RemoteError) Unwrap() error { return e.Err }
 // changing configuration: false for authentication failures and missing
 // repositories, true otherwise.
 func (e *RemoteError) Transient() bool {
-	return !errors.Is(e.Err, ErrAuth) && !errors.Is(e.Err, ErrRepositoryNotFound)
+	return !errors.Is(e.Err, ErrAuth) && !errors.Is(e.Err, ErrRepositoryNotFound) && !errors.Is(e.Err, ErrHostRefused)
 }
 
 // classify attaches this package's sentinels to go-git's errors; auth is

@@ -1,6 +1,8 @@
 package harness
 
 import (
+	"net/http"
+	"sync"
 	"testing"
 
 	"github.com/skep-cd/skep/githttp"
@@ -9,10 +11,18 @@ import (
 // GitServer serves bare repositories over git's smart HTTP protocol (see
 // package githttp) on a loopback port until the test ends. Every repository
 // accepts pushes. With a username set, every request needs HTTP basic auth.
+//
+// Fail, Hang and Heal put the server in a fault mode for tests of what a
+// client does when its git host misbehaves; they are safe to call while
+// requests are served.
 type GitServer struct {
 	// URL is the base address, "http://127.0.0.1:<port>", without credentials.
 	URL  string
 	Root string // directory holding the bare repositories
+
+	mu     sync.Mutex
+	status int           // answered to every request when not 0
+	hang   chan struct{} // requests wait on it while not nil; Heal closes it
 }
 
 // GitServerOptions configures StartGitServer; the zero value serves without auth.
@@ -27,13 +37,66 @@ type GitServerOptions struct {
 func StartGitServer(t testing.TB, opts GitServerOptions) *GitServer {
 	t.Helper()
 	root := t.TempDir()
-	srv, err := githttp.Start(githttp.Options{Root: root, Username: opts.Username, Password: opts.Password})
+	s := &GitServer{Root: root}
+	srv, err := githttp.Start(githttp.Options{Root: root, Username: opts.Username, Password: opts.Password, Wrap: s.faults})
 	if err != nil {
 		t.Fatalf("git server: %v", err)
 	}
+	s.URL = srv.URL
 	// A Close error at the test's end would not say anything about the test.
-	t.Cleanup(func() { _ = srv.Close() })
-	return &GitServer{URL: srv.URL, Root: root}
+	// Heal first: a hung request would hold Close up.
+	t.Cleanup(func() { s.Heal(); _ = srv.Close() })
+	return s
+}
+
+// Fail makes the server answer every request with status (a 5xx, say)
+// until Heal.
+func (s *GitServer) Fail(status int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.status = status
+}
+
+// Hang makes every request wait, answering nothing, until Heal or until
+// the client gives up.
+func (s *GitServer) Hang() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hang == nil {
+		s.hang = make(chan struct{})
+	}
+}
+
+// Heal ends Fail and Hang: requests waiting go on, new ones are served.
+func (s *GitServer) Heal() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.status = 0
+	if s.hang != nil {
+		close(s.hang)
+		s.hang = nil
+	}
+}
+
+// faults wraps the git handler with the mode Fail, Hang and Heal set.
+func (s *GitServer) faults(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		status, hang := s.status, s.hang
+		s.mu.Unlock()
+		if hang != nil {
+			select {
+			case <-hang:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		if status != 0 {
+			http.Error(w, http.StatusText(status), status)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // Repo is one bare repository on a GitServer, with a private work tree the

@@ -1,8 +1,11 @@
 package harness
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	stdhttp "net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -13,8 +16,10 @@ import (
 
 	"github.com/docker/docker/api/types/swarm"
 	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/transport/http"
+	"github.com/go-git/go-git/v5/storage/memory"
 )
 
 func TestTestImageFromRegistryRunsAsSwarmService(t *testing.T) {
@@ -149,6 +154,34 @@ func TestGitServerMovesBranchesAndTags(t *testing.T) {
 	_ = second
 	if _, err := os.Stat(filepath.Join(repo.Path, "HEAD")); err != nil {
 		t.Errorf("bare repo has no HEAD: %v", err)
+	}
+}
+
+func TestGitServerFailsHangsAndHeals(t *testing.T) {
+	srv := StartGitServer(t, GitServerOptions{})
+	repo := srv.CreateRepo(t, "faults")
+	repo.Commit(t, "main", map[string]string{"a": "1"})
+	lsRemote := func(ctx context.Context) error {
+		_, err := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{repo.URL}}).ListContext(ctx, &git.ListOptions{})
+		return err
+	}
+	if err := lsRemote(t.Context()); err != nil {
+		t.Fatalf("healthy server: %v", err)
+	}
+	srv.Fail(stdhttp.StatusInternalServerError)
+	if err := lsRemote(t.Context()); err == nil || !strings.Contains(err.Error(), "500") {
+		t.Errorf("ls-remote while failing = %v, want a 500", err)
+	}
+	srv.Heal()
+	srv.Hang()
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	if err := lsRemote(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("ls-remote while hanging = %v, want it to wait past its deadline", err)
+	}
+	srv.Heal()
+	if err := lsRemote(t.Context()); err != nil {
+		t.Errorf("ls-remote once healed: %v", err)
 	}
 }
 

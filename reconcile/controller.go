@@ -21,6 +21,7 @@ import (
 	"github.com/skep-cd/skep/gitsource"
 	"github.com/skep-cd/skep/notify"
 	"github.com/skep-cd/skep/prune"
+	"github.com/skep-cd/skep/sops"
 	"github.com/skep-cd/skep/stack"
 	"github.com/skep-cd/skep/swarm"
 )
@@ -81,6 +82,10 @@ type Options struct {
 	// Remotes are the named swarms besides the local one (Engine, Live),
 	// by the name applications give in destination.swarm.
 	Remotes map[string]Remote
+	// Keys decrypt the SOPS-encrypted files of compose releases (secrets,
+	// env files); nil means a release using one stalls with an error
+	// naming the file.
+	Keys *sops.Keys
 }
 
 // Controller keeps every application of an app set at what git declares.
@@ -103,6 +108,7 @@ type Controller struct {
 	ownStack  string
 	images    artifact.Images
 	charts    ChartSource
+	keys      *sops.Keys
 	declared  declaredReleases      // what release files declared, by application
 	previewAt map[string]previewRef // by application@commit: the previews deployed, for notifiers
 
@@ -151,6 +157,7 @@ func New(opts Options) (*Controller, error) {
 		ownStack:      opts.OwnStack,
 		images:        opts.Images,
 		charts:        opts.Charts,
+		keys:          opts.Keys,
 	}
 	c.dests = map[string]*destination{swarm.Local: {name: swarm.Local, engine: opts.Engine, live: opts.Live}}
 	for name, r := range opts.Remotes {

@@ -66,6 +66,11 @@ generators:
 		}
 		return err == nil && s == nil && !slices.Contains(names, a), fmt.Sprintf("service %v (%v), applications %v", s != nil, err, names)
 	})
+	// The event follows the deletions it reports: wait for it, then check
+	// it is the only one.
+	harness.Eventually(t, 30*time.Second, func(context.Context) (bool, string) {
+		return len(e.events.of(notify.ResourcesPruned)) > 0, "no resources-pruned event yet"
+	})
 	pruned := e.events.of(notify.ResourcesPruned)
 	if len(pruned) != 1 || pruned[0].Application != a || !strings.Contains(pruned[0].Message, "left generator stacks") {
 		t.Errorf("resources-pruned events = %+v, want one for %s naming the generator", pruned, a)

@@ -3,6 +3,7 @@ package reconcile_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -311,11 +312,16 @@ func TestRemovedApplicationIsPrunedOnlyWithThePruneFlag(t *testing.T) {
 		name      string
 		set       string
 		prune     bool
+		broken    bool   // the set never loads
+		orphan    string // the reason web's release is listed as orphaned
 		wantGone  bool
 		wantEvent bool
 	}{
-		{name: "an empty app set prunes nothing even with the flag", set: appSet(), prune: true},
-		{name: "without the flag the removed application stays", set: appSet(other), prune: false},
+		{name: "an app set that fails to load prunes nothing and lists what runs", set: "applications: [", prune: true, broken: true,
+			orphan: "app set not loaded: "},
+		{name: "an empty app set prunes nothing even with the flag", set: appSet(), prune: true, orphan: "app set is empty; pruning held"},
+		{name: "without the flag the removed application stays", set: appSet(other), prune: false,
+			orphan: "application left the app set; kept: the controller runs without --prune"},
 		{name: "with the flag the removed application is pruned", set: appSet(other), prune: true, wantGone: true, wantEvent: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -323,6 +329,26 @@ func TestRemovedApplicationIsPrunedOnlyWithThePruneFlag(t *testing.T) {
 			e.events = &recorder{}
 			c := e.controllerWith(t, appset.FileSource{Path: apps}, reconcile.Options{PruneApplications: tc.prune})
 			run(t, c)
+			if tc.orphan != "" {
+				// The status shows the release left running and why, read
+				// from the live swarm, whatever the app set says.
+				harness.Eventually(t, time.Minute, func(context.Context) (bool, string) {
+					got := c.Overview().Orphans
+					ok := slices.ContainsFunc(got, func(o reconcile.Orphan) bool {
+						return o.Application == "web" && o.Release == e.ns && strings.Contains(o.Reason, tc.orphan)
+					})
+					return ok, fmt.Sprintf("orphans = %+v, want web's release %s saying %q", got, e.ns, tc.orphan)
+				})
+			}
+			if tc.broken {
+				if c.Loaded() || len(c.Applications()) != 0 {
+					t.Errorf("a broken app set loaded %d applications", len(c.Applications()))
+				}
+				if s, err := e.service(t.Context(), "web"); err != nil || s == nil {
+					t.Errorf("web was pruned: %v", err)
+				}
+				return
+			}
 			harness.Eventually(t, time.Minute, func(context.Context) (bool, string) { return c.Loaded(), "not loaded" })
 			if tc.wantGone {
 				harness.Eventually(t, 2*time.Minute, func(ctx context.Context) (bool, string) {
@@ -332,6 +358,10 @@ func TestRemovedApplicationIsPrunedOnlyWithThePruneFlag(t *testing.T) {
 				if got := e.events.of(notify.ResourcesPruned); len(got) == 0 || got[0].Application != "web" {
 					t.Errorf("resources-pruned = %+v, want one for web", got)
 				}
+				harness.Eventually(t, time.Minute, func(context.Context) (bool, string) {
+					got := c.Overview().Orphans
+					return len(got) == 0, fmt.Sprintf("orphans after the prune = %+v, want none", got)
+				})
 				return
 			}
 			// Let every application reconcile and the controller look for

@@ -82,12 +82,21 @@ func (c *Controller) observeLive(ctx context.Context, app appset.Application, d 
 
 // liveDrift compares the running services of an unchanged release with its
 // render: the "swarm moved" half of drift.
+// Values decrypted from SOPS files are masked in the findings, on both
+// sides: the live spec holds them too.
 func (c *Controller) liveDrift(app appset.Application, rel stack.Release, snap swarm.Snapshot) []plan.Finding {
-	return plan.Drift(rel, servicesOf(snap, rel.Name), plan.DriftOptions{
+	findings := plan.Drift(rel, servicesOf(snap, rel.Name), plan.DriftOptions{
 		Owner:        c.owner(app),
 		NetworkNames: snap.NetworkNames(),
 		ConfigNames:  snap.ConfigNames(),
 	})
+	if len(rel.Sensitive) > 0 {
+		for i, f := range findings {
+			f.Path, f.Desired, f.Live, f.Reason = rel.Mask(f.Path), rel.Mask(f.Desired), rel.Mask(f.Live), rel.Mask(f.Reason)
+			findings[i] = f
+		}
+	}
+	return findings
 }
 
 // correctable returns the findings an automated application puts right:

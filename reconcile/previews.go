@@ -248,7 +248,7 @@ func (c *Controller) deployPreview(ctx context.Context, app appset.Application, 
 	})
 	if err != nil {
 		st.Error = fmt.Sprintf("apply %s: %v", what, err)
-		c.emit(ctx, app, notify.SyncFailed, b.Commit, st.Error)
+		c.syncFailed(ctx, app, b.Commit, st.Error)
 		return st
 	}
 	st.Deployed = true

@@ -157,8 +157,7 @@ func (c *Controller) pruneReleases(ctx context.Context, d *destination) {
 			// own prune policy decides.
 			continue
 		case !inSet && !c.pruneApps && c.generatorGone(owner.Application) == "":
-			c.status.AddOrphaned(owner.Application)
-			continue
+			continue // orphaned: Orphans lists it
 		}
 		if err := prune.Allowed(c.gates(owner.Application, owner.Release)); err != nil {
 			c.log.Warn("prune held", "app", owner.Application, "release", owner.Release, "swarm", d.name, "err", err)

@@ -329,11 +329,12 @@ type Overview struct {
 	Ready        bool
 	AppSet       AppSetStatus
 	Applications int
-	// Orphaned names applications that left the app set while their
-	// releases stay; Pruned those whose releases were removed.
-	Orphaned []string
-	Pruned   []string
-	Git      gitsource.Stats
+	// Orphans are the releases deployed that no loaded application
+	// declares, each with why it stays; Pruned names the applications
+	// whose releases were removed.
+	Orphans []Orphan
+	Pruned  []string
+	Git     gitsource.Stats
 	// Swarm is the local swarm's manager; Destinations every swarm's state.
 	Swarm        swarm.Identity
 	Destinations []DestinationState
@@ -350,7 +351,7 @@ func (c *Controller) Overview() Overview {
 		Ready:        c.Loaded(),
 		AppSet:       c.status.AppSet(),
 		Applications: c.watcher.Current().Set.Len(),
-		Orphaned:     c.status.Orphaned(),
+		Orphans:      c.Orphans(),
 		Pruned:       c.status.Pruned(),
 		Git:          c.git.Stats(),
 		Swarm:        c.dest(swarm.Local).engine.Identity(),

@@ -48,12 +48,12 @@ type worker struct {
 
 // appState is what one worker remembers between reconciles.
 type appState struct {
-	stalledCommit string // a commit that failed to render: not retried until git moves
-	driftCommit   string // the commit a drift-detected event was raised for
-	liveDrift     string // the live drift findings last reported, as one line
-	rolledBack    string // the commit and versions whose rollout Swarm rolled back, reported once
-	artifactWait  string // the artifacts last reported waiting for their image, as one line
-	windowCommit  string // the commit and versions a sync window was reported holding
+	stalled      string // what a stalled failure was reported for (see stalledKey): reported once
+	driftCommit  string // the commit a drift-detected event was raised for
+	liveDrift    string // the live drift findings last reported, as one line
+	rolledBack   string // the commit and versions whose rollout Swarm rolled back, reported once
+	artifactWait string // the artifacts last reported waiting for their image, as one line
+	windowCommit string // the commit and versions a sync window was reported holding
 	// foreign is the last apply refused because someone else's objects
 	// hold the release: not tried again, nor reported again, until git
 	// (the key) or the release's namespace on the swarm changes.
@@ -226,6 +226,14 @@ func (c *Controller) runWorker(ctx context.Context, w *worker) {
 			return
 		}
 		err := c.runRequest(ctx, app, req, st)
+		if ctx.Err() != nil {
+			// Stopping, not failing: whatever the reconcile was doing was cut
+			// short on purpose (see syncFailed).
+			if err != nil {
+				c.log.Info("reconcile abandoned", "app", app.Name, "why", context.Cause(ctx), "err", err)
+			}
+			return
+		}
 		next := jitter(app.SyncPolicy.Interval)
 		switch outcome.Of(err) {
 		case outcome.OK:

@@ -96,6 +96,20 @@ func (c *Controller) emit(ctx context.Context, app appset.Application, t notify.
 	})
 }
 
+// syncFailed raises sync-failed for a sync that started, unless ctx ended:
+// a sync cut short because the controller is stopping (or the application
+// left the set) did not fail, and a forge must not mark its commit failed
+// for it. It raises nothing; the store closes the sync as interrupted at
+// the next start, and the next controller finishes the write (see
+// TestFaultHangingNotifierAndSIGTERMMidApply).
+func (c *Controller) syncFailed(ctx context.Context, app appset.Application, commit, msg string) {
+	if ctx.Err() != nil {
+		c.log.Info("sync abandoned", "app", app.Name, "revision", commit, "why", context.Cause(ctx), "err", msg)
+		return
+	}
+	c.emit(ctx, app, notify.SyncFailed, commit, msg)
+}
+
 // observe tells the observer what one reconcile took.
 func (c *Controller) observe(app appset.Application, req Request, out Result, d desired, took time.Duration, err error, quiet bool) {
 	if c.observer == nil {

@@ -72,14 +72,14 @@ func (c *Controller) reconcileReleases(ctx context.Context, app appset.Applicati
 	ctx = notify.WithActor(ctx, req.Actor)
 	specs, commit, err := c.readReleases(ctx, app, req.Revision)
 	if err != nil {
-		if outcome.Of(err) == outcome.Stalled && (st.stalledCommit != commit || req.Sync) {
-			st.stalledCommit = commit
+		if key := stalledKey(commit, err); outcome.Of(err) == outcome.Stalled && (st.stalled != key || req.Sync) {
+			st.stalled = key
 			c.emit(ctx, app, notify.SyncFailed, commit, err.Error())
 		}
 		c.record(app, Result{Commit: commit}, err)
 		return Result{Commit: commit}, err
 	}
-	st.stalledCommit = ""
+	st.stalled = ""
 	names := make([]string, 0, len(specs))
 	for _, s := range specs {
 		names = append(names, app.Release+"-"+s.Name)

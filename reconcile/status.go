@@ -160,23 +160,11 @@ type AppSetStatus struct {
 // Statuses keeps every application's status in one place. It is safe for
 // concurrent use; readers always get copies.
 type Statuses struct {
-	mu       sync.RWMutex
-	apps     map[string]AppStatus
-	appSet   AppSetStatus
-	orphaned map[string]bool // applications gone from the set, releases kept
-	pruned   map[string]bool // applications gone from the set, releases pruned
-	checked  time.Time       // when the controller last looked for releases to prune
-}
-
-// AddOrphaned records an application that left the app set and whose
-// release stays because pruning applications is off.
-func (s *Statuses) AddOrphaned(app string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.orphaned == nil {
-		s.orphaned = map[string]bool{}
-	}
-	s.orphaned[app] = true
+	mu      sync.RWMutex
+	apps    map[string]AppStatus
+	appSet  AppSetStatus
+	pruned  map[string]bool // applications gone from the set, releases pruned
+	checked time.Time       // when the controller last looked for releases to prune
 }
 
 // AddPruned records an application whose release was pruned.
@@ -187,20 +175,14 @@ func (s *Statuses) AddPruned(app string) {
 		s.pruned = map[string]bool{}
 	}
 	s.pruned[app] = true
-	delete(s.orphaned, app)
 }
 
-// Orphaned and Pruned return the applications recorded so, sorted.
-func (s *Statuses) Orphaned() []string { return s.names(func() map[string]bool { return s.orphaned }) }
-
 // Pruned returns the applications whose releases were pruned, sorted.
-func (s *Statuses) Pruned() []string { return s.names(func() map[string]bool { return s.pruned }) }
-
-func (s *Statuses) names(m func() map[string]bool) []string {
+func (s *Statuses) Pruned() []string {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	out := []string{}
-	for name := range m() {
+	for name := range s.pruned {
 		out = append(out, name)
 	}
 	slices.Sort(out)

@@ -105,13 +105,13 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 	if err != nil {
 		// A stalled commit is reported once, not on every tick.
 		stalled := outcome.Of(err) == outcome.Stalled
-		if stalled && (st.stalledCommit != d.commit || req.Sync) {
-			st.stalledCommit = d.commit
+		if key := stalledKey(d.commit, err); stalled && (st.stalled != key || req.Sync) {
+			st.stalled = key
 			c.emit(ctx, app, notify.SyncFailed, d.commit, err.Error())
 		}
 		return out, err
 	}
-	st.stalledCommit = ""
+	st.stalled = ""
 	// Compare: git moved when the render differs from the last recorded
 	// revision; the swarm moved when live services differ from the render.
 	p, recorded, err := c.compare(ctx, app, d)
@@ -226,6 +226,18 @@ func (c *Controller) stillRefused(app appset.Application, f *foreignRefusal) boo
 	return ns == f.namespace
 }
 
+// stalledKey names what a stalled failure is about, so that it is
+// reported once: the commit that cannot be rendered, or, when the revision
+// did not even resolve to a commit (a deleted branch or tag), the error
+// itself. An empty key would read as "nothing reported yet" and never be
+// reported (see TestFaultGitServerFailuresChangeNothingAndConverge).
+func stalledKey(commit string, err error) string {
+	if commit != "" {
+		return commit
+	}
+	return "unresolved: " + err.Error()
+}
+
 // reportWaiting raises one drift-detected when an artifact's desired
 // version starts waiting for its image (not one per tick), and forgets it
 // once nothing waits.
@@ -324,6 +336,7 @@ func (c *Controller) compose(ctx context.Context, app appset.Application, root s
 			Files:     d.source.Files,
 			EnvFiles:  d.source.EnvFiles,
 			Variables: vars,
+			Keys:      c.keys,
 		})
 		if err != nil {
 			return stack.Release{}, nil, &outcome.StalledError{Err: fmt.Errorf("render at %s: %w", gitsource.ShortCommit(d.commit), err)}
@@ -332,19 +345,22 @@ func (c *Controller) compose(ctx context.Context, app appset.Application, root s
 	rel, err := stack.Convert(doc.Config, stack.Options{
 		Owner: owner,
 		Allow: stack.Allow{
-			HostPaths: app.Allow.HostPaths,
-			Networks:  app.Allow.Networks,
-			Configs:   app.Allow.Configs,
-			Secrets:   app.Allow.Secrets,
-			Volumes:   app.Allow.Volumes,
+			HostPaths:    app.Allow.HostPaths,
+			Networks:     app.Allow.Networks,
+			Configs:      app.Allow.Configs,
+			Secrets:      app.Allow.Secrets,
+			Volumes:      app.Allow.Volumes,
+			Capabilities: app.Allow.Capabilities,
 		},
 		Files: doc.Files,
 		Waves: doc.Waves,
 		Hooks: stackHooks(doc.Hooks),
 	})
 	if err != nil {
-		return stack.Release{}, nil, &outcome.StalledError{Err: fmt.Errorf("convert at %s: %w", gitsource.ShortCommit(d.commit), err)}
+		err = &outcome.StalledError{Err: fmt.Errorf("convert at %s: %w", gitsource.ShortCommit(d.commit), err)}
+		return stack.Release{}, nil, hideDecrypted(err, stack.Release{Sensitive: doc.Sensitive})
 	}
+	rel.Sensitive = doc.Sensitive
 	if missing := useArtifactImages(&rel, d.artifacts); len(missing) > 0 {
 		return stack.Release{}, nil, &outcome.WaitingError{Err: fmt.Errorf("artifacts %s: no version to deploy yet: %s",
 			strings.Join(missing, ", "), waitingArtifacts(d.artifacts)), Retry: artifact.DefaultMissingFor}
@@ -421,7 +437,7 @@ func (c *Controller) applyRelease(ctx context.Context, app appset.Application, d
 	// Pre-sync hooks (migrations) run before any service is written: one
 	// that fails leaves the release's services as they were.
 	if err := c.preSync(ctx, app, d, opts); err != nil {
-		c.emit(ctx, app, notify.SyncFailed, d.commit, err.Error())
+		c.syncFailed(ctx, app, d.commit, err.Error())
 		return out, err
 	}
 	res, err := c.applyWaves(ctx, app, d.release, opts)
@@ -435,13 +451,14 @@ func (c *Controller) applyRelease(ctx context.Context, app appset.Application, d
 		if outcome.Of(err) != outcome.Stalled {
 			err = &outcome.TransientError{Err: err}
 		}
-		c.emit(ctx, app, notify.SyncFailed, d.commit, err.Error())
+		err = hideDecrypted(err, d.release)
+		c.syncFailed(ctx, app, d.commit, err.Error())
 		return out, err
 	}
 	if app.SyncPolicy.Wait {
 		if err := c.waitHealthy(ctx, app, d.release, time.Now()); err != nil {
-			err = fmt.Errorf("sync %s at %s: %w", app.Release, gitsource.ShortCommit(d.commit), err)
-			c.emit(ctx, app, notify.SyncFailed, d.commit, err.Error())
+			err = hideDecrypted(fmt.Errorf("sync %s at %s: %w", app.Release, gitsource.ShortCommit(d.commit), err), d.release)
+			c.syncFailed(ctx, app, d.commit, err.Error())
 			return out, err
 		}
 	}
@@ -449,7 +466,7 @@ func (c *Controller) applyRelease(ctx context.Context, app appset.Application, d
 	// Post-sync hooks run against what was written (and, with wait,
 	// found healthy); a failure fails the sync, the release stays.
 	if err := c.runHooks(ctx, app, d, stack.PostSync); err != nil {
-		c.emit(ctx, app, notify.SyncFailed, d.commit, err.Error())
+		c.syncFailed(ctx, app, d.commit, err.Error())
 		return out, err
 	}
 	c.emit(ctx, app, notify.SyncSucceeded, d.commit, applySummary(app.Release, res))

@@ -54,9 +54,10 @@ func (r *renderer) environment(envFiles []string, vars map[string]string) (map[s
 
 // readEnvFile reads KEY=VALUE lines the way `docker run --env-file` and the
 // compose loader do: no quoting, no interpolation, "#" comments. A bare KEY
-// takes its value from lookup, or is left out.
+// takes its value from lookup, or is left out. A SOPS-encrypted file is
+// decrypted first (see readDecrypted).
 func (r *renderer) readEnvFile(name string, lookup func(string) (string, bool)) ([]string, error) {
-	data, err := r.read(name)
+	data, err := r.readDecrypted(name)
 	if err != nil {
 		return nil, err
 	}

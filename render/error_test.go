@@ -139,6 +139,47 @@ func TestComposeRejectsBadInputNamingFileLineAndField(t *testing.T) {
 			want: "compose.yaml: path escapes from parent",
 		},
 		{
+			name: "config file through a symlink leaving the root is refused",
+			files: map[string]string{
+				"compose.yaml": "services:\n  web:\n    image: a\nconfigs:\n  app:\n    file: ./app.conf\n",
+				"app.conf":     "symlink:" + filepath.Join(outside, "secret.txt"),
+			},
+			want: "compose.yaml:6: configs.app.file: app.conf: path escapes from parent",
+		},
+		{
+			name: "default .env through a symlink leaving the root is refused",
+			files: map[string]string{
+				"compose.yaml": "services:\n  web:\n    image: a\n",
+				".env":         "symlink:" + filepath.Join(outside, "secret.txt"),
+			},
+			want: ".env: path escapes from parent",
+		},
+		{
+			name: "named env file through a symlink leaving the root is refused",
+			files: map[string]string{
+				"compose.yaml": "services:\n  web:\n    image: a\n",
+				"prod.env":     "symlink:" + filepath.Join(outside, "secret.txt"),
+			},
+			in:   Input{EnvFiles: []string{"prod.env"}},
+			want: "prod.env: path escapes from parent",
+		},
+		{
+			name: "service env_file through a symlink leaving the root is refused",
+			files: map[string]string{
+				"compose.yaml": "services:\n  web:\n    image: a\n    env_file: ./web.env\n",
+				"web.env":      "symlink:" + filepath.Join(outside, "secret.txt"),
+			},
+			want: "compose.yaml:4: services.web.env_file: web.env: path escapes from parent",
+		},
+		{
+			name: "an application directory that is a symlink leaving the root is refused",
+			files: map[string]string{
+				"app": "symlink:" + outside,
+			},
+			in:   Input{Path: "app"},
+			want: "app/.env: path escapes from parent",
+		},
+		{
 			name:  "compose path escaping the root is refused",
 			files: map[string]string{"compose.yaml": "services: {}\n"},
 			in:    Input{Path: "../x"},

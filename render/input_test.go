@@ -122,3 +122,21 @@ func TestComposeRefusesConfigWithoutSource(t *testing.T) {
 		t.Errorf("Compose() = %v, want %q", err, want)
 	}
 }
+
+// Options that would hand a container its node (privileged, devices, the
+// host's pid, ipc or network namespace, security_opt) are not service
+// options in Swarm: they are dropped, as docker stack deploy drops them,
+// and the document says so.
+func TestComposeWarnsOfHostOptionsSwarmHasNot(t *testing.T) {
+	root := t.TempDir()
+	writeTree(t, root, map[string]string{"compose.yaml": "services:\n  web:\n    image: a\n    privileged: true\n    devices: [/dev/sda]\n" +
+		"    pid: host\n    ipc: host\n    network_mode: host\n    security_opt: [apparmor:unconfined]\n"})
+	doc, err := Compose(context.Background(), Input{Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"ignoring unsupported options: devices, ipc, network_mode, pid, privileged, security_opt"}
+	if diff := cmp.Diff(want, doc.Warnings); diff != "" {
+		t.Errorf("Compose() warnings (-want +got):\n%s", diff)
+	}
+}

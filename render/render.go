@@ -14,6 +14,13 @@
 // the input are *Error values naming the file, and the line and field where
 // the YAML gives one.
 //
+// Files encrypted with SOPS (see package sops) are decrypted in memory with
+// Input.Keys where a secret may come from: a secret's file, an env file
+// (source or env_file), and so interpolation variables. Values they held
+// are listed in Document.Sensitive so that whatever shows the specs can
+// mask them. An encrypted compose file or config file is refused: its
+// plaintext would sit where anyone reading the stack can see it.
+//
 // Render never panics on input: docker/cli's loader, which assumes shapes
 // its own callers checked, runs behind a recover, and YAML recursion is
 // bounded (see the fuzz targets). It keeps no state between calls.
@@ -39,6 +46,8 @@ import (
 	"github.com/docker/cli/cli/compose/loader"
 	composetypes "github.com/docker/cli/cli/compose/types"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/skep-cd/skep/sops"
 )
 
 // DefaultFiles are the compose file names looked for, in this order, when
@@ -79,6 +88,9 @@ type Input struct {
 	EnvFiles []string
 	// Variables win over EnvFiles. Render does not modify the map.
 	Variables map[string]string
+	// Keys decrypt the SOPS-encrypted files the input reads; nil refuses
+	// them with an error naming the file.
+	Keys *sops.Keys
 }
 
 // Document is one rendered compose document.
@@ -92,6 +104,11 @@ type Document struct {
 	// Warnings lists options the input uses that Swarm ignores, as
 	// `docker stack deploy` prints them.
 	Warnings []string
+	// Sensitive are the values decrypted from SOPS env files: they may
+	// sit anywhere in Config, through interpolation or env_file. Callers
+	// carry them to stack.Release.Sensitive. Nil when no env file was
+	// encrypted; a secret's decrypted file is only in Files.
+	Sensitive []string
 	// Waves holds the wave of each service (by compose name) whose
 	// WaveKey is not 0; a service not listed is in wave 0.
 	Waves map[string]int
@@ -145,8 +162,13 @@ func Compose(ctx context.Context, in Input) (*Document, error) {
 		return nil, fmt.Errorf("render: open root: %w", err)
 	}
 	defer root.Close()
-	r := &renderer{ctx: ctx, fsys: root.FS(), dir: dir}
+	r := &renderer{ctx: ctx, fsys: root.FS(), dir: dir, keys: in.Keys}
+	doc, err := r.compose(in)
+	return doc, r.masked(err)
+}
 
+// compose is Compose once the root is open.
+func (r *renderer) compose(in Input) (*Document, error) {
 	env, err := r.environment(in.EnvFiles, in.Variables)
 	if err != nil {
 		return nil, err
@@ -169,6 +191,9 @@ type renderer struct {
 	fsys  fs.FS  // the root: an os.Root's, or Load's files in memory
 	dir   string // compose directory, relative to root
 	files []*source
+	keys  *sops.Keys
+	// sensitive are the values decrypted from encrypted env files.
+	sensitive []string
 }
 
 // source is one parsed compose file.
@@ -305,6 +330,9 @@ func (r *renderer) parse(name string, env map[string]string) error {
 	if err != nil {
 		return &Error{File: name, Err: errors.Unwrap(err)}
 	}
+	if sops.Encrypted(name, data) {
+		return &Error{File: name, Err: errors.New("a compose file encrypted with SOPS is refused: keep the compose file plain and its secrets in the files it names (secrets, env_file)")}
+	}
 	doc, err := parseNode(data)
 	if err != nil {
 		var le *lineError
@@ -413,6 +441,7 @@ func (r *renderer) load(env map[string]string) (*Document, error) {
 		return nil, errors.Join(errs...)
 	}
 	doc.Warnings = r.warnings()
+	doc.Sensitive = slices.Clone(r.sensitive)
 	return doc, nil
 }
 
@@ -440,9 +469,56 @@ func (r *renderer) readObject(doc *Document, kind, name string, obj *composetype
 	if err != nil {
 		return &Error{File: file, Line: line, Field: field, Err: err}
 	}
+	if sops.Encrypted(rel, data) {
+		// A config's content is readable by anyone who can inspect it, and
+		// revisions keep configs whole: a decrypted file must be a secret.
+		if kind != "secrets" {
+			return &Error{File: file, Line: line, Field: field, Err: fmt.Errorf("%s is encrypted with SOPS; a config's content is readable in the swarm, declare it as a secret", rel)}
+		}
+		p, err := r.keys.Decrypt(rel, data)
+		if err != nil {
+			return &Error{File: file, Line: line, Field: field, Err: fmt.Errorf("%s: %w", rel, err)}
+		}
+		data = p.Data
+	}
 	obj.File = rel
 	doc.Files[rel] = data
 	return nil
+}
+
+// readDecrypted reads name and, when it is a SOPS file, decrypts it in
+// memory; the values it held encrypted join r.sensitive, as does the form
+// an env file escapes them in. Errors read "name: cause", as read's do.
+func (r *renderer) readDecrypted(name string) ([]byte, error) {
+	data, err := r.read(name)
+	if err != nil || !sops.Encrypted(name, data) {
+		return data, err
+	}
+	p, err := r.keys.Decrypt(name, data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	for _, v := range p.Values {
+		r.sensitive = append(r.sensitive, v)
+		if escaped := strings.ReplaceAll(v, "\n", `\n`); escaped != v {
+			r.sensitive = append(r.sensitive, escaped)
+		}
+	}
+	return p.Data, nil
+}
+
+// masked hides decrypted values in err's message: docker/cli's loader
+// quotes a value it refuses, and an interpolated one may be a secret.
+func (r *renderer) masked(err error) error {
+	if err == nil || len(r.sensitive) == 0 {
+		return err
+	}
+	msg := err.Error()
+	if masked := sops.Mask(msg, r.sensitive); masked != msg {
+		// The causes keep the values: the masked message stands alone.
+		return &Error{Err: errors.New(masked)}
+	}
+	return err
 }
 
 // fromVirtual maps a path the loader made absolute against virtualRoot back

@@ -31,6 +31,25 @@ type Allow struct {
 	Configs  []string
 	Secrets  []string
 	Volumes  []string
+	// Capabilities are the Linux capabilities a service may add with
+	// cap_add, with or without the CAP_ prefix, in any case; "ALL" allows
+	// every one. A capability such as SYS_ADMIN gives a container the host,
+	// so adding one is the app set's decision, not a compose file's.
+	Capabilities []string
+}
+
+// capabilityAllowed reports whether cap_add's entry c is among allowed,
+// comparing names as Docker does: upper case, CAP_ prefix optional.
+func capabilityAllowed(c string, allowed []string) bool {
+	norm := func(s string) string {
+		s = strings.ToUpper(strings.TrimSpace(s))
+		if s == "ALL" {
+			return s
+		}
+		return "CAP_" + strings.TrimPrefix(s, "CAP_")
+	}
+	c = norm(c)
+	return slices.ContainsFunc(allowed, func(a string) bool { a = norm(a); return a == "ALL" || a == c })
 }
 
 // hostPathAllowed reports whether the host path p lies under one of allowed.
@@ -70,6 +89,12 @@ func notAllowed(field, format string, args ...any) error {
 func checkAllowed(cfg *composetypes.Config, allow Allow) []error {
 	var errs []error
 	for _, svc := range cfg.Services {
+		for i, c := range svc.CapAdd {
+			if !capabilityAllowed(c, allow.Capabilities) {
+				field := "services." + svc.Name + ".cap_add[" + strconv.Itoa(i) + "]"
+				errs = append(errs, notAllowed(field, "capability %s is not allowed; list it in allow.capabilities", c))
+			}
+		}
 		for i, v := range svc.Volumes {
 			if v.Type != "bind" && v.Type != "npipe" {
 				continue

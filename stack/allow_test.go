@@ -96,6 +96,33 @@ func TestConvertRefusesWhatAllowDoesNotList(t *testing.T) {
 			want:    []string{"volumes.data.driver_opts.device: host path /etc is not allowed"},
 		},
 		{
+			name:    "an added capability refused by default",
+			compose: svc + "    cap_add: [SYS_ADMIN]\n    cap_drop: [ALL]\n",
+			want:    []string{"services.web.cap_add[0]: capability SYS_ADMIN is not allowed; list it in allow.capabilities"},
+		},
+		{
+			name:    "a listed capability accepted, with or without CAP_ and in any case",
+			compose: svc + "    cap_add: [CAP_NET_ADMIN, net_raw]\n",
+			allow:   Allow{Capabilities: []string{"net_admin", "CAP_NET_RAW"}},
+		},
+		{
+			name:    "a capability beside the listed one refused",
+			compose: svc + "    cap_add: [NET_ADMIN, SYS_PTRACE]\n",
+			allow:   Allow{Capabilities: []string{"NET_ADMIN"}},
+			want:    []string{"services.web.cap_add[1]: capability SYS_PTRACE is not allowed"},
+		},
+		{
+			name:    "ALL added needs ALL listed",
+			compose: svc + "    cap_add: [ALL]\n",
+			allow:   Allow{Capabilities: []string{"NET_ADMIN", "SYS_ADMIN"}},
+			want:    []string{"services.web.cap_add[0]: capability ALL is not allowed"},
+		},
+		{
+			name:    "ALL listed allows every capability",
+			compose: svc + "    cap_add: [SYS_ADMIN, ALL]\n",
+			allow:   Allow{Capabilities: []string{"all"}},
+		},
+		{
 			name:    "external network refused unless listed",
 			compose: svc + "    networks: [proxy]\nnetworks:\n  proxy:\n    external: true\n    name: traefik-public\n",
 			want:    []string{`networks.proxy: external network "traefik-public" is not allowed; list it in allow.networks`},

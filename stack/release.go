@@ -99,6 +99,11 @@ type Release struct {
 	Networks map[string]network.CreateOptions
 	Configs  map[string]swarm.ConfigSpec
 	Secrets  map[string]swarm.SecretSpec
+	// Sensitive are values decrypted from SOPS files (env files,
+	// interpolation variables) that the specs may hold in plain. Whatever
+	// shows or records the specs shows Masked() instead; they are never
+	// encoded or stored. Nil for a release that used no encrypted file.
+	Sensitive []string `json:"-" yaml:"-"`
 	// Hooks are the release's jobs, sorted by service name: not services
 	// of the release, so plan, drift and revisions leave them out.
 	Hooks []Hook `json:",omitempty"`

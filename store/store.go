@@ -26,7 +26,8 @@ import (
 	"strings"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
+	"modernc.org/sqlite" // registers the "sqlite" driver
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // FileName is the database's name inside the data directory.
@@ -83,6 +84,11 @@ type Store struct {
 // Skep than this one: its schema is not guessed at.
 var ErrSchemaTooNew = errors.New("database schema is newer than this skep")
 
+// ErrCorrupt is returned (wrapped) by Open for a file that is not an
+// SQLite database or fails its integrity check: opening it again will not
+// help, and MoveAside keeps it for inspection.
+var ErrCorrupt = errors.New("database file is corrupt")
+
 // ErrNoStore is returned by Insert on a nil *Store, which a caller may have
 // put in a notify.Appender after Open failed.
 var ErrNoStore = errors.New("no event store")
@@ -95,7 +101,8 @@ var ErrIDNotAbove = errors.New("event id not above the last stored id")
 // filepath.Join(dataDir, FileName)), creating its directory, switches it to
 // WAL, checks its integrity and migrates its schema to the current version.
 // An unreadable, corrupt, unwritable or too-new database is an error; the
-// caller reports it and runs without a store.
+// caller reports it and runs without a store. A corrupt one's error is
+// ErrCorrupt: the caller may MoveAside the file and Open a new one.
 func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	// The path becomes a DSN: '?' or '#' would start its query part.
 	if strings.ContainsAny(path, "?#") {
@@ -117,13 +124,48 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	// reads the mode back.
 	if err := s.check(ctx); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("open store %s: %w", path, err)
+		return nil, fmt.Errorf("open store %s: %w", path, corrupt(err))
 	}
 	if err := migrate(ctx, db, migrations); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("open store %s: %w", path, err)
+		return nil, fmt.Errorf("open store %s: %w", path, corrupt(err))
 	}
 	return s, nil
+}
+
+// integrityError is what quick_check found wrong in a database SQLite
+// could read.
+type integrityError struct{ problems []string }
+
+func (e *integrityError) Error() string {
+	return "integrity check: " + strings.Join(e.problems, "; ")
+}
+
+// corrupt adds ErrCorrupt to err when SQLite says the file is not a
+// database or is damaged, and returns any other error as it is.
+func corrupt(err error) error {
+	var se *sqlite.Error
+	var ie *integrityError
+	if errors.As(err, &ie) ||
+		errors.As(err, &se) && (se.Code()&0xff == sqlite3.SQLITE_NOTADB || se.Code()&0xff == sqlite3.SQLITE_CORRUPT) {
+		return fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	return err
+}
+
+// MoveAside renames the database at path, with its WAL and shared-memory
+// files, to path.corrupt-<at in UTC>, so that Open can start a new one and
+// the old one stays for inspection or repair. It returns the new name of
+// the database file. It must not be called on a database that is open.
+func MoveAside(path string, at time.Time) (string, error) {
+	to := path + ".corrupt-" + at.UTC().Format("20060102T150405Z")
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		err := os.Rename(path+suffix, to+suffix)
+		if err != nil && !(suffix != "" && errors.Is(err, os.ErrNotExist)) {
+			return "", fmt.Errorf("move store %s aside: %w", path, err)
+		}
+	}
+	return to, nil
 }
 
 // check fails on a file that is not a database, is corrupt, or cannot be
@@ -155,7 +197,7 @@ func (s *Store) check(ctx context.Context) error {
 		return fmt.Errorf("integrity check: %w", err)
 	}
 	if len(problems) > 0 {
-		return fmt.Errorf("integrity check: %s", strings.Join(problems, "; "))
+		return &integrityError{problems: problems}
 	}
 	return nil
 }

@@ -65,15 +65,16 @@ func TestOpenRefusesWhatItCannotUse(t *testing.T) {
 		name    string
 		prepare func(t *testing.T, dir string) string
 		is      error
+		corrupt bool // the error is ErrCorrupt, and only then
 	}{
-		{name: "a file that is not a database", prepare: func(t *testing.T, dir string) string {
+		{name: "a file that is not a database", corrupt: true, prepare: func(t *testing.T, dir string) string {
 			p := filepath.Join(dir, FileName)
 			if err := os.WriteFile(p, []byte("this is not an sqlite file, just text that is long enough to matter............................................................"), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			return p
 		}},
-		{name: "a corrupt database", prepare: func(t *testing.T, dir string) string {
+		{name: "a corrupt database", corrupt: true, prepare: func(t *testing.T, dir string) string {
 			p := filepath.Join(dir, FileName)
 			s := open(t, p, Options{})
 			for i := range 300 {
@@ -132,7 +133,40 @@ func TestOpenRefusesWhatItCannotUse(t *testing.T) {
 			if tc.is != nil && !errors.Is(err, tc.is) {
 				t.Errorf("Open = %v, want %v", err, tc.is)
 			}
+			if errors.Is(err, ErrCorrupt) != tc.corrupt {
+				t.Errorf("Open = %v: corrupt %t, want %t", err, errors.Is(err, ErrCorrupt), tc.corrupt)
+			}
 		})
+	}
+}
+
+func TestMoveAsideKeepsTheCorruptFilesAndLetsANewStoreOpen(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, FileName)
+	for suffix, content := range map[string]string{"": "not a database", "-wal": "wal", "-shm": "shm"} {
+		if err := os.WriteFile(path+suffix, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	moved, err := MoveAside(path, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := path + ".corrupt-20260501T120000Z"; moved != want {
+		t.Errorf("MoveAside = %s, want %s", moved, want)
+	}
+	for suffix, content := range map[string]string{"": "not a database", "-wal": "wal", "-shm": "shm"} {
+		if b, err := os.ReadFile(moved + suffix); err != nil || string(b) != content {
+			t.Errorf("%s%s = %q, %v; want %q", moved, suffix, b, err, content)
+		}
+	}
+	s := open(t, path, Options{})
+	if _, err := s.Append(t.Context(), ev("web", notify.SyncStarted, t0)); err != nil {
+		t.Errorf("the new store does not keep events: %v", err)
+	}
+	s.Close()
+	if _, err := MoveAside(filepath.Join(dir, "missing.db"), t0); err == nil {
+		t.Error("MoveAside of a file that is not there succeeded")
 	}
 }
 

@@ -464,6 +464,7 @@ func TestBrowserFollowsSyncAndDriftLiveAndOffersOnlyWhatTheRoleAllows(t *testing
 		p.open(t, "#/controller")
 		p.waitFor(t, "the admin details", has("main", "Swarm node"), 20*time.Second)
 		p.waitFor(t, "the active notifiers", has("main", "store"), 20*time.Second)
+		p.waitFor(t, "the orphaned releases, none here", has("main", "Orphaned releases"), 20*time.Second)
 		p.screenshot(t, "10-controller")
 	})
 

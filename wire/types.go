@@ -355,18 +355,41 @@ type ControllerStatus struct {
 	Ready        bool         `json:"ready"`
 	AppSet       AppSetStatus `json:"appSet"`
 	Applications int          `json:"applications"`
-	// Orphaned names applications whose releases are deployed but that the
-	// app set no longer declares (kept: the controller runs without
-	// --prune); Pruned those whose releases were removed.
-	Orphaned []string `json:"orphaned"`
-	Pruned   []string `json:"pruned"`
+	// OrphanedReleases are this controller's releases deployed in the
+	// swarm that no loaded application declares, each with why it was not
+	// pruned; Orphaned names their applications, sorted. Pruned names the
+	// applications whose releases were removed.
+	OrphanedReleases []OrphanedRelease `json:"orphanedReleases"`
+	Orphaned         []string          `json:"orphaned"`
+	Pruned           []string          `json:"pruned"`
 	// Notifiers names the notifiers events go to (log, store, webhooks,
 	// chat), in registration order; absent when the server was not told.
 	Notifiers []string `json:"notifiers,omitempty"`
 	// Swarms are the destinations the controller deploys to, the local
 	// swarm ("") first.
-	Swarms  []Swarm        `json:"swarms"`
+	Swarms []Swarm `json:"swarms"`
+	// Store is the state of the history store (events and sync history);
+	// absent when the server was not told.
+	Store   *StoreStatus   `json:"store,omitempty"`
 	Details *StatusDetails `json:"details,omitempty"`
+}
+
+// StoreStatus is the state of the controller's history store. The store
+// is history, never safety: whatever it says, the controller deploys.
+type StoreStatus struct {
+	// Kept is true while events and syncs are kept; false when the store
+	// could not be opened, and Error says why.
+	Kept bool   `json:"kept"`
+	Path string `json:"path,omitempty"`
+	// Error is why nothing is kept, or what was wrong with the database
+	// found at start (see MovedAside).
+	Error string `json:"error,omitempty"`
+	// MovedAside names where a corrupt database found at start was moved
+	// before a new one was started.
+	MovedAside string `json:"movedAside,omitempty"`
+	// FailedWrites counts the events that could not be written since the
+	// controller started (a full disk, say); they were streamed live only.
+	FailedWrites int64 `json:"failedWrites,omitempty"`
 }
 
 // Swarm is one destination and what the controller knows of it.
@@ -392,6 +415,18 @@ type Swarm struct {
 // SwarmList is the body of GET /api/v1/swarms.
 type SwarmList struct {
 	Swarms []Swarm `json:"swarms"`
+}
+
+// OrphanedRelease is a release of the controller that is deployed while
+// no loaded application declares it.
+type OrphanedRelease struct {
+	Application string `json:"application"`
+	Release     string `json:"release"`
+	// Swarm is the destination holding it; "" is the local swarm.
+	Swarm string `json:"swarm"`
+	// Reason says why it was not pruned, e.g. "app set is empty; pruning
+	// held".
+	Reason string `json:"reason"`
 }
 
 // AppSetStatus is the state of the app-set source.

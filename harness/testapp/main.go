@@ -9,7 +9,9 @@
 //	testapp exit CODE [LINE...]  print each LINE and exit with CODE (a job)
 //
 // Environment: TESTAPP_VERSION (what GET / reports), TESTAPP_UNHEALTHY=1
-// (/healthz answers 503, so `health` fails).
+// (/healthz answers 503, so `health` fails). GET /secrets/NAME answers the
+// content of the Docker secret mounted at /run/secrets/NAME, so a test can
+// see what the task sees.
 package main
 
 import (
@@ -73,6 +75,20 @@ func serve(addr string) int {
 			return
 		}
 		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/secrets/{name}", func(w http.ResponseWriter, req *http.Request) {
+		// Only a plain file name: nothing outside /run/secrets is served.
+		name := req.PathValue("name")
+		if name == "" || name == "." || name == ".." || strings.ContainsAny(name, `/\`) {
+			http.Error(w, "want a secret's file name", http.StatusBadRequest)
+			return
+		}
+		data, err := os.ReadFile("/run/secrets/" + name)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		_, _ = w.Write(data)
 	})
 	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	if err := srv.ListenAndServe(); err != nil {

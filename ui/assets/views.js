@@ -426,8 +426,9 @@ export function eventsView(ctx, app) {
   };
 }
 
-// Controller: the app set's source and state, orphaned and pruned
-// applications, and for admins the controller's details.
+// Controller: the app set's source and state, orphaned releases (with why
+// each stays) and pruned applications, and for admins the controller's
+// details.
 export function controllerView(ctx) {
   const body = h('div');
   const el = h('section', { 'aria-labelledby': 'h-ctl' }, h('h1', { id: 'h-ctl' }, 'Controller'), body);
@@ -461,7 +462,9 @@ export function controllerView(ctx) {
                 h('td', { 'data-label': 'API' }, w.apiVersion || '—'),
                 h('td', { 'data-label': 'Nodes' }, w.nodes ? String(w.nodes) : '—'),
                 h('td', { 'data-label': 'Applications' }, String(w.applications)))))))),
-          h('section', {}, h('h2', {}, 'Orphaned applications'), h('p', { class: 'muted' }, 'Deployed, no longer declared, kept because pruning of applications is off.'), names(st.orphaned, 'None.')),
+          h('section', {}, h('h2', {}, 'Orphaned releases'), h('p', { class: 'muted' }, 'Deployed by this controller, declared by no loaded application, and why each was not pruned.'),
+            (st.orphanedReleases || []).length === 0 ? h('p', { class: 'muted' }, 'None.')
+              : h('ul', {}, st.orphanedReleases.map((r) => h('li', {}, h('code', {}, r.release), ' (', r.application, r.swarm ? ` on ${r.swarm}` : '', '): ', r.reason)))),
           h('section', {}, h('h2', {}, 'Pruned applications'), names(st.pruned, 'None.')),
           h('section', {}, h('h2', {}, 'Notifiers'), h('p', { class: 'muted' }, 'Where every event goes, in the order they were registered.'), names(st.notifiers || [], 'Not reported by this controller.')),
           h('section', {}, h('h2', {}, 'Details'), st.details ? h('dl', { class: 'facts' },
