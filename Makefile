@@ -75,7 +75,7 @@ fuzz:
 # Speed (issue 16; not part of `make test`, see docs/performance.md): the
 # Go benchmarks of the hot pure functions (benchstat-friendly, kept in
 # bin/bench-go.txt), then the measurements on the local swarm side by side
-# with `docker stack deploy`, printed as one table. It takes about 25
+# with `docker stack deploy`, printed as one table. It takes about 30
 # minutes; BENCH_IDLE, BENCH_SAMPLES and BENCH_SCALE (-1 skips the large
 # scale point) shorten it.
 BENCH_PKGS ?= ./stack ./plan ./notify
