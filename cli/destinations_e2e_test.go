@@ -75,19 +75,11 @@ func (e *twoSwarms) writeApps(t *testing.T, withSSH bool) { e.writeAppsTo(t, wit
 // syncPolicy.prune is on, so a move removes the release it leaves.
 func (e *twoSwarms) writeAppsTo(t *testing.T, withSSH bool, thereSwarm string) {
 	t.Helper()
-	app := func(name, release, repo, swarmName, extra string) string {
-		return fmt.Sprintf(`  - name: %s
-    release: %s
-    source: {repo: %s, revision: main}
-    destination: {swarm: %q}
-    syncPolicy: {automated: true, interval: 10s, resolveImage: never, prune: true}
-%s`, name, release, repo, swarmName, extra)
-	}
 	set := "apiVersion: skep/v1\napplications:\n" +
-		app("here", e.ns+"-here", e.local.URL, "", "") +
-		app("there", e.ns+"-there", e.remote.URL, thereSwarm, "    driftDetection: live\n")
+		appEntry("here", e.ns+"-here", e.local.URL, "", "") +
+		appEntry("there", e.ns+"-there", e.remote.URL, thereSwarm, "    driftDetection: live\n")
 	if withSSH {
-		set += app("there-ssh", e.ns+"-ssh", e.remote.URL, "two-ssh", "")
+		set += appEntry("there-ssh", e.ns+"-ssh", e.remote.URL, "two-ssh", "")
 	}
 	writeTestFile(t, e.apps, set)
 }
@@ -112,6 +104,17 @@ destinations:
       - host: %s
         ssh: {key: %s, knownHosts: %s}
 `, tls, s.TCP, tls, s.SSH, s.SSHKey, s.KnownHosts))
+}
+
+// appEntry is one automated application of an app set, on swarmName,
+// with extra lines appended.
+func appEntry(name, release, repo, swarmName, extra string) string {
+	return fmt.Sprintf(`  - name: %s
+    release: %s
+    source: {repo: %s, revision: main}
+    destination: {swarm: %q}
+    syncPolicy: {automated: true, interval: 10s, resolveImage: never, prune: true}
+%s`, name, release, repo, swarmName, extra)
 }
 
 func writeTestFile(t *testing.T, path, content string) {
@@ -363,13 +366,7 @@ func TestDestinationsThatCannotBeTrustedStopTheStart(t *testing.T) {
 			writeTestFile(t, e.dests, "apiVersion: skep/v1\nkind: Destinations\ndestinations:\n  "+tc.dest)
 			// An application on the local swarm: a start refused for one
 			// destination starts nothing anywhere.
-			writeTestFile(t, e.apps, fmt.Sprintf(`apiVersion: skep/v1
-applications:
-  - name: here
-    release: %s-here
-    source: {repo: %s, revision: main}
-    syncPolicy: {automated: true, interval: 10s, resolveImage: never}
-`, e.ns, e.local.URL))
+			writeTestFile(t, e.apps, "apiVersion: skep/v1\napplications:\n"+appEntry("here", e.ns+"-here", e.local.URL, "", ""))
 			token := filepath.Join(t.TempDir(), "token")
 			writeTestFile(t, token, "destinations-e2e-token\n")
 			env := append(os.Environ(), "SKEP_ADMIN_TOKEN_FILE="+token)
@@ -397,18 +394,8 @@ destinations:
       - host: tcp://127.0.0.1:1
         tls: {ca: %s, cert: %s, key: %s}
 `, s.TLSCA, s.TLSCert, s.TLSKey))
-		writeTestFile(t, e.apps, fmt.Sprintf(`apiVersion: skep/v1
-applications:
-  - name: here
-    release: %s-here
-    source: {repo: %s, revision: main}
-    syncPolicy: {automated: true, interval: 10s, resolveImage: never}
-  - name: away
-    release: %s-there
-    source: {repo: %s, revision: main}
-    destination: {swarm: gone}
-    syncPolicy: {automated: true, interval: 10s, resolveImage: never}
-`, e.ns, e.local.URL, e.ns, e.remote.URL))
+		writeTestFile(t, e.apps, "apiVersion: skep/v1\napplications:\n"+
+			appEntry("here", e.ns+"-here", e.local.URL, "", "")+appEntry("away", e.ns+"-there", e.remote.URL, "gone", ""))
 		launch(t, e.cliEnv, e.dir, e.apps, "--destinations", e.dests)
 		waitImage(t, e.main, e.ns+"-here", e.v1)
 		harness.Eventually(t, time.Minute, func(context.Context) (bool, string) {

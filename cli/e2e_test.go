@@ -271,14 +271,22 @@ func (f *follower) events() []map[string]any {
 
 func (e *cliEnv) follow(t *testing.T) *follower {
 	t.Helper()
+	return followStream(t, e.env, t.Output(), "--app", "web")
+}
+
+// followStream runs `skep events --follow -o json` with env and the extra
+// filter args, its stderr to stderr, and collects its lines until the
+// test ends.
+func followStream(t *testing.T, env []string, stderr io.Writer, args ...string) *follower {
+	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
-	cmd := exec.CommandContext(ctx, skepBinary, "events", "--follow", "--app", "web", "-o", "json")
-	cmd.Env = e.env
+	cmd := exec.CommandContext(ctx, skepBinary, append([]string{"events", "--follow", "-o", "json"}, args...)...)
+	cmd.Env = env
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stderr = t.Output()
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -287,6 +295,7 @@ func (e *cliEnv) follow(t *testing.T) *follower {
 	go func() {
 		defer close(done)
 		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
 			f.mu.Lock()
 			f.lines = append(f.lines, sc.Text())

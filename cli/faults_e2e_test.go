@@ -8,7 +8,6 @@ package cli_test
 // clears. This file holds what the cases share.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -308,36 +307,8 @@ func (p *ctlProc) stop(t *testing.T, sig os.Signal, within time.Duration) time.D
 // --follow -o json` until the test ends.
 func (e *faultEnv) followEvents(t *testing.T) *follower {
 	t.Helper()
-	ctx, cancel := context.WithCancel(t.Context())
-	cmd := exec.CommandContext(ctx, skepBinary, "events", "--follow", "-o", "json")
-	cmd.Env = e.cli.env
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = io.Discard // the stream reconnects, noisily, when a controller dies
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	f := &follower{}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			f.mu.Lock()
-			f.lines = append(f.lines, sc.Text())
-			f.mu.Unlock()
-		}
-		_, _ = io.Copy(io.Discard, stdout)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		_ = cmd.Wait()
-	})
-	return f
+	// The stream reconnects, noisily, when a controller dies.
+	return followStream(t, e.cli.env, io.Discard)
 }
 
 // waitEvent waits until f saw an event of typ whose revision is commit

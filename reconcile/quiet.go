@@ -5,8 +5,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/skep-cd/skep/appset"
+	"github.com/skep-cd/skep/stack"
+	"github.com/skep-cd/skep/swarm"
 )
 
 // quietTick is what the last tick that found nothing to do saw and
@@ -20,8 +23,8 @@ type quietTick struct {
 
 // quietKey names everything a plain tick of app reads, so that equal keys
 // mean equal conclusions: the application's definition, the commit and
-// artifact versions it resolved to, and the version of its swarm's live
-// snapshot (which holds the recorded revisions and the live services).
+// artifact versions it resolved to, and its own objects in its swarm's
+// live snapshot (services, recorded revisions; see ownState).
 // It is "" when a tick must run in full: a requested sync or a held
 // revision, no live snapshot, or one that failed or has not seen the
 // application's last write, and applications whose previews follow
@@ -51,7 +54,30 @@ func (c *Controller) quietKey(app appset.Application, req Request, d desired) st
 		return ""
 	}
 	sum := sha256.Sum256(def)
-	return fmt.Sprintf("%s\x00%s\x00%s\x00%d\x00%s", d.commit, d.source.Repo, versionsKey(d.artifacts), snap.Version(), hex.EncodeToString(sum[:]))
+	return fmt.Sprintf("%s\x00%s\x00%s\x00%s\x00%s", d.commit, d.source.Repo, versionsKey(d.artifacts), c.ownState(app, snap), hex.EncodeToString(sum[:]))
+}
+
+// ownState summarises what of snap a tick of app reads: its releases'
+// services, networks and configs (liveState) and its recorded revisions,
+// so that another stack's deploy does not make every application render
+// again. A chart also checks its requirements against the whole swarm, so
+// for one the snapshot's version stands in.
+func (c *Controller) ownState(app appset.Application, snap swarm.Snapshot) string {
+	if app.Chart != nil {
+		return fmt.Sprint(snap.Version())
+	}
+	c.mu.Lock()
+	state := c.liveState(app, snap)
+	c.mu.Unlock()
+	owner := c.owner(app)
+	var b strings.Builder
+	b.WriteString(state)
+	for _, cfg := range snap.Configs() {
+		if l := cfg.Spec.Labels; l[stack.LabelKind] != "" && l[stack.LabelController] == owner.Controller && l[stack.LabelApplication] == app.Name {
+			fmt.Fprintf(&b, "\nrecord %s %d", cfg.ID, cfg.Version.Index)
+		}
+	}
+	return b.String()
 }
 
 // observeQuiet refreshes what a quiet tick still owes the status: health,
