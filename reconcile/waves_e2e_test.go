@@ -52,7 +52,10 @@ func (e *env) firstRunning(t *testing.T, service swarm.Service, image string) ti
 func TestWavesApplyInOrderAndAFailingWaveStopsTheNext(t *testing.T) {
 	e := newEnv(t)
 	e.repo.Commit(t, "main", map[string]string{"compose.yaml": twoWaves(e.v1, e.v1)})
-	app := strings.Replace(e.app("web", true), "      resolveImage: never\n", "      resolveImage: never\n      timeout: 15s\n", 1)
+	// The health timeout leaves a loaded two-core machine room to start
+	// the healthy db (15s was seen too short in CI); the sick one still
+	// fails well inside the wait below.
+	app := strings.Replace(e.app("web", true), "      resolveImage: never\n", "      resolveImage: never\n      timeout: 45s\n", 1)
 	ctrl := e.controller(t, appset.FileSource{Path: writeFile(t, t.TempDir(), "apps.yaml", appSet(app))})
 	run(t, ctrl)
 
@@ -77,7 +80,7 @@ func TestWavesApplyInOrderAndAFailingWaveStopsTheNext(t *testing.T) {
 	web = waitService(t, e, e.ns+"_web", e.v1)
 	sick := harness.TestImage(t, e.cli, harness.ImageOptions{Version: "sick", Unhealthy: true})
 	broken := e.repo.Commit(t, "main", map[string]string{"compose.yaml": twoWaves(sick, e.v2)})
-	st := waitStatus(t, ctrl, "web", 2*time.Minute, func(s reconcile.AppStatus) bool { return s.Revision == broken && s.LastError != "" })
+	st := waitStatus(t, ctrl, "web", 3*time.Minute, func(s reconcile.AppStatus) bool { return s.Revision == broken && s.LastError != "" })
 	if !strings.Contains(st.LastError, "wave 0: ") {
 		t.Errorf("status error = %q, want it to name wave 0", st.LastError)
 	}
