@@ -131,6 +131,10 @@ type Options struct {
 	// Digests, when set, answers digest look-ups from a cache shared by
 	// every apply to the same swarm; nil asks the Engine each time.
 	Digests *DigestCache
+	// Self names the controller's own service when rel is the release of
+	// the app set's self application; the zero value for every other.
+	// See SelfService.
+	Self SelfService
 }
 
 // withDefaults fills in every zero field that has a default.
@@ -195,6 +199,10 @@ type Change struct {
 type Result struct {
 	Changes  []Change
 	Revision int
+	// Self is the write of the controller's own service that Apply left
+	// for last (Options.Self), recorded in Revision already; nil when that
+	// service is unchanged or rel is no self release.
+	Self *SelfWrite
 }
 
 // Changed reports whether Apply created, updated or deleted anything
@@ -205,7 +213,7 @@ func (r Result) Changed() bool {
 			return true
 		}
 	}
-	return false
+	return r.Self != nil
 }
 
 // Apply makes the swarm run rel. It blocks until every write is accepted by
@@ -265,6 +273,7 @@ type applier struct {
 	configs  map[string]swarm.Config    // by name
 	secrets  map[string]swarm.Secret    // by name
 	images   map[string]string          // service name → image as written to the swarm
+	self     *swarm.Service             // the controller's own service, live; nil unless Options.Self
 }
 
 // run performs the steps in the order of the package doc; see Apply.
@@ -278,11 +287,16 @@ func (a *applier) run(ctx context.Context) (Result, error) {
 	if err != nil {
 		return a.result, err
 	}
+	if err := a.findSelf(live); err != nil {
+		return a.result, err
+	}
 	// Once this owner has recorded a revision the namespace is its own: a
 	// foreign service that appeared since is left alone unless it takes a
-	// desired name, which applyServices refuses.
+	// desired name, which applyServices refuses. The controller's own
+	// service is taken over even unlabelled: it was deployed by hand to
+	// start the controller that now deploys it.
 	if len(revs) == 0 {
-		if err := foreignServices(owner, live); err != nil {
+		if err := foreignServices(owner, withoutSelf(live, a.self)); err != nil {
 			return a.result, err
 		}
 	}

@@ -41,7 +41,7 @@ func (a *applier) applyNetworks(ctx context.Context) error {
 			// Network labels cannot change, so a network keeps the
 			// application name it was created under; after a rename it is
 			// still this controller's network of this release.
-			if !a.opts.Owner.Owns(live.Labels) && !ownsRelease(a.opts.Owner, live.Labels) {
+			if !a.opts.Owner.Owns(live.Labels) && !ownsRelease(a.opts.Owner, live.Labels) && !a.selfUses(live.ID) {
 				return foreign(a.opts.Owner, foreignObject(KindNetwork, name, live.Labels))
 			}
 			c := Change{Kind: KindNetwork, Name: name, ID: live.ID, Action: Unchanged}

@@ -24,9 +24,15 @@ const maxUpdateAttempts = 5
 func (a *applier) applyServices(ctx context.Context, live map[string]swarm.Service) error {
 	a.images = make(map[string]string, len(a.rel.Services))
 	for _, name := range sortedKeys(a.rel.Services) {
+		if a.self != nil && name == a.self.Spec.Name {
+			if err := a.deferSelf(ctx); err != nil {
+				return err
+			}
+			continue
+		}
 		var cur *swarm.Service
 		if s, ok := live[name]; ok {
-			if !a.opts.Owner.Owns(s.Spec.Labels) {
+			if !a.owns(s) {
 				return foreign(a.opts.Owner, foreignObject(KindService, name, s.Spec.Labels))
 			}
 			cur = &s
@@ -171,7 +177,7 @@ func (a *applier) updateService(ctx context.Context, cur swarm.Service, spec swa
 		if err != nil {
 			return Change{}, engineError(fmt.Sprintf("inspect service %q", name), err)
 		}
-		if !a.opts.Owner.Owns(fresh.Spec.Labels) {
+		if !a.owns(fresh) {
 			return Change{}, foreign(a.opts.Owner, foreignObject(KindService, name, fresh.Spec.Labels))
 		}
 		cur = fresh

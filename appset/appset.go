@@ -163,6 +163,11 @@ type Application struct {
 	// Generator names the generator that made this application from the
 	// directory Source.Path; "" for an application the app set declares.
 	Generator string
+	// Self marks the application that deploys the controller itself: its
+	// release declares the controller's own service, which is written last
+	// in a sync (after a self-update-issued event) and never pruned. At
+	// most one application of a set is self, on the local swarm.
+	Self bool
 }
 
 // Chart names the chart an application renders and the values it gives

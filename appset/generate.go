@@ -140,6 +140,9 @@ func checkGenerators(files []*parsedFile) {
 				line, col := f.d.Position(field + ".name")
 				names[g.Name] = fmt.Sprintf("%s:%d:%d", f.name, line, col)
 			}
+			if g.Template.Self {
+				f.d.Add(field+".template.self", "a generated application cannot be the controller itself; declare that application in applications")
+			}
 			for j, dep := range g.Template.DependsOn {
 				if !declared[dep] {
 					f.d.Add(fmt.Sprintf("%s.template.dependsOn[%d]", field, j), "unknown application %s; a generated application may depend only on applications the set declares", configfile.Quote(dep))

@@ -175,7 +175,7 @@ func TestParseFixtures(t *testing.T) {
 				`8:17 applications[0].syncPolicy.interval: want a duration like 3m or 90s, got "often"`,
 				`9:18 applications[0].syncPolicy.automated: want true or false, got "yes"`,
 				`11:41 applications[1].source.files: want a list, got "compose.yaml"`,
-				`12:5 applications[1].sync: unknown key; want one of name, source, release, destination, syncPolicy, driftDetection, allow, artifacts, chart, dependsOn`,
+				`12:5 applications[1].sync: unknown key; want one of name, source, release, destination, syncPolicy, driftDetection, allow, artifacts, chart, dependsOn, self`,
 				`13:11 applications[2].name: name "api" is already used by applications[1] at line 10`,
 				`16:19 applications[2].allow.hostPaths[0]: want an absolute path like /srv/data, got "srv/data"`,
 				`16:29 applications[2].allow.hostPaths[1]: want a clean path, got "/srv//data/"; write "/srv/data"`,

@@ -60,6 +60,7 @@ type fileApp struct {
 	Artifacts      *fileArtifacts `yaml:"artifacts,omitempty"`
 	Chart          *fileChart     `yaml:"chart,omitempty"`
 	DependsOn      []string       `yaml:"dependsOn,omitempty"`
+	Self           bool           `yaml:"self,omitempty"`
 
 	// releaseDefaulted records that setDefaults copied Name into Release,
 	// so that a clash names the application, not a key nobody wrote.
@@ -287,6 +288,7 @@ func toApplication(a fileApp) Application {
 		Artifacts: toArtifacts(a.Artifacts),
 		Chart:     toChart(a.Chart),
 		DependsOn: nilIfEmpty(slices.Clone(a.DependsOn)),
+		Self:      a.Self,
 	}
 }
 
@@ -383,6 +385,7 @@ func fromApplication(a Application) fileApp {
 		Artifacts: fromArtifacts(a.Artifacts),
 		Chart:     fromChart(a.Chart),
 		DependsOn: a.DependsOn,
+		Self:      a.Self,
 	}
 }
 

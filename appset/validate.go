@@ -129,6 +129,9 @@ func validateApp(d *configfile.Document, a *fileApp, field string) {
 	if a.Destination.Swarm != "" && !dnsLabel.MatchString(a.Destination.Swarm) {
 		d.Add(field+".destination.swarm", "want \"\" (the swarm the controller runs in) or the name of a destination, got %s", configfile.Quote(a.Destination.Swarm))
 	}
+	if a.Self && a.Destination.Swarm != "" {
+		d.Add(field+".self", "the controller runs in the local swarm, so the application that deploys it needs destination.swarm \"\", got %s", configfile.Quote(a.Destination.Swarm))
+	}
 	if iv := a.SyncPolicy.Interval.value; iv < MinInterval {
 		d.Add(field+".syncPolicy.interval", "%s is below the floor of %s", iv, MinInterval)
 	}
@@ -286,9 +289,17 @@ func checkRevision(rev string) string {
 func checkUnique(files []*parsedFile) {
 	names := map[string]appRef{}
 	releases := map[string]appRef{}
+	var self *appRef // the first application marked self
 	for _, f := range files {
 		for i, a := range f.doc.Applications {
 			ref := appRef{f, i}
+			if a.Self {
+				if self != nil {
+					f.d.Add(ref.field()+".self", "only one application deploys the controller itself, and %s does already", self.where(f, ".self"))
+				} else {
+					self = &ref
+				}
+			}
 			if a.Name != "" {
 				if first, dup := names[a.Name]; dup {
 					f.d.Add(ref.field()+".name", "name %s is already used by %s", configfile.Quote(a.Name), first.where(f, ".name"))

@@ -216,6 +216,7 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 		_ = engine.Close()
 		return nil, nil, err
 	}
+	self := findSelf(ctx, engine, logger)
 	closeAll := func() {
 		// Runs at exit, after the work is done: a failed close changes no
 		// result, but an operator may want to know a socket misbehaved.
@@ -243,6 +244,7 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 		Live:              watcher,
 		PruneApplications: f.prune,
 		OwnStack:          f.ownStack,
+		Self:              self,
 		ControllerID:      f.controllerID,
 		AppSet:            source,
 		AppSetName:        describe,
@@ -722,4 +724,23 @@ func (p *previewLookup) Preview(_ context.Context, app, commit string) (notify.P
 	// whole, and the forge notifier finds no branch of that name, which is
 	// right: its pull request is the ref itself.
 	return notify.PreviewInfo{Branch: strings.TrimPrefix(branch, "refs/heads/"), Domain: domain}, ok
+}
+
+// findSelf looks up the swarm service this controller runs as, which the
+// app set's self application deploys. Not finding one is no error: the
+// controller may run outside the swarm, and a self application then
+// stalls saying so.
+func findSelf(ctx context.Context, engine *swarm.Client, logger *slog.Logger) swarm.Self {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	self, err := swarm.FindSelfHere(ctx, engine)
+	switch {
+	case err != nil:
+		logger.Warn("could not tell which swarm service this controller runs as; a self application cannot deploy it", "err", err)
+	case self.ServiceID == "":
+		logger.Debug("this controller runs as no swarm service")
+	default:
+		logger.Info("controller runs as a swarm service", "service", self.ServiceName, "id", self.ServiceID, "container", self.ContainerID)
+	}
+	return self
 }

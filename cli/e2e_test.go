@@ -44,6 +44,9 @@ func TestMain(m *testing.M) {
 		}
 		skepBinary = filepath.Join(dir, "skep")
 		build := exec.Command("go", "build", "-o", skepBinary, "../cmd/skep")
+		// Static, so that the self-management test can package it FROM
+		// scratch as the controller's image.
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
 		build.Stdout, build.Stderr = os.Stderr, os.Stderr
 		if err := build.Run(); err != nil {
 			fmt.Fprintln(os.Stderr, "build skep:", err)

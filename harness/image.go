@@ -9,10 +9,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 
@@ -108,9 +110,30 @@ func ensureTestImage(ctx context.Context, cli *client.Client, opts ImageOptions)
 	if _, err := cli.ImageInspect(ctx, ref); err == nil {
 		return ref, nil
 	}
-	buildCtx, err := tarContext(map[string][]byte{"Dockerfile": []byte(dockerfile), "testapp": bin})
-	if err != nil {
+	if err := buildImage(ctx, cli, ref, map[string][]byte{"Dockerfile": []byte(dockerfile), "testapp": bin}); err != nil {
 		return "", err
+	}
+	return ref, nil
+}
+
+// BuildImage builds, through the Engine API, the image ref from a build
+// context of files (which must hold a Dockerfile), unless ref exists
+// already. Give ref a tag that changes with the content.
+func BuildImage(t testing.TB, cli *client.Client, ref string, files map[string][]byte) {
+	t.Helper()
+	if _, err := cli.ImageInspect(t.Context(), ref); err == nil {
+		return
+	}
+	if err := buildImage(t.Context(), cli, ref, files); err != nil {
+		t.Fatalf("image: %v", err)
+	}
+}
+
+// buildImage builds ref from files with the classic builder.
+func buildImage(ctx context.Context, cli *client.Client, ref string, files map[string][]byte) error {
+	buildCtx, err := tarContext(files)
+	if err != nil {
+		return err
 	}
 	resp, err := cli.ImageBuild(ctx, buildCtx, build.ImageBuildOptions{
 		Tags:        []string{ref},
@@ -119,13 +142,13 @@ func ensureTestImage(ctx context.Context, cli *client.Client, opts ImageOptions)
 		Version:     build.BuilderV1,
 	})
 	if err != nil {
-		return "", fmt.Errorf("build %s: %w", ref, err)
+		return fmt.Errorf("build %s: %w", ref, err)
 	}
 	defer resp.Body.Close()
 	if err := readJSONStream(resp.Body); err != nil {
-		return "", fmt.Errorf("build %s: %w", ref, err)
+		return fmt.Errorf("build %s: %w", ref, err)
 	}
-	return ref, nil
+	return nil
 }
 
 // testDockerfile is the image's recipe. The HEALTHCHECK is fast (2s) so
@@ -149,7 +172,7 @@ ENTRYPOINT ["/testapp"]
 func tarContext(files map[string][]byte) (io.Reader, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	for _, name := range []string{"Dockerfile", "testapp"} {
+	for _, name := range slices.Sorted(maps.Keys(files)) {
 		data := files[name]
 		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o755, Size: int64(len(data))}); err != nil {
 			return nil, err

@@ -56,13 +56,18 @@ const (
 	// SwarmReachable: a destination answers again; its applications are
 	// reconciled at once.
 	SwarmReachable EventType = "swarm-reachable"
+	// SelfUpdateIssued: the controller is about to write its own service
+	// (the app set's self application), the last write of that sync.
+	// Message says from which image to which; the controller that starts
+	// from the new spec carries on from the swarm's records.
+	SelfUpdateIssued EventType = "self-update-issued"
 )
 
 // Types lists every event type, in a stable order.
 func Types() []EventType {
 	return []EventType{SyncStarted, SyncSucceeded, SyncFailed, DriftDetected,
 		LiveDriftDetected, DriftConverged, ResourcesPruned, PruneFailed,
-		SwarmUnreachable, SwarmReachable}
+		SwarmUnreachable, SwarmReachable, SelfUpdateIssued}
 }
 
 // Event is one thing that happened to one application. It is a value with

@@ -27,7 +27,7 @@ func (r *recorder) Notify(_ context.Context, e Event) {
 func TestEventTypeStringsAreTheContract(t *testing.T) {
 	want := []string{"sync-started", "sync-succeeded", "sync-failed", "drift-detected",
 		"live-drift-detected", "drift-converged", "resources-pruned", "prune-failed",
-		"swarm-unreachable", "swarm-reachable"}
+		"swarm-unreachable", "swarm-reachable", "self-update-issued"}
 	var got []string
 	for _, ty := range Types() {
 		got = append(got, string(ty))

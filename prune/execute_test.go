@@ -217,3 +217,21 @@ func decisionsByName(p Plan) map[string]Decision {
 	}
 	return out
 }
+
+func TestProtectKeepsTheObjectWhateverThePlanSaid(t *testing.T) {
+	p := Plan{Items: []Item{
+		{Object: Object{Kind: KindService, ID: "self", Name: "skep_controller"}, Decision: Delete, Reason: "release gone"},
+		{Object: Object{Kind: KindService, ID: "other", Name: "skep_ui"}, Decision: Delete, Reason: "release gone"},
+		{Object: Object{Kind: KindNetwork, ID: "self", Name: "skep_default"}, Decision: Delete, Reason: "release gone"},
+	}}
+	got := p.Protect(KindService, "self", "the controller's own service")
+	if d := got.Items[0]; d.Decision != Keep || d.Reason != "the controller's own service" {
+		t.Errorf("protected item = %+v, want kept with the reason", d)
+	}
+	if got.Items[1].Decision != Delete || got.Items[2].Decision != Delete {
+		t.Errorf("other items changed: %+v", got.Items[1:])
+	}
+	if p.Items[0].Decision != Delete {
+		t.Errorf("Protect changed the plan it was called on: %+v", p.Items[0])
+	}
+}

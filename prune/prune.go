@@ -99,6 +99,20 @@ func (p Plan) Select(d Decision) []Item {
 	return out
 }
 
+// Protect returns a copy of p that keeps the object of kind and id,
+// whatever p decided, with why as the reason: what must never be deleted
+// (the controller's own service) stays even in a plan that proves it
+// orphaned.
+func (p Plan) Protect(kind Kind, id, why string) Plan {
+	out := Plan{Owner: p.Owner, Items: slices.Clone(p.Items)}
+	for i, it := range out.Items {
+		if it.Object.Kind == kind && it.Object.ID == id && it.Decision == Delete {
+			out.Items[i].Decision, out.Items[i].Reason = Keep, why
+		}
+	}
+	return out
+}
+
 // Deletions returns the objects the plan deletes, in delete order.
 func (p Plan) Deletions() []Object {
 	var out []Object

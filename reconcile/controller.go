@@ -73,6 +73,10 @@ type Options struct {
 	// OwnStack is the stack the controller itself runs in; nothing in it is
 	// ever pruned.
 	OwnStack string
+	// Self is the swarm service this controller runs as (swarm.FindSelf);
+	// the zero value when it runs as none. The app set's self application
+	// deploys it, and it is never pruned.
+	Self swarm.Self
 	// Images is the registry gate of release artifacts; nil means a
 	// registry with Docker's credentials (artifact.NewRegistry).
 	Images artifact.Images
@@ -106,6 +110,7 @@ type Controller struct {
 	syncs     atomic.Uint64 // last sync id handed out
 	pruneApps bool
 	ownStack  string
+	self      swarm.Self
 	images    artifact.Images
 	charts    ChartSource
 	keys      *sops.Keys
@@ -155,6 +160,7 @@ func New(opts Options) (*Controller, error) {
 		seenLive:      map[string]string{},
 		pruneApps:     opts.PruneApplications,
 		ownStack:      opts.OwnStack,
+		self:          opts.Self,
 		images:        opts.Images,
 		charts:        opts.Charts,
 		keys:          opts.Keys,

@@ -144,7 +144,7 @@ func (c *Controller) correct(ctx context.Context, app appset.Application, d desi
 		return err
 	}
 	defer c.markWrite(app.Name)
-	_, err := apply.Apply(ctx, c.engineOf(app), rel, apply.Options{
+	res, err := apply.Apply(ctx, c.engineOf(app), rel, apply.Options{
 		Digests:      c.destOf(app).digests,
 		Owner:        c.owner(app),
 		ResolveImage: apply.ResolveImage(app.SyncPolicy.ResolveImage),
@@ -152,7 +152,11 @@ func (c *Controller) correct(ctx context.Context, app appset.Application, d desi
 		Actor:        notify.ActorFrom(ctx),
 		Correction:   true,
 		Logger:       c.log.With("app", app.Name),
+		Self:         c.selfIn(app, rel),
 	})
+	if err == nil && res.Self != nil {
+		_, err = c.writeSelf(ctx, app, d.commit, res.Self)
+	}
 	if err != nil {
 		err = fmt.Errorf("correct drift of %s: %w", rel.Name, err)
 		if outcome.Of(err) != outcome.Stalled {

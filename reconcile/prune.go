@@ -108,6 +108,9 @@ func (c *Controller) execute(ctx context.Context, app, swarmName, commit string,
 		return prune.Result{}
 	}
 	defer c.markWrite(app)
+	if swarmName == "" && c.self.ServiceID != "" {
+		p = p.Protect(prune.KindService, c.self.ServiceID, "the controller's own service is never pruned")
+	}
 	res := prune.Execute(ctx, c.dest(swarmName).engine, p)
 	ev := notify.Event{Application: app, Revision: commit, Swarm: swarmName, Actor: notify.ActorFrom(ctx), At: c.now()}
 	if len(res.Deleted) > 0 {

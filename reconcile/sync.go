@@ -304,6 +304,9 @@ func (c *Controller) renderResolved(ctx context.Context, app appset.Application,
 	if err != nil {
 		return d, err
 	}
+	if err := c.checkSelf(app, rel, d.commit); err != nil {
+		return d, err
+	}
 	d.release, d.chart = rel, cr
 	return d, nil
 }
@@ -433,6 +436,7 @@ func (c *Controller) applyRelease(ctx context.Context, app appset.Application, d
 		Force:        req.Force,
 		Chart:        record,
 		Logger:       c.log.With("app", app.Name),
+		Self:         c.selfIn(app, d.release),
 	}
 	// Pre-sync hooks (migrations) run before any service is written: one
 	// that fails leaves the release's services as they were.
@@ -455,19 +459,38 @@ func (c *Controller) applyRelease(ctx context.Context, app appset.Application, d
 		c.syncFailed(ctx, app, d.commit, err.Error())
 		return out, err
 	}
+	// The controller's own service is not written yet (res.Self): the rest
+	// of the release is what is waited for and what post-sync hooks run
+	// against. Its write comes last whatever they found, since the
+	// revision already records it; a failure is reported before it.
+	var failed error
 	if app.SyncPolicy.Wait {
-		if err := c.waitHealthy(ctx, app, d.release, time.Now()); err != nil {
-			err = hideDecrypted(fmt.Errorf("sync %s at %s: %w", app.Release, gitsource.ShortCommit(d.commit), err), d.release)
-			c.syncFailed(ctx, app, d.commit, err.Error())
-			return out, err
+		if err := c.waitHealthy(ctx, app, withoutService(d.release, res.Self), time.Now()); err != nil {
+			failed = hideDecrypted(fmt.Errorf("sync %s at %s: %w", app.Release, gitsource.ShortCommit(d.commit), err), d.release)
 		}
 	}
-	out.Applied = true
-	// Post-sync hooks run against what was written (and, with wait,
-	// found healthy); a failure fails the sync, the release stays.
-	if err := c.runHooks(ctx, app, d, stack.PostSync); err != nil {
-		c.syncFailed(ctx, app, d.commit, err.Error())
-		return out, err
+	if failed == nil {
+		out.Applied = true
+		// Post-sync hooks run against what was written (and, with wait,
+		// found healthy); a failure fails the sync, the release stays.
+		failed = c.runHooks(ctx, app, d, stack.PostSync)
+	}
+	if failed != nil {
+		c.syncFailed(ctx, app, d.commit, failed.Error())
+	}
+	if res.Self != nil {
+		ch, err := c.writeSelf(ctx, app, d.commit, res.Self)
+		switch {
+		case err != nil && failed == nil:
+			c.syncFailed(ctx, app, d.commit, err.Error())
+			return out, err
+		case err == nil:
+			res.Changes = append(res.Changes, ch)
+			out.Applying = res
+		}
+	}
+	if failed != nil {
+		return out, failed
 	}
 	c.emit(ctx, app, notify.SyncSucceeded, d.commit, applySummary(app.Release, res))
 	return out, nil
