@@ -119,7 +119,7 @@ func (e *env) controller(t *testing.T, source appset.Source) *reconcile.Controll
 }
 
 // controllerWith builds a controller like the binary does, with the live
-// snapshot, taking PruneApplications, OwnStack, Charts, Now and Observer
+// snapshot, taking PruneApplications, OwnStack, Charts, Now, Observer and Self
 // from opts.
 func (e *env) controllerWith(t *testing.T, source appset.Source, opts reconcile.Options) *reconcile.Controller {
 	t.Helper()
@@ -140,6 +140,7 @@ func (e *env) controllerWith(t *testing.T, source appset.Source, opts reconcile.
 		Git: git, Engine: engine, Notifier: &reg, Logger: logger,
 		Live:              skepswarm.NewWatcher(engine, skepswarm.WatcherOptions{Logger: logger}),
 		PruneApplications: opts.PruneApplications, OwnStack: opts.OwnStack, Charts: opts.Charts, Now: opts.Now, Observer: opts.Observer,
+		Self: opts.Self,
 	})
 	if err != nil {
 		t.Fatal(err)
