@@ -123,7 +123,7 @@ func (a *Controller) summary(app appset.Application) wire.Application {
 		v.Previews = append(v.Previews, pv)
 	}
 	v.PreviewProblems = st.PreviewProblems
-	v.DependsOn, v.WaitingFor, v.Generator = app.DependsOn, st.WaitingFor, app.Generator
+	v.DependsOn, v.WaitingFor, v.Generator, v.Self = app.DependsOn, st.WaitingFor, app.Generator, app.Self
 	if w := st.Window; w.Message != "" {
 		v.SyncWindow = &wire.SyncWindow{Kind: w.Kind, Schedule: w.Schedule, TimeZone: w.TimeZone, Duration: w.Duration.String(),
 			Outside: w.Outside, ManualSync: w.ManualSync, Message: w.Message}

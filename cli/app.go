@@ -177,6 +177,9 @@ func printAppDetail(w io.Writer, d wire.ApplicationDetail) error {
 	if a.Generator != "" {
 		fmt.Fprintf(tw, "Generated:\tby generator %s from directory %s\n", a.Generator, a.Path)
 	}
+	if a.Self {
+		fmt.Fprintf(tw, "Self:\tdeploys this controller (its own service is written last, never pruned)\n")
+	}
 	fmt.Fprintf(tw, "Swarm:\t%s\n", orDash(a.Swarm))
 	fmt.Fprintf(tw, "Sync:\t%s (automated: %t)\n", a.Sync, a.Automated)
 	fmt.Fprintf(tw, "Health:\t%s\n", a.Health)

@@ -275,6 +275,9 @@ func TestControllerUpgradesItselfFromItsOwnAppSet(t *testing.T) {
 	// and deploys the web application.
 	e.waitSynced(t, "skep", first, 3*time.Minute)
 	e.waitSynced(t, "web", first, 2*time.Minute)
+	if d, err := e.api.Application(t.Context(), "skep"); err != nil || !d.Application.Self {
+		t.Errorf("GET skep: self = %v (%v), want true", d.Application.Self, err)
+	}
 	adopted := e.controllerService(t)
 	if adopted.Spec.Labels["io.skep.controller"] != e.ns {
 		t.Errorf("controller service labels after the takeover: %v, want io.skep.controller=%s", adopted.Spec.Labels, e.ns)

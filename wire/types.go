@@ -80,6 +80,9 @@ type Application struct {
 	// Generator names the app-set generator that made this application
 	// from the directory Path; absent for a declared application.
 	Generator string `json:"generator,omitempty"`
+	// Self marks the application that deploys the controller itself
+	// (see docs/concepts.md#self-management).
+	Self bool `json:"self,omitempty"`
 }
 
 // SyncWindow is a sync window of the app set that holds an application:
