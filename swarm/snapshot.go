@@ -296,11 +296,28 @@ func (w *Watcher) Run(ctx context.Context) error {
 	return nil
 }
 
-// eventFilters subscribes to watchedTypes only.
+// watchedActions are the actions, of any watched type, that can change a
+// snapshot. Asking the Engine for these alone keeps out what a health check
+// raises every few seconds per container (exec_create, exec_start,
+// exec_die), which decoding cost most of an idle controller's CPU; also
+// out are what needs no relist (attach, mount, pause, rename, top, ...).
+// "health_status" matches "health_status: healthy" and the other states:
+// the Engine matches that name by prefix.
+var watchedActions = []events.Action{
+	events.ActionCreate, events.ActionUpdate, events.ActionRemove, events.ActionDestroy,
+	events.ActionStart, events.ActionDie, events.ActionOOM, events.ActionHealthStatus,
+	events.ActionConnect, events.ActionDisconnect, events.ActionPrune,
+}
+
+// eventFilters subscribes to watchedActions of watchedTypes. The Engine
+// ANDs the two lists and ORs the values of each.
 func eventFilters() filters.Args {
 	f := filters.NewArgs()
 	for _, t := range watchedTypes {
 		f.Add("type", string(t))
+	}
+	for _, a := range watchedActions {
+		f.Add("event", string(a))
 	}
 	return f
 }

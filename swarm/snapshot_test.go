@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -296,5 +297,88 @@ func TestWatcherSubscriptionClosesWithItsContext(t *testing.T) {
 	}
 	if s := w.Current(); !errors.Is(s.Err(), ErrNotListed) {
 		t.Errorf("snapshot before Run: err %v, want ErrNotListed", s.Err())
+	}
+}
+
+// countingReader passes a real Engine's events stream through and keeps
+// every message the Engine sent.
+type countingReader struct {
+	Reader
+	mu   sync.Mutex
+	seen []events.Message
+}
+
+func (c *countingReader) Events(ctx context.Context, options events.ListOptions) (<-chan events.Message, <-chan error) {
+	in, errs := c.Reader.Events(ctx, options)
+	out := make(chan events.Message)
+	go func() {
+		defer close(out)
+		for m := range in {
+			c.mu.Lock()
+			c.seen = append(c.seen, m)
+			c.mu.Unlock()
+			select {
+			case out <- m:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, errs
+}
+
+func (c *countingReader) messages() []events.Message {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.seen)
+}
+
+// The Engine itself keeps health checks' exec events out of the stream
+// (they are most of an idle swarm's events), while a container's start and
+// its health status still arrive.
+func TestWatcherStreamCarriesNoExecEventsFromTheEngine(t *testing.T) {
+	cli := harness.RequireSwarm(t)
+	r := &countingReader{Reader: cli}
+	w := NewWatcher(r, WatcherOptions{Resync: time.Hour})
+	_, cancel, done := runWatcher(t, w)
+	defer func() { cancel(); <-done }()
+	harness.Eventually(t, 30*time.Second, func(context.Context) (bool, string) {
+		return !w.Current().TakenAt().IsZero(), "not listed yet"
+	})
+
+	ns := harness.Name(t, "ex")
+	harness.CleanupStack(t, cli, ns)
+	one := uint64(1)
+	resp, err := cli.ServiceCreate(t.Context(), swarm.ServiceSpec{
+		Annotations:  swarm.Annotations{Name: ns + "_web", Labels: map[string]string{"com.docker.stack.namespace": ns}},
+		TaskTemplate: swarm.TaskSpec{ContainerSpec: &swarm.ContainerSpec{Image: harness.TestImage(t, cli, harness.ImageOptions{})}},
+		Mode:         swarm.ServiceMode{Replicated: &swarm.ReplicatedService{Replicas: &one}},
+		EndpointSpec: &swarm.EndpointSpec{Mode: swarm.ResolutionModeDNSRR},
+	}, swarm.ServiceCreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The test image checks its health every 2s: by the time it reports
+	// healthy, the Engine has run (and announced) several checks.
+	harness.Eventually(t, time.Minute, func(context.Context) (bool, string) {
+		for _, m := range r.messages() {
+			if m.Type == events.ContainerEventType && m.Action == "health_status: healthy" && m.Actor.Attributes["com.docker.swarm.service.id"] == resp.ID {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d messages, no health_status: healthy for the service yet", len(r.messages()))
+	})
+	time.Sleep(5 * time.Second) // two more checks
+	var started bool
+	for _, m := range r.messages() {
+		if strings.HasPrefix(string(m.Action), "exec_") {
+			t.Errorf("the stream carried %s %s", m.Type, m.Action)
+		}
+		if m.Type == events.ContainerEventType && m.Action == events.ActionStart && m.Actor.Attributes["com.docker.swarm.service.id"] == resp.ID {
+			started = true
+		}
+	}
+	if !started {
+		t.Errorf("no start event for the service's container among %d messages", len(r.messages()))
 	}
 }
