@@ -6,7 +6,8 @@
 // commit>-<n>", carrying the owner's labels with stack.LabelKind
 // stack.KindHook, so drift and release prune leave it alone and only this
 // package removes it: after each run, the finished jobs of that hook beyond
-// the newest Options.Keep, each proved the owner's first.
+// the newest Options.Keep, and every finished job when the release itself
+// is pruned (RemoveFinished), each proved the owner's first.
 //
 // It never writes to a service of the release, and never removes a job it
 // cannot prove the owner's. Run blocks until the job ends, its timeout
@@ -367,4 +368,35 @@ func prune(ctx context.Context, eng Engine, opts Options, service, keep string) 
 		}
 		opts.Logger.Info("hook job removed", "job", j.Spec.Name)
 	}
+}
+
+// RemoveFinished removes every finished job of every hook of owner's
+// release, each proved the owner's, and returns how many jobs are left
+// running (kept: a job is never cut short by the prune of its release).
+// The caller calls it when the release itself is pruned, so that no job
+// outlives its application.
+func RemoveFinished(ctx context.Context, eng Engine, owner stack.Owner, logger *slog.Logger) (running int, err error) {
+	list, err := eng.ServiceList(ctx, swarm.ServiceListOptions{Status: true, Filters: filters.NewArgs(
+		filters.Arg("label", stack.LabelKind+"="+stack.KindHook),
+		filters.Arg("label", stack.LabelRelease+"="+owner.Release),
+	)})
+	if err != nil {
+		return 0, fmt.Errorf("list hook jobs of release %s: %w", owner.Release, err)
+	}
+	var errs []error
+	for _, j := range list {
+		if !owner.Owns(j.Spec.Labels) || j.Spec.Labels[stack.LabelKind] != stack.KindHook {
+			continue
+		}
+		if j.ServiceStatus != nil && j.ServiceStatus.RunningTasks > 0 {
+			running++
+			continue
+		}
+		if err := eng.ServiceRemove(ctx, j.ID); err != nil {
+			errs = append(errs, fmt.Errorf("remove hook job %s: %w", j.Spec.Name, err))
+			continue
+		}
+		logger.Info("hook job removed", "job", j.Spec.Name, "why", "its release was pruned")
+	}
+	return running, errors.Join(errs...)
 }

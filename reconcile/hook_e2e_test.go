@@ -10,9 +10,11 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/swarm"
 
+	"github.com/skep-cd/skep/apply"
 	"github.com/skep-cd/skep/appset"
 	"github.com/skep-cd/skep/harness"
 	"github.com/skep-cd/skep/notify"
+	"github.com/skep-cd/skep/reconcile"
 	"github.com/skep-cd/skep/stack"
 )
 
@@ -140,4 +142,36 @@ func names(list []swarm.Service) []string {
 		out = append(out, s.Spec.Name)
 	}
 	return out
+}
+
+// When the application leaves the app set (with --prune), its release is
+// pruned and the finished jobs of its hooks go with it.
+func TestHookJobsGoWithTheirPrunedRelease(t *testing.T) {
+	e := newEnv(t)
+	port := harness.FreePort(t)
+	first := e.repo.Commit(t, "main", map[string]string{
+		"compose.yaml": withHook(port, "smoke", "post-sync", 0, "smoke ok"),
+		"settings.txt": "one\n", ".env": "IMAGE=" + e.v1 + "\n"})
+	dir := t.TempDir()
+	apps := writeFile(t, dir, "apps.yaml", appSet(e.app("web", true)))
+	ctrl := e.controllerWith(t, appset.FileSource{Path: apps}, reconcile.Options{PruneApplications: true})
+	run(t, ctrl)
+	e.waitEvent(t, notify.SyncSucceeded, first)
+	if jobs := e.hookJobs(t, "smoke"); len(jobs) != 1 {
+		t.Fatalf("hook jobs after the sync = %v, want one", names(jobs))
+	}
+
+	// (An empty set holds every prune, so another application stays.)
+	other := strings.Replace(e.app("other", false), "    release: "+e.ns+"\n", "    release: "+e.ns+"-other\n", 1)
+	writeFile(t, dir, "apps.yaml", appSet(other))
+	harness.Eventually(t, 2*time.Minute, func(context.Context) (bool, string) {
+		s, err := e.service(t.Context(), "web")
+		jobs := e.hookJobs(t, "smoke")
+		return err == nil && s == nil && len(jobs) == 0, fmt.Sprintf("web: %v (%v), hook jobs: %v", s != nil, err, names(jobs))
+	})
+	// The records go last, once nothing of the release is left.
+	harness.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
+		rev, err := apply.LatestRevision(ctx, e.cli, stack.Owner{Controller: e.id, Application: "web", Release: e.ns})
+		return err == nil && rev == nil, fmt.Sprintf("revision %v, %v", rev, err)
+	})
 }

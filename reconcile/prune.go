@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/skep-cd/skep/apply"
+	"github.com/skep-cd/skep/hook"
 	"github.com/skep-cd/skep/appset"
 	"github.com/skep-cd/skep/notify"
 	"github.com/skep-cd/skep/prune"
@@ -208,7 +209,17 @@ func (c *Controller) pruneRelease(ctx context.Context, owner stack.Owner, swarmN
 	p := prune.Orphans(prune.Input{Owner: owner, Live: liveObjects(snap), Recorded: records(revs),
 		Applications: c.appNames(), OwnStack: c.ownStack, PruneVolumes: false})
 	c.reportUnmanaged(owner.Application, p)
+	// Hook jobs are no part of the revisions, yet their tasks hold the
+	// release's networks: the finished ones go first, and the records that
+	// prove the release ours stay while one still runs.
+	running, err := hook.RemoveFinished(ctx, engine, owner, c.log)
+	if err != nil || running > 0 {
+		c.log.Warn("hook jobs of pruned release still there", "app", owner.Application, "release", owner.Release, "running", running, "err", err)
+	}
 	res := c.execute(ctx, owner.Application, swarmName, revs[len(revs)-1].Commit, p, why)
+	if err != nil || running > 0 {
+		return
+	}
 	if res.Err() != nil {
 		return
 	}
