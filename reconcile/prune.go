@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/skep-cd/skep/apply"
-	"github.com/skep-cd/skep/hook"
 	"github.com/skep-cd/skep/appset"
+	"github.com/skep-cd/skep/hook"
 	"github.com/skep-cd/skep/notify"
 	"github.com/skep-cd/skep/prune"
 	"github.com/skep-cd/skep/stack"
