@@ -113,6 +113,13 @@ func (e *env) app(name string, automated bool) string {
 `, name, e.ns, e.repo.URL, automated)
 }
 
+// bystander is a manual application of another release that deploys
+// nothing: what stays in an app set when a test removes its application,
+// since an empty set holds every prune.
+func (e *env) bystander() string {
+	return strings.Replace(e.app("bystander", false), "    release: "+e.ns+"\n", "    release: "+e.ns+"-bystander\n", 1)
+}
+
 func (e *env) controller(t *testing.T, source appset.Source) *reconcile.Controller {
 	t.Helper()
 	return e.controllerWith(t, source, reconcile.Options{})

@@ -161,9 +161,7 @@ func TestHookJobsGoWithTheirPrunedRelease(t *testing.T) {
 		t.Fatalf("hook jobs after the sync = %v, want one", names(jobs))
 	}
 
-	// (An empty set holds every prune, so another application stays.)
-	other := strings.Replace(e.app("other", false), "    release: "+e.ns+"\n", "    release: "+e.ns+"-other\n", 1)
-	writeFile(t, dir, "apps.yaml", appSet(other))
+	writeFile(t, dir, "apps.yaml", appSet(e.bystander()))
 	harness.Eventually(t, 2*time.Minute, func(context.Context) (bool, string) {
 		s, err := e.service(t.Context(), "web")
 		jobs := e.hookJobs(t, "smoke")
