@@ -247,7 +247,7 @@ func (s *soak) sampleMemory(start time.Time) {
 	sample := MemorySample{At: time.Since(start), RSS: s.ctrl.RSS(s.tb)}
 	s.r.RSS = append(s.r.RSS, sample)
 	s.mu.Lock()
-	applied, corrected, problems := s.r.Applied, len(s.r.Correction), len(s.r.Problems)
+	applied, corrected, problems := s.r.Applied, s.r.corrected(), len(s.r.Problems)
 	s.mu.Unlock()
 	s.log.Info("soak: progress", "elapsed", sample.At.Round(time.Second), "rss_mib", sample.RSS>>20, "commits", s.r.Commits,
 		"applied", applied, "drifts", s.r.Drifts, "corrected", corrected, "problems", problems, "load", loadAverage())
@@ -302,6 +302,13 @@ func (s *soak) commit(ctx context.Context, changes *sync.WaitGroup) {
 	rev := a.rev
 	s.mu.Unlock()
 	s.r.Commits++
+	service := a.release + "_web"
+	// A commit that lands while the service still rolls out the last one
+	// waits for that rollout (the controller's gate): its latency is told
+	// apart.
+	current, _, err := s.cli.ServiceInspectWithRaw(ctx, service, swarm.ServiceInspectOptions{})
+	rolling := err == nil && current.UpdateStatus != nil &&
+		(current.UpdateStatus.State == swarm.UpdateStateUpdating || current.UpdateStatus.State == swarm.UpdateStateRollbackStarted)
 	a.repo.Commit(s.tb, "main", map[string]string{"compose.yaml": compose(a.app, s.image, rev)})
 	pushed := time.Now()
 	if err := s.ctrl.Webhook(ctx, a.repoURL, fmt.Sprintf("%s-%s-%d", s.prefix, a.name, rev)); err != nil {
@@ -309,7 +316,6 @@ func (s *soak) commit(ctx context.Context, changes *sync.WaitGroup) {
 		s.r.WebhookErrors++
 		s.problem("webhook for %s at %d: %v", a.name, rev, err)
 	}
-	service := a.release + "_web"
 	changes.Go(func() {
 		defer s.release(i)
 		at, err := s.await(ctx, service, pushed, func(st serviceState) bool { return st.rev >= rev })
@@ -321,6 +327,11 @@ func (s *soak) commit(ctx context.Context, changes *sync.WaitGroup) {
 		defer s.mu.Unlock()
 		s.r.Applied++
 		s.r.Apply = append(s.r.Apply, at.Sub(pushed))
+		if rolling {
+			s.r.DuringRollout++
+		} else {
+			s.r.ApplyQuiet = append(s.r.ApplyQuiet, at.Sub(pushed))
+		}
 	})
 }
 
@@ -344,7 +355,8 @@ func (s *soak) drift(ctx context.Context, changes *sync.WaitGroup) {
 		return
 	}
 	spec := current.Spec
-	if n%2 == 0 {
+	scale := n%2 == 0
+	if scale {
 		replicas := uint64(2)
 		spec.Mode.Replicated = &swarm.ReplicatedService{Replicas: &replicas}
 	} else {
@@ -374,7 +386,11 @@ func (s *soak) drift(ctx context.Context, changes *sync.WaitGroup) {
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		s.r.Correction = append(s.r.Correction, fixed.Sub(change.At))
+		if scale {
+			s.r.CorrectScale = append(s.r.CorrectScale, fixed.Sub(change.At))
+		} else {
+			s.r.CorrectEnv = append(s.r.CorrectEnv, fixed.Sub(change.At))
+		}
 	})
 }
 

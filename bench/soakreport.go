@@ -23,13 +23,18 @@ type SoakReport struct {
 	LoadStart, LoadEnd string
 
 	// Commits were pushed, Applied reached the swarm within soakSettle;
-	// Apply times each from the push to the Engine's spec update.
-	Commits, Applied int
-	Apply            []time.Duration
-	// Drifts are the out-of-band changes made; Correction times each one
-	// put back, from the change to the correction (the Engine's clock).
-	Drifts     int
-	Correction []time.Duration
+	// Apply times each from the push to the Engine's spec update,
+	// ApplyQuiet those pushed while their service ran no rollout.
+	// DuringRollout counts the others: the controller waits for the
+	// rollout before it writes.
+	Commits, Applied, DuringRollout int
+	Apply, ApplyQuiet               []time.Duration
+	// Drifts are the out-of-band changes made, scales and environment
+	// changes in turn; CorrectScale and CorrectEnv time each one put back,
+	// from the change to the correction (the Engine's clock). An
+	// environment change starts a rollout, which the correction waits for.
+	Drifts                   int
+	CorrectScale, CorrectEnv []time.Duration
 	// Skipped counts commits and changes not made because every
 	// application was still busy with an earlier one.
 	Skipped int
@@ -177,6 +182,9 @@ func Percentile(ds []time.Duration, p float64) time.Duration {
 // Memory returns the verdict on the run's RSS samples.
 func (r *SoakReport) Memory() MemoryTrend { return Trend(r.RSS, r.Warmup) }
 
+// corrected counts the out-of-band changes put back.
+func (r *SoakReport) corrected() int { return len(r.CorrectScale) + len(r.CorrectEnv) }
+
 // brokenStreams counts the subscribers that missed, repeated or dropped.
 func (r *SoakReport) brokenStreams() (broken, dropped, missed int) {
 	for _, s := range r.Streams {
@@ -198,7 +206,7 @@ func (r *SoakReport) brokenStreams() (broken, dropped, missed int) {
 func (r *SoakReport) Errors() int {
 	broken, _, _ := r.brokenStreams()
 	return r.ByType["sync-failed"] + len(r.ErrorLines) + r.ReadErrors + r.WebhookErrors + broken +
-		(r.Commits - r.Applied) + (r.Drifts - len(r.Correction)) + r.Unconverged
+		(r.Commits - r.Applied) + (r.Drifts - r.corrected()) + r.Unconverged
 }
 
 // SoakRow is one line of the soak's table. Pass is nil where no target
@@ -217,11 +225,15 @@ func (r *SoakReport) Rows() []SoakRow {
 	add("Commits pushed (one per "+r.CommitEvery.String()+", webhook each): applied",
 		fmt.Sprintf("%d of %d, %s", r.Applied, r.Commits, perMin(r.Applied)), "all", ok(r.Applied == r.Commits))
 	add("Commit pushed → service spec at that commit: p50 / p90 / p99 / max", quantiles(r.Apply), "—", nil)
+	add(fmt.Sprintf("… of the %d pushed while no rollout of theirs ran", len(r.ApplyQuiet)), quantiles(r.ApplyQuiet), "—", nil)
 	add("Syncs succeeded (sync-succeeded events)", fmt.Sprintf("%d, %s", r.ByType["sync-succeeded"], perMin(r.ByType["sync-succeeded"])), "—", nil)
 	add("Out-of-band changes (one per "+r.DriftEvery.String()+"): put back",
-		fmt.Sprintf("%d of %d (%d drift-converged events)", len(r.Correction), r.Drifts, r.ByType["drift-converged"]), "all",
-		ok(len(r.Correction) == r.Drifts))
-	add("Out-of-band change → put back: p50 / p90 / p99 / max", quantiles(r.Correction), "—", nil)
+		fmt.Sprintf("%d of %d (%d drift-converged events)", r.corrected(), r.Drifts, r.ByType["drift-converged"]), "all",
+		ok(r.corrected() == r.Drifts))
+	add(fmt.Sprintf("Out-of-band scale to 2 replicas → put back (%d): p50 / p90 / p99 / max", len(r.CorrectScale)),
+		quantiles(r.CorrectScale), "—", nil)
+	add(fmt.Sprintf("Out-of-band env change (a rollout) → put back (%d): p50 / p90 / p99 / max", len(r.CorrectEnv)),
+		quantiles(r.CorrectEnv), "—", nil)
 	add("Services not at their last commit, or still changed, at the end", strconv.Itoa(r.Unconverged), "0", ok(r.Unconverged == 0))
 	add("sync-failed events", strconv.Itoa(r.ByType["sync-failed"]), "0", ok(r.ByType["sync-failed"] == 0))
 	add("Controller ERROR log lines", strconv.Itoa(len(r.ErrorLines)), "0", ok(len(r.ErrorLines) == 0))

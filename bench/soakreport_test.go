@@ -130,8 +130,8 @@ func cleanSoak() *SoakReport {
 	return &SoakReport{
 		Apps: 100, Subscribers: 2, Readers: 1, Duration: 10 * time.Minute, CommitEvery: 3 * time.Second,
 		DriftEvery: 20 * time.Second, Warmup: 2 * time.Minute,
-		Commits: 2, Applied: 2, Apply: []time.Duration{time.Second, 2 * time.Second},
-		Drifts: 1, Correction: []time.Duration{300 * time.Millisecond},
+		Commits: 2, Applied: 2, Apply: []time.Duration{time.Second, 2 * time.Second}, ApplyQuiet: []time.Duration{time.Second}, DuringRollout: 1,
+		Drifts: 2, CorrectScale: []time.Duration{300 * time.Millisecond}, CorrectEnv: []time.Duration{5 * time.Second},
 		Events: 4, ByType: Counts{"sync-succeeded": 2, "sync-started": 2},
 		Streams:  []StreamResult{{Received: 4}, {Received: 4}},
 		Delivery: []time.Duration{time.Millisecond},
@@ -142,9 +142,9 @@ func cleanSoak() *SoakReport {
 
 func TestSoakErrorsCountEveryKindAndFailItsRow(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
+		name   string
 		break_ func(r *SoakReport)
-		row   string // the start of the row that must read FAIL
+		row    string // the start of the row that must read FAIL
 	}{
 		{"a commit not applied", func(r *SoakReport) { r.Commits++ }, "Commits pushed"},
 		{"an out-of-band change not put back", func(r *SoakReport) { r.Drifts++ }, "Out-of-band changes"},
