@@ -163,7 +163,7 @@ func (s *soak) deploy() {
 	apps := make([]app, len(s.apps))
 	for i := range s.apps {
 		a := app{name: fmt.Sprintf("soak%03d", i+1), release: fmt.Sprintf("%s-%03d", s.prefix, i+1),
-			services: []string{"web"}, replicas: 1, interval: interval.String(), resolveNever: true}
+			services: []string{"web"}, replicas: 1, interval: interval.String(), resolveNever: true, noHealthcheck: true}
 		harness.CleanupStack(tb, s.cli, a.release)
 		a.repo = s.git.CreateRepo(tb, a.name)
 		a.repo.Commit(tb, "main", map[string]string{"compose.yaml": compose(a, s.image, 0)})
