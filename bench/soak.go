@@ -146,13 +146,18 @@ func Soak(tb testing.TB, cli *client.Client, opts SoakOptions) *SoakReport {
 		r: &SoakReport{Apps: opts.Apps, Subscribers: opts.Subscribers, Readers: opts.Readers, CPUs: runtime.NumCPU(),
 			CommitEvery: opts.CommitEvery, DriftEvery: opts.DriftEvery, Warmup: opts.Warmup}}
 	s.deploy()
+	// Registered after the controller's own clean-up, so it runs first:
+	// the controller stops before its stacks go, or it would put them
+	// back. The caller reads the report before this runs.
+	tb.Cleanup(func() {
+		s.ctrl.Stop(tb)
+		stacks := make([]string, len(s.apps))
+		for i, a := range s.apps {
+			stacks[i] = a.release
+		}
+		e.removeStacks(context.WithoutCancel(tb.Context()), stacks...)
+	})
 	s.load()
-	s.ctrl.Stop(tb)
-	stacks := make([]string, len(s.apps))
-	for i, a := range s.apps {
-		stacks[i] = a.release
-	}
-	e.removeStacks(tb.Context(), stacks...)
 	return s.r
 }
 

@@ -22,8 +22,8 @@ type app struct {
 	// noHealthcheck turns off the test image's 2-second HEALTHCHECK: at a
 	// hundred services its execs alone would load two cores.
 	noHealthcheck bool
-	repoURL      string
-	repo         *harness.Repo // the repository, when the application has its own
+	repoURL       string
+	repo          *harness.Repo // the repository, when the application has its own
 }
 
 // compose is a's compose file at revision rev: rev goes into an environment
