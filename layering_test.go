@@ -64,7 +64,7 @@ var allowed = map[string][]string{
 	"githttp":           {},
 	"harness":           {"githttp"},
 	"harness/testapp":   {},
-	"bench":             {"harness", "wire"},
+	"bench":             {"client", "harness", "wire"},
 }
 
 // onlyFrom lists outside imports that just the named packages may use: one

@@ -275,20 +275,52 @@ func (c *Controller) Webhook(ctx context.Context, repo, delivery string) error {
 // LogCount counts the controller's log lines whose message is msg.
 func (c *Controller) LogCount(tb testing.TB, msg string) int {
 	tb.Helper()
-	data, err := os.ReadFile(c.logPath)
-	if err != nil {
-		tb.Fatal(err)
-	}
 	n := 0
-	for line := range strings.Lines(string(data)) {
-		var entry struct {
-			Msg string `json:"msg"`
-		}
-		if json.Unmarshal([]byte(line), &entry) == nil && entry.Msg == msg {
+	for _, entry := range c.logEntries(tb) {
+		if entry.Msg == msg {
 			n++
 		}
 	}
 	return n
+}
+
+// LogErrors returns the controller's log lines at level ERROR so far, each
+// as "message: app: err".
+func (c *Controller) LogErrors(tb testing.TB) []string {
+	tb.Helper()
+	var out []string
+	for _, entry := range c.logEntries(tb) {
+		if entry.Level == "ERROR" {
+			out = append(out, fmt.Sprintf("%s: %s: %s", entry.Msg, entry.App, entry.Err))
+		}
+	}
+	return out
+}
+
+// logEntry is the part of a JSON log line the benchmarks read.
+type logEntry struct {
+	Level string `json:"level"`
+	Msg   string `json:"msg"`
+	App   string `json:"app"`
+	Err   string `json:"err"`
+}
+
+// logEntries reads the controller's log; lines that are not JSON (a
+// panic's stack) are left out.
+func (c *Controller) logEntries(tb testing.TB) []logEntry {
+	tb.Helper()
+	data, err := os.ReadFile(c.logPath)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var out []logEntry
+	for line := range strings.Lines(string(data)) {
+		var entry logEntry
+		if json.Unmarshal([]byte(line), &entry) == nil {
+			out = append(out, entry)
+		}
+	}
+	return out
 }
 
 // logTail returns the last lines of the controller's log, for a failure.

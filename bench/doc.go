@@ -11,9 +11,15 @@
 // larger scale point, the first deploy of 20 stacks, a webhook push, the
 // polling floor and an out-of-band change corrected.
 //
+// Soak runs the same parts under load for a fixed time (issue 18, `make
+// soak`; docs/reliability.md): commits announced by webhooks, out-of-band
+// changes through the Engine API, event-stream subscribers and API
+// readers at once, read through package client. It counts errors and
+// judges the controller's memory; TestSoak fails on either.
+//
 // Like harness, whose helpers it uses, it takes a testing.TB and fails it
-// on error; BenchmarkSwarm is its entry point (`make bench`), so Skep
-// keeps one binary. It removes everything it creates: stacks by their
+// on error; BenchmarkSwarm and TestSoak are its entry points (`make bench`,
+// `make soak`), so Skep keeps one binary. It removes everything it creates: stacks by their
 // unique names (harness.CleanupStack), the controller with SIGINT, temp
 // directories with the benchmark. Only the measuring code times anything;
 // no test asserts a time.

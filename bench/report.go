@@ -201,12 +201,24 @@ func (r *Report) Rows() []Row {
 func (r *Report) Print(w io.Writer) error {
 	rows := [][]string{{"measurement", "Skep", "docker stack deploy", "target", "pass"}}
 	for _, row := range r.Rows() {
-		verdict := "—"
-		if row.Pass != nil {
-			verdict = map[bool]string{true: "pass", false: "FAIL"}[*row.Pass]
-		}
-		rows = append(rows, []string{row.Measurement, row.Skep, row.Docker, row.Target, verdict})
+		rows = append(rows, []string{row.Measurement, row.Skep, row.Docker, row.Target, verdict(row.Pass)})
 	}
+	footer := fmt.Sprintf("%d CPUs; load average %s at the start, %s at the end.", r.CPUs, r.LoadStart, r.LoadEnd)
+	_, err := io.WriteString(w, markdownTable(rows)+"\n"+footer+"\n")
+	return err
+}
+
+// verdict is a row's pass column: pass, FAIL, or — where no target applies.
+func verdict(pass *bool) string {
+	if pass == nil {
+		return "—"
+	}
+	return map[bool]string{true: "pass", false: "FAIL"}[*pass]
+}
+
+// markdownTable renders rows (the first is the header) as a Markdown
+// table with aligned columns.
+func markdownTable(rows [][]string) string {
 	widths := make([]int, len(rows[0]))
 	for _, row := range rows {
 		for i, cell := range row {
@@ -230,9 +242,7 @@ func (r *Report) Print(w io.Writer) error {
 	for _, row := range rows[1:] {
 		line(row)
 	}
-	fmt.Fprintf(&b, "\n%d CPUs; load average %s at the start, %s at the end.\n", r.CPUs, r.LoadStart, r.LoadEnd)
-	_, err := io.WriteString(w, b.String())
-	return err
+	return b.String()
 }
 
 // Metric is one result in a unit benchstat reads.

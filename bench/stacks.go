@@ -19,8 +19,11 @@ type app struct {
 	interval string // syncPolicy.interval
 	// resolveNever sets resolveImage: never; otherwise the default applies.
 	resolveNever bool
-	repoURL      string
-	repo         *harness.Repo // the repository, when the application has its own
+	// noHealthcheck turns off the test image's 2-second HEALTHCHECK: at a
+	// hundred services its execs alone would load two cores.
+	noHealthcheck bool
+	repoURL       string
+	repo          *harness.Repo // the repository, when the application has its own
 }
 
 // compose is a's compose file at revision rev: rev goes into an environment
@@ -37,6 +40,9 @@ func compose(a app, image string, rev int) string {
 		// dnsrr: this kernel has no IPVS, so a virtual IP would not route.
 		fmt.Fprintf(&b, "  %s:\n    image: %s\n    environment: {BENCH_REV: \"%d\"}\n    deploy: {endpoint_mode: dnsrr, replicas: %d}\n",
 			s, image, r, a.replicas)
+		if a.noHealthcheck {
+			b.WriteString("    healthcheck: {disable: true}\n")
+		}
 	}
 	return b.String()
 }

@@ -64,10 +64,10 @@ func BenchmarkSwarm(b *testing.B) {
 	}
 }
 
-func atoi(b *testing.B, name, v string) int {
+func atoi(tb testing.TB, name, v string) int {
 	n, err := strconv.Atoi(v)
 	if err != nil {
-		b.Fatalf("%s: %v", name, err)
+		tb.Fatalf("%s: %v", name, err)
 	}
 	return n
 }
