@@ -55,6 +55,9 @@ type env struct {
 	ns     string
 	v1, v2 string
 	events *recorder
+	// wrap, when set, wraps the Engine the controller writes and reads
+	// through (not its live snapshot's), to count its calls.
+	wrap func(reconcile.Engine) reconcile.Engine
 }
 
 func newEnv(t *testing.T) *env {
@@ -142,9 +145,13 @@ func (e *env) controllerWith(t *testing.T, source appset.Source, opts reconcile.
 	t.Cleanup(func() { _ = engine.Close() })
 	var reg notify.Registry
 	reg.Register(e.events)
+	var eng reconcile.Engine = engine
+	if e.wrap != nil {
+		eng = e.wrap(engine)
+	}
 	ctrl, err := reconcile.New(reconcile.Options{
 		ControllerID: e.id, AppSet: source, AppSetInterval: time.Second,
-		Git: git, Engine: engine, Notifier: &reg, Logger: logger,
+		Git: git, Engine: eng, Notifier: &reg, Logger: logger,
 		Live:              skepswarm.NewWatcher(engine, skepswarm.WatcherOptions{Logger: logger}),
 		PruneApplications: opts.PruneApplications, OwnStack: opts.OwnStack, Charts: opts.Charts, Now: opts.Now, Observer: opts.Observer,
 		Self: opts.Self,

@@ -44,9 +44,12 @@ func (c *Controller) Application(name string) (appset.Application, error) {
 func (c *Controller) GitStats() gitsource.Stats { return c.git.Stats() }
 
 // LiveServices lists this controller's services, of one application when
-// app is not "", with running and desired task counts, in one Engine call
-// per destination. A destination known not to answer is skipped at once
-// (the error says so) rather than waited for.
+// app is not "", with running and desired task counts: from the
+// destination's live snapshot (at most its relist interval behind the
+// swarm, and no Engine call, so API readers cost the Engine nothing), or in
+// one Engine call when there is no readable snapshot. A destination known
+// not to answer is skipped at once (the error says so) rather than waited
+// for.
 func (c *Controller) LiveServices(ctx context.Context, app string) ([]dswarm.Service, error) {
 	dests := c.destNames()
 	if app != "" {
@@ -66,27 +69,18 @@ func (c *Controller) LiveServices(ctx context.Context, app string) ([]dswarm.Ser
 			errs = append(errs, err)
 			continue
 		}
-		f := filters.NewArgs(filters.Arg("label", stack.LabelController+"="+d.owner))
-		if app != "" {
-			f.Add("label", stack.LabelApplication+"="+app)
-		}
-		list, err := d.engine.ServiceList(ctx, dswarm.ServiceListOptions{Filters: f, Status: true})
+		list, err := d.services(ctx, app)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("list services of controller %s on %s: %w", c.id, swarm.Describe(name), err))
 			continue
 		}
-		// The label filter is a hint to the daemon; ownership is decided on
-		// the labels themselves.
-		for _, s := range list {
-			if s.Spec.Labels[stack.LabelController] == d.owner && (app == "" || s.Spec.Labels[stack.LabelApplication] == app) {
-				out = append(out, s)
-			}
-		}
+		out = append(out, list...)
 	}
 	return out, errors.Join(errs...)
 }
 
-// LiveTasks lists the tasks of app's services in one Engine call.
+// LiveTasks lists the tasks of app's services, from the live snapshot as
+// LiveServices does, else in one Engine call.
 func (c *Controller) LiveTasks(ctx context.Context, app string) ([]dswarm.Task, error) {
 	a, ok := c.app(app)
 	if !ok {
@@ -95,6 +89,15 @@ func (c *Controller) LiveTasks(ctx context.Context, app string) ([]dswarm.Task, 
 	d := c.destOf(a)
 	if err := d.down(); err != nil {
 		return nil, err
+	}
+	if snap, ok := d.readable(); ok {
+		var tasks []dswarm.Task
+		for _, s := range snap.Services() {
+			if ownedBy(s, d.owner, app) {
+				tasks = append(tasks, snap.TasksOf(s.ID)...)
+			}
+		}
+		return tasks, nil
 	}
 	f := filters.NewArgs(filters.Arg("label", stack.LabelController+"="+d.owner),
 		filters.Arg("label", stack.LabelApplication+"="+app))
@@ -379,3 +382,49 @@ func (c *Controller) Ready(ctx context.Context) error {
 // DisplayRepo is app's repository URL as it may be shown: without the
 // credentials a URL can carry.
 func DisplayRepo(app appset.Application) string { return gitsource.RedactURL(app.Source.Repo) }
+
+// readable returns d's live snapshot when it can answer a read in place of
+// the Engine: d has one, and its last list succeeded.
+func (d *destination) readable() (swarm.Snapshot, bool) {
+	if d.live == nil {
+		return swarm.Snapshot{}, false
+	}
+	snap := d.live.Current()
+	if snap.ReadFailed() || snap.TakenAt().IsZero() {
+		return swarm.Snapshot{}, false
+	}
+	return snap, true
+}
+
+// services lists d's services of this controller (of app when app is not
+// ""), with task counts, from the live snapshot when it is readable.
+func (d *destination) services(ctx context.Context, app string) ([]dswarm.Service, error) {
+	list := []dswarm.Service(nil)
+	if snap, ok := d.readable(); ok {
+		list = snap.Services()
+	} else {
+		f := filters.NewArgs(filters.Arg("label", stack.LabelController+"="+d.owner))
+		if app != "" {
+			f.Add("label", stack.LabelApplication+"="+app)
+		}
+		var err error
+		if list, err = d.engine.ServiceList(ctx, dswarm.ServiceListOptions{Filters: f, Status: true}); err != nil {
+			return nil, err
+		}
+	}
+	// The label filter is a hint to the daemon; ownership is decided on
+	// the labels themselves.
+	out := list[:0]
+	for _, s := range list {
+		if ownedBy(s, d.owner, app) {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// ownedBy reports whether s carries the controller label owner and, when
+// app is not "", belongs to app.
+func ownedBy(s dswarm.Service, owner, app string) bool {
+	return s.Spec.Labels[stack.LabelController] == owner && (app == "" || s.Spec.Labels[stack.LabelApplication] == app)
+}
