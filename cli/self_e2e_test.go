@@ -2,8 +2,6 @@ package cli_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -50,12 +48,7 @@ func skepImage(t *testing.T, docker *client.Client, version string, broken bool)
 		entry = `["/not-skep"]`
 	}
 	dockerfile := fmt.Sprintf("FROM scratch\nCOPY skep /skep\nLABEL io.skep.test.version=%s\nENTRYPOINT %s\n", version, entry)
-	sum := sha256.New()
-	sum.Write(bin)
-	sum.Write([]byte(dockerfile))
-	ref := fmt.Sprintf("skep-self-e2e:%s-%s", version, hex.EncodeToString(sum.Sum(nil))[:12])
-	harness.BuildImage(t, docker, ref, map[string][]byte{"Dockerfile": []byte(dockerfile), "skep": bin})
-	return ref
+	return harness.BuildImage(t, docker, "skep-self-e2e", version, map[string][]byte{"Dockerfile": []byte(dockerfile), "skep": bin})
 }
 
 // controllerStack is the controller's own stack file at image: on the

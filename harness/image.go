@@ -100,33 +100,39 @@ func ensureTestImage(ctx context.Context, cli *client.Client, opts ImageOptions)
 	if err != nil {
 		return "", err
 	}
-	dockerfile := testDockerfile(opts)
+	return ensureImage(ctx, cli, TestImageRepo, opts.Version, map[string][]byte{"Dockerfile": []byte(testDockerfile(opts)), "testapp": bin})
+}
+
+// BuildImage builds, through the Engine API, an image from a build context
+// of files (which must hold a Dockerfile) and returns its local reference
+// "<repo>:<version>-<content hash>". An image with the same content is
+// found and reused, not built again.
+func BuildImage(t testing.TB, cli *client.Client, repo, version string, files map[string][]byte) string {
+	t.Helper()
+	ref, err := ensureImage(t.Context(), cli, repo, version, files)
+	if err != nil {
+		t.Fatalf("image: %v", err)
+	}
+	return ref
+}
+
+// ensureImage does BuildImage's work and returns its error.
+func ensureImage(ctx context.Context, cli *client.Client, repo, version string, files map[string][]byte) (string, error) {
 	sum := sha256.New()
-	sum.Write(bin)
-	sum.Write([]byte(dockerfile))
-	ref := fmt.Sprintf("%s:%s-%s", TestImageRepo, opts.Version, hex.EncodeToString(sum.Sum(nil))[:12])
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		fmt.Fprintf(sum, "%s %d\n", name, len(files[name]))
+		sum.Write(files[name])
+	}
+	ref := fmt.Sprintf("%s:%s-%s", repo, version, hex.EncodeToString(sum.Sum(nil))[:12])
 	// Any inspect error just means build it: a real daemon failure shows
 	// again, with a better message, in ImageBuild.
 	if _, err := cli.ImageInspect(ctx, ref); err == nil {
 		return ref, nil
 	}
-	if err := buildImage(ctx, cli, ref, map[string][]byte{"Dockerfile": []byte(dockerfile), "testapp": bin}); err != nil {
+	if err := buildImage(ctx, cli, ref, files); err != nil {
 		return "", err
 	}
 	return ref, nil
-}
-
-// BuildImage builds, through the Engine API, the image ref from a build
-// context of files (which must hold a Dockerfile), unless ref exists
-// already. Give ref a tag that changes with the content.
-func BuildImage(t testing.TB, cli *client.Client, ref string, files map[string][]byte) {
-	t.Helper()
-	if _, err := cli.ImageInspect(t.Context(), ref); err == nil {
-		return
-	}
-	if err := buildImage(t.Context(), cli, ref, files); err != nil {
-		t.Fatalf("image: %v", err)
-	}
 }
 
 // buildImage builds ref from files with the classic builder.
