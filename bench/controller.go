@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -161,23 +162,56 @@ func (c *Controller) CPU(tb testing.TB) time.Duration {
 }
 
 // RSS is the controller's resident set size in bytes (VmRSS).
-func (c *Controller) RSS(tb testing.TB) int64 {
+func (c *Controller) RSS(tb testing.TB) int64 { return c.status(tb, "VmRSS") }
+
+// RSSParts splits RSS: anonymous memory (the Go heap, stacks, SQLite's
+// cache) and file-backed pages (mostly the binary's code and read-only
+// data, as far as it was touched).
+func (c *Controller) RSSParts(tb testing.TB) (anon, file int64) {
+	return c.status(tb, "RssAnon"), c.status(tb, "RssFile")
+}
+
+// status reads one "kB" field of the controller's /proc status, in bytes.
+func (c *Controller) status(tb testing.TB, field string) int64 {
 	tb.Helper()
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.cmd.Process.Pid))
 	if err != nil {
-		tb.Fatalf("controller RSS: %v", err)
+		tb.Fatalf("controller %s: %v", field, err)
 	}
 	for line := range strings.Lines(string(data)) {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 			if err != nil {
-				tb.Fatalf("controller RSS: %q", line)
+				tb.Fatalf("controller %s: %q", field, line)
 			}
 			return kb << 10
 		}
 	}
-	tb.Fatalf("controller RSS: no VmRSS in /proc status")
+	tb.Fatalf("controller %s: not in /proc status", field)
 	return 0
+}
+
+// HeapInUse is the Go heap's in-use bytes (go_memstats_heap_inuse_bytes).
+func (c *Controller) HeapInUse(ctx context.Context) (int64, error) {
+	var out int64 = -1
+	err := c.get(ctx, "/metrics", func(r io.Reader) error {
+		sc := bufio.NewScanner(r)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), "go_memstats_heap_inuse_bytes "); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					return fmt.Errorf("heap in use %q: %w", v, err)
+				}
+				out = int64(f)
+			}
+		}
+		return sc.Err()
+	})
+	if err == nil && out < 0 {
+		err = errors.New("no go_memstats_heap_inuse_bytes in /metrics")
+	}
+	return out, err
 }
 
 // Applications lists the applications as the API reports them.

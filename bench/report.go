@@ -74,6 +74,9 @@ type Idle struct {
 	Git      Counts        // git requests made by the controller, by Git class
 	CPU      time.Duration // controller CPU, user and system
 	RSS      int64         // VmRSS at the end, bytes
+	// RSSAnon and RSSFile split RSS (RssAnon, RssFile); HeapInUse is the
+	// Go heap's share of RSSAnon. Zero when not read.
+	RSSAnon, RSSFile, HeapInUse int64
 	// Events and OtherEvents are the swarm's events in the window of the
 	// kinds the live snapshot follows (health checks' exec events left
 	// out): this run's objects, and the rest of the shared swarm.
@@ -179,6 +182,10 @@ func (r *Report) Rows() []Row {
 			target, limit = "≤ 100 MiB at 1,000 apps × 10 services", 100*mib
 		}
 		add(fmt.Sprintf("Controller RSS, %d apps", idle.Apps), fmt.Sprintf("%.1f MiB", float64(idle.RSS)/mib), "", target, ok(idle.RSS <= limit))
+		if idle.RSSFile > 0 {
+			add(fmt.Sprintf("RSS, %d apps: anonymous (Go heap in use); file-backed", idle.Apps),
+				fmt.Sprintf("%.1f (%.1f); %.1f MiB", float64(idle.RSSAnon)/mib, float64(idle.HeapInUse)/mib, float64(idle.RSSFile)/mib), "", "—", nil)
+		}
 	}
 	if r.LargeIdle.Apps > 0 {
 		add(fmt.Sprintf("Scale point, %d apps: every service exists", r.LargeIdle.Apps), seconds(r.ScaleDeploy), "", "—", nil)

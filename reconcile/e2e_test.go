@@ -60,7 +60,7 @@ type env struct {
 	wrap func(reconcile.Engine) reconcile.Engine
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	cli := harness.RequireSwarm(t)
 	e := &env{
@@ -123,7 +123,7 @@ func (e *env) bystander() string {
 	return strings.Replace(e.app("bystander", false), "    release: "+e.ns+"\n", "    release: "+e.ns+"-bystander\n", 1)
 }
 
-func (e *env) controller(t *testing.T, source appset.Source) *reconcile.Controller {
+func (e *env) controller(t testing.TB, source appset.Source) *reconcile.Controller {
 	t.Helper()
 	return e.controllerWith(t, source, reconcile.Options{})
 }
@@ -131,7 +131,7 @@ func (e *env) controller(t *testing.T, source appset.Source) *reconcile.Controll
 // controllerWith builds a controller like the binary does, with the live
 // snapshot, taking PruneApplications, OwnStack, Charts, Now, Observer and Self
 // from opts.
-func (e *env) controllerWith(t *testing.T, source appset.Source, opts reconcile.Options) *reconcile.Controller {
+func (e *env) controllerWith(t testing.TB, source appset.Source, opts reconcile.Options) *reconcile.Controller {
 	t.Helper()
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	git, err := gitsource.New(gitsource.Options{Dir: t.TempDir(), Logger: logger, RefsMaxAge: 500 * time.Millisecond})
@@ -163,7 +163,7 @@ func (e *env) controllerWith(t *testing.T, source appset.Source, opts reconcile.
 }
 
 // run starts ctrl and stops it, checking that Run returned, when the test ends.
-func run(t *testing.T, ctrl *reconcile.Controller) {
+func run(t testing.TB, ctrl *reconcile.Controller) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
 	done := make(chan struct{})
@@ -181,7 +181,7 @@ func run(t *testing.T, ctrl *reconcile.Controller) {
 	})
 }
 
-func writeFile(t *testing.T, dir, name, content string) string {
+func writeFile(t testing.TB, dir, name, content string) string {
 	t.Helper()
 	p := filepath.Join(dir, name)
 	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
@@ -210,7 +210,7 @@ func (e *env) waitImage(t *testing.T, image string, timeout time.Duration) *swar
 	return got
 }
 
-func waitStatus(t *testing.T, ctrl *reconcile.Controller, app string, timeout time.Duration, cond func(reconcile.AppStatus) bool) reconcile.AppStatus {
+func waitStatus(t testing.TB, ctrl *reconcile.Controller, app string, timeout time.Duration, cond func(reconcile.AppStatus) bool) reconcile.AppStatus {
 	t.Helper()
 	var st reconcile.AppStatus
 	harness.Eventually(t, timeout, func(context.Context) (bool, string) {

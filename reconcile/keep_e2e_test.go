@@ -104,7 +104,11 @@ func TestLiveDriftIsCorrectedOnAnAutomatedApp(t *testing.T) {
 	e := newEnv(t)
 	port := harness.FreePort(t)
 	e.repo.Commit(t, "main", map[string]string{"compose.yaml": compose(port), "settings.txt": "one\n", ".env": "IMAGE=" + e.v1 + "\n"})
-	ctrl := e.controller(t, appset.FileSource{Path: writeFile(t, t.TempDir(), "apps.yaml", appSet(e.liveApp("web", true)))})
+	// An interval of an hour: every correction comes from the change's
+	// own wake, also one made while the last correction still waited for
+	// health, never from a tick.
+	apps := strings.Replace(appSet(e.liveApp("web", true)), "interval: 10s", "interval: 1h", 1)
+	ctrl := e.controller(t, appset.FileSource{Path: writeFile(t, t.TempDir(), "apps.yaml", apps)})
 	run(t, ctrl)
 	svc := e.waitImage(t, e.v1, 2*time.Minute)
 	harness.WaitRunning(t, e.cli, svc.ID, 1, 2*time.Minute)

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -171,10 +172,8 @@ func (c *Controller) correct(ctx context.Context, app appset.Application, d desi
 // servicesOf returns the snapshot's services in release's namespace, by name.
 func servicesOf(snap swarm.Snapshot, release string) map[string]dswarm.Service {
 	out := map[string]dswarm.Service{}
-	for _, s := range snap.Services() {
-		if s.Spec.Labels[stack.LabelNamespace] == release || strings.HasPrefix(s.Spec.Name, release+"_") {
-			out[s.Spec.Name] = s
-		}
+	for _, s := range snap.Namespace(release).Services {
+		out[s.Spec.Name] = s
 	}
 	return out
 }
@@ -301,18 +300,50 @@ func (c *Controller) wakeLiveDrift(d *destination) {
 	defer c.mu.Unlock()
 	for name, w := range c.workers {
 		app := c.apps[name]
-		if app.Destination.Swarm != d.name || app.DriftDetection != appset.DriftLive {
-			continue
-		}
-		state := c.liveState(app, snap)
-		if c.seenLive[name] == state {
-			continue
-		}
-		c.seenLive[name] = state
-		if st, _ := c.status.Get(name); st.LastErrorClass == "" && st.Phase != PhaseApplying {
-			w.enqueue(Request{})
+		if app.Destination.Swarm == d.name {
+			c.wakeIfMovedLocked(app, w, snap)
 		}
 	}
+}
+
+// wakeIfMoved is wakeLiveDrift for one application, when its reconcile
+// ended: a change that came while it applied is looked at now, even if
+// the swarm raises nothing more.
+func (c *Controller) wakeIfMoved(app appset.Application) {
+	live := c.liveOf(app)
+	if live == nil {
+		return
+	}
+	snap := live.Current()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if w, ok := c.workers[app.Name]; ok {
+		c.wakeIfMovedLocked(app, w, snap)
+	}
+}
+
+// wakeIfMovedLocked queues a tick of app when its objects in snap are not
+// those its last wake saw. An application that applies, or fails, is not
+// woken, nor one whose last write snap may not show (a reconcile would
+// take its own write for drift, and wait): what it was not woken for stays
+// unseen, so the next look (a later snapshot, or the end of its
+// reconcile) wakes it. c.mu is held.
+func (c *Controller) wakeIfMovedLocked(app appset.Application, w *worker, snap swarm.Snapshot) {
+	if app.DriftDetection != appset.DriftLive {
+		return
+	}
+	if snap.TakenAt().IsZero() || !snap.TakenAt().After(c.wrote[app.Name]) {
+		return
+	}
+	state := c.liveState(app, snap)
+	if c.seenLive[app.Name] == state {
+		return
+	}
+	if st, _ := c.status.Get(app.Name); st.LastErrorClass != "" || st.Phase == PhaseApplying {
+		return
+	}
+	c.seenLive[app.Name] = state
+	w.enqueue(Request{})
 }
 
 // liveState summarises what app's releases hold in snap (see
@@ -378,18 +409,15 @@ func (c *Controller) markWrite(app string) {
 // tasks elsewhere move all the time.
 func namespaceState(snap swarm.Snapshot, release string) string {
 	var parts []string
-	for name, s := range servicesOf(snap, release) {
-		parts = append(parts, fmt.Sprintf("service %s %s %d", name, s.ID, s.Version.Index))
+	ns := snap.Namespace(release)
+	for _, s := range ns.Services {
+		parts = append(parts, "service "+s.Spec.Name+" "+s.ID+" "+strconv.FormatUint(s.Version.Index, 10))
 	}
-	for _, n := range snap.Networks() {
-		if strings.HasPrefix(n.Name, release+"_") {
-			parts = append(parts, "network "+n.Name+" "+n.ID)
-		}
+	for _, n := range ns.Networks {
+		parts = append(parts, "network "+n.Name+" "+n.ID)
 	}
-	for _, cfg := range snap.Configs() {
-		if strings.HasPrefix(cfg.Spec.Name, release+"_") {
-			parts = append(parts, "config "+cfg.Spec.Name+" "+cfg.ID)
-		}
+	for _, cfg := range ns.Configs {
+		parts = append(parts, "config "+cfg.Spec.Name+" "+cfg.ID)
 	}
 	slices.Sort(parts)
 	return strings.Join(parts, "\n")

@@ -238,6 +238,7 @@ func (c *Controller) runWorker(ctx context.Context, w *worker) {
 		switch outcome.Of(err) {
 		case outcome.OK:
 			st.failures = 0
+			c.wakeIfMoved(app)
 		case outcome.Stalled:
 			st.failures = 0
 			c.log.Warn("reconcile stalled", "app", app.Name, "err", err)

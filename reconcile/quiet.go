@@ -72,8 +72,8 @@ func (c *Controller) ownState(app appset.Application, snap swarm.Snapshot) strin
 	owner := c.owner(app)
 	var b strings.Builder
 	b.WriteString(state)
-	for _, cfg := range snap.Configs() {
-		if l := cfg.Spec.Labels; l[stack.LabelKind] != "" && l[stack.LabelController] == owner.Controller && l[stack.LabelApplication] == app.Name {
+	for _, cfg := range snap.ConfigsLabelled(stack.LabelApplication, app.Name) {
+		if l := cfg.Spec.Labels; l[stack.LabelKind] != "" && l[stack.LabelController] == owner.Controller {
 			fmt.Fprintf(&b, "\nrecord %s %d", cfg.ID, cfg.Version.Index)
 		}
 	}

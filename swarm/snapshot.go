@@ -2,8 +2,10 @@ package swarm
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
 	"hash/fnv"
 	"io"
 	"log/slog"
@@ -41,6 +43,7 @@ type Snapshot struct {
 	takenAt  time.Time
 	err      error
 	version  uint64
+	idx      *index // lookups by name, service and namespace; see lookup
 }
 
 // Services returns every service, listed with their running and desired
@@ -49,12 +52,11 @@ func (s Snapshot) Services() []swarm.Service { return slices.Clone(s.services) }
 
 // Service returns the service named name.
 func (s Snapshot) Service(name string) (swarm.Service, bool) {
-	for _, svc := range s.services {
-		if svc.Spec.Name == name {
-			return svc, true
-		}
+	i, ok := s.lookup().services[name]
+	if !ok {
+		return swarm.Service{}, false
 	}
-	return swarm.Service{}, false
+	return s.services[i], true
 }
 
 // Tasks returns every task the swarm keeps, history included.
@@ -63,10 +65,8 @@ func (s Snapshot) Tasks() []swarm.Task { return slices.Clone(s.tasks) }
 // TasksOf returns the tasks of the service with id serviceID.
 func (s Snapshot) TasksOf(serviceID string) []swarm.Task {
 	var out []swarm.Task
-	for _, t := range s.tasks {
-		if t.ServiceID == serviceID {
-			out = append(out, t)
-		}
+	for _, i := range s.lookup().tasks[serviceID] {
+		out = append(out, s.tasks[i])
 	}
 	return out
 }
@@ -157,6 +157,11 @@ type WatcherOptions struct {
 	// MinInterval bounds relists: at most one starts per MinInterval,
 	// however many events arrive. Default 500ms.
 	MinInterval time.Duration
+	// ServiceMinInterval bounds the services-only relists that a service
+	// event arriving within MinInterval of the last relist makes, so that
+	// an out-of-band service change is seen at once even while other work
+	// keeps the swarm busy. Default 100ms.
+	ServiceMinInterval time.Duration
 	// Resync relists even without events, since task state changes on
 	// other nodes raise no event on this one. Default 30s.
 	Resync time.Duration
@@ -172,6 +177,9 @@ type WatcherOptions struct {
 func (o WatcherOptions) withDefaults() WatcherOptions {
 	if o.MinInterval <= 0 {
 		o.MinInterval = 500 * time.Millisecond
+	}
+	if o.ServiceMinInterval <= 0 {
+		o.ServiceMinInterval = 100 * time.Millisecond
 	}
 	if o.Resync <= 0 {
 		o.Resync = 30 * time.Second
@@ -193,7 +201,9 @@ var watchedTypes = []events.Type{
 
 // Watcher keeps a Snapshot of one swarm fresh: it lists everything once,
 // then relists when the Docker events stream reports a change (at most once
-// per MinInterval), every Resync, and after a failure with backoff. One
+// per MinInterval; the services alone in between for a service event, at
+// most once per ServiceMinInterval), every Resync, and after a failure
+// with backoff. One
 // Watcher serves every application of its swarm. Current and Subscribe are
 // safe for concurrent use; Run must be called once.
 type Watcher struct {
@@ -327,13 +337,18 @@ func eventFilters() filters.Args {
 // (its error is returned) or ctx ends.
 func (w *Watcher) follow(ctx context.Context, msgs <-chan events.Message, errs <-chan error) error {
 	var (
-		lastStart  = time.Now()
-		retry      = w.opts.MinInterval
-		timer      = time.NewTimer(time.Hour)
-		timerArmed = false
+		lastStart    = time.Now()
+		lastServices = lastStart
+		retry        = w.opts.MinInterval
+		timer        = time.NewTimer(time.Hour)
+		timerArmed   = false
+		svcTimer     = time.NewTimer(time.Hour)
+		svcArmed     = false
 	)
 	timer.Stop()
 	defer timer.Stop()
+	svcTimer.Stop()
+	defer svcTimer.Stop()
 	resync := time.NewTicker(w.opts.Resync)
 	defer resync.Stop()
 	arm := func(at time.Time) {
@@ -342,6 +357,15 @@ func (w *Watcher) follow(ctx context.Context, msgs <-chan events.Message, errs <
 		}
 		timer.Reset(max(time.Until(at), 0))
 		timerArmed = true
+	}
+	// A service event that the full relist must wait for gets a
+	// services-only relist of its own, sooner.
+	armServices := func(at time.Time) {
+		if svcArmed {
+			return
+		}
+		svcTimer.Reset(max(time.Until(at), 0))
+		svcArmed = true
 	}
 	// The first refresh runs at once, so a daemon that is down shows in
 	// the snapshot's Err before the stream's failure is noticed.
@@ -363,14 +387,24 @@ func (w *Watcher) follow(ctx context.Context, msgs <-chan events.Message, errs <
 			if !ok {
 				return errors.New("stream closed")
 			}
-			if relevant(m) {
-				arm(lastStart.Add(w.opts.MinInterval))
+			if !relevant(m) {
+				continue
 			}
+			full := lastStart.Add(w.opts.MinInterval)
+			if m.Type == events.ServiceEventType && time.Until(full) > w.opts.ServiceMinInterval {
+				armServices(lastServices.Add(w.opts.ServiceMinInterval))
+			}
+			arm(full)
+		case <-svcTimer.C:
+			svcArmed = false
+			lastServices = time.Now()
+			w.refreshServices(ctx)
 		case <-resync.C:
 			arm(lastStart.Add(w.opts.MinInterval))
 		case <-timer.C:
 			timerArmed = false
 			lastStart = time.Now()
+			lastServices = lastStart
 			if err := w.refresh(ctx); err != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
@@ -421,6 +455,33 @@ func (w *Watcher) refresh(ctx context.Context) error {
 	return nil
 }
 
+// refreshServices relists the services alone and swaps them into the
+// current snapshot when they changed. The snapshot keeps the TakenAt of
+// its last full relist, which every kind's list followed: a caller that
+// waits for the snapshot to show its own write waits for a full one. A
+// failure is left to the full relist that the same event scheduled.
+func (w *Watcher) refreshServices(ctx context.Context) {
+	old := w.Current()
+	if old.err != nil || old.takenAt.IsZero() {
+		return
+	}
+	services, err := w.reader.ServiceList(ctx, swarm.ServiceListOptions{Status: true})
+	if err != nil {
+		w.opts.Logger.DebugContext(ctx, "services not relisted", "err", err)
+		return
+	}
+	next := old
+	next.services, next.idx = services, &index{}
+	fp := next.fingerprint()
+	if fp == w.fp {
+		return
+	}
+	w.fp = fp
+	next.version = old.version + 1
+	w.current.Store(&next)
+	w.notify()
+}
+
 // list reads the swarm, one call per kind, one after the other.
 func (w *Watcher) list(ctx context.Context) (Snapshot, error) {
 	var s Snapshot
@@ -457,38 +518,60 @@ func (w *Watcher) list(ctx context.Context) (Snapshot, error) {
 		}
 	}
 	s.takenAt = start
+	s.idx = &index{}
 	return s, nil
 }
 
 // fingerprint hashes what identifies each object's version, so a relist
 // that found nothing new wakes nobody.
 func (s Snapshot) fingerprint() uint64 {
-	h := fnv.New64a()
-	add := func(parts ...any) {
-		fmt.Fprintln(h, parts...)
-	}
+	var f fingerprinter
+	f.h = fnv.New64a()
 	for _, x := range s.services {
-		add("s", x.ID, x.Version.Index, statusOf(x))
+		f.add("s", x.ID).num(x.Version.Index).add(statusOf(x))
 	}
 	for _, x := range s.tasks {
-		add("t", x.ID, x.Version.Index, x.Status.State, x.Status.Timestamp.UnixNano())
+		f.add("t", x.ID).num(x.Version.Index).add(string(x.Status.State)).num(uint64(x.Status.Timestamp.UnixNano()))
 	}
 	for _, x := range s.networks {
-		add("n", x.ID, x.Name)
+		f.add("n", x.ID, x.Name)
 	}
 	for _, x := range s.configs {
-		add("c", x.ID, x.Version.Index)
+		f.add("c", x.ID).num(x.Version.Index)
 	}
 	for _, x := range s.secrets {
-		add("x", x.ID, x.Version.Index)
+		f.add("x", x.ID).num(x.Version.Index)
 	}
 	for _, x := range s.nodes {
-		add("o", x.ID, x.Version.Index, x.Status.State)
+		f.add("o", x.ID).num(x.Version.Index).add(string(x.Status.State))
 	}
 	for _, x := range s.volumes {
-		add("v", x.Name, x.CreatedAt)
+		f.add("v", x.Name, x.CreatedAt)
 	}
-	return h.Sum64()
+	return f.h.Sum64()
+}
+
+// fingerprinter feeds strings and numbers to a hash, each ended by a
+// separator, without formatting them first: a relist hashes every object
+// of the swarm.
+type fingerprinter struct {
+	h   hash.Hash64
+	buf [8]byte
+}
+
+func (f *fingerprinter) add(parts ...string) *fingerprinter {
+	for _, p := range parts {
+		_, _ = io.WriteString(f.h, p)
+		f.buf[0] = 0
+		_, _ = f.h.Write(f.buf[:1])
+	}
+	return f
+}
+
+func (f *fingerprinter) num(n uint64) *fingerprinter {
+	binary.LittleEndian.PutUint64(f.buf[:], n)
+	_, _ = f.h.Write(f.buf[:])
+	return f
 }
 
 // statusOf is the part of a service that changes without its version

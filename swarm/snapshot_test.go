@@ -109,7 +109,8 @@ func TestWatcherOnSwarmSeesOutOfBandChangesAndStops(t *testing.T) {
 // failing, and whose events stream the test drives.
 type fakeReader struct {
 	mu       sync.Mutex
-	lists    int
+	lists    int // service lists: every relist, services-only ones too
+	full     int // task lists: full relists only
 	streams  int
 	listErr  error
 	msgs     chan events.Message
@@ -138,7 +139,16 @@ func (f *fakeReader) ServiceList(context.Context, swarm.ServiceListOptions) ([]s
 	return f.services, f.listErr
 }
 func (f *fakeReader) TaskList(context.Context, swarm.TaskListOptions) ([]swarm.Task, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.full++
 	return nil, nil
+}
+
+func (f *fakeReader) fullLists() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.full
 }
 func (f *fakeReader) NetworkList(context.Context, network.ListOptions) ([]network.Summary, error) {
 	return nil, nil
@@ -189,13 +199,55 @@ func TestWatcherRelistsAtMostOncePerIntervalUnderAnEventStorm(t *testing.T) {
 		lists, _ := f.counts()
 		// The first list, then one per 500ms over 2s of events, plus the
 		// one the last events scheduled.
-		if lists < 2 || lists > 6 {
-			t.Errorf("%d relists for 2000 events over 2s, want between 2 and 6", lists)
+		if full := f.fullLists(); full < 2 || full > 6 {
+			t.Errorf("%d relists for 2000 events over 2s, want between 2 and 6", full)
+		}
+		// Between them, services alone at most once per 100ms.
+		if lists > 6+20 {
+			t.Errorf("%d service lists for 2000 service events over 2s, want at most 26", lists)
 		}
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("Run() = %v, want nil", err)
 		}
+	})
+}
+
+func TestWatcherRelistsServicesAtOnceForAServiceEventWhileAFullRelistWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeReader()
+		w := NewWatcher(f, WatcherOptions{MinInterval: 500 * time.Millisecond, ServiceMinInterval: 100 * time.Millisecond, Resync: time.Hour})
+		ctx, cancel, done := runWatcher(t, w)
+		synctest.Wait()
+		first := w.Current()
+		// A container event starts the clock of the full relists; then
+		// someone scales a service by hand.
+		f.send(ctx, events.Message{Type: events.ContainerEventType, Action: events.ActionStart})
+		synctest.Wait()
+		f.set(func(f *fakeReader) {
+			f.services = []swarm.Service{{ID: "a", Spec: swarm.ServiceSpec{Annotations: swarm.Annotations{Name: "shop_web"}}}}
+		})
+		f.send(ctx, events.Message{Type: events.ServiceEventType, Action: events.ActionUpdate, Actor: events.Actor{ID: "a"}})
+		time.Sleep(150 * time.Millisecond)
+		synctest.Wait()
+		now := w.Current()
+		if _, ok := now.Service("shop_web"); !ok || now.Version() <= first.Version() {
+			t.Fatalf("150ms after the service event the snapshot (version %d, was %d) has no shop_web", now.Version(), first.Version())
+		}
+		if full := f.fullLists(); full != 1 {
+			t.Errorf("%d full relists within 150ms of the first, want 1: the services came alone", full)
+		}
+		if !now.TakenAt().Equal(first.TakenAt()) {
+			t.Errorf("a services-only relist moved TakenAt from %v to %v", first.TakenAt(), now.TakenAt())
+		}
+		// The full relist the events asked for still comes.
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if full := f.fullLists(); full != 2 {
+			t.Errorf("%d full relists a second later, want 2", full)
+		}
+		cancel()
+		<-done
 	})
 }
 

@@ -1,0 +1,84 @@
+package reconcile_test
+
+import (
+	"context"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/skep-cd/skep/appset"
+	"github.com/skep-cd/skep/harness"
+	"github.com/skep-cd/skep/health"
+	"github.com/skep-cd/skep/reconcile"
+)
+
+// ticks passes on the observations of one application's reconciles.
+type ticks struct {
+	app string
+	c   chan reconcile.Observation
+}
+
+func (t *ticks) ObserveReconcile(o reconcile.Observation) {
+	if o.Application == t.app {
+		t.c <- o
+	}
+}
+
+// BenchmarkQuietTick is one plain tick of a synced, healthy application
+// whose commit and swarm did not change, through the worker as the
+// interval queues it: an ls-remote against the git server, then nothing.
+// cpu-ns/op is the whole process's CPU time per tick (getrusage), the git
+// server's share of each ls-remote included; it fails when a tick was not
+// quiet (rendered or compared).
+func BenchmarkQuietTick(b *testing.B) {
+	e := newEnv(b)
+	port := harness.FreePort(b)
+	e.repo.Commit(b, "main", map[string]string{"compose.yaml": compose(port), "settings.txt": "one\n", ".env": "IMAGE=" + e.v1 + "\n"})
+	obs := &ticks{app: "web", c: make(chan reconcile.Observation, 64)}
+	// An interval of an hour: only the benchmark's refreshes tick.
+	apps := strings.Replace(appSet(e.app("web", true)), "interval: 10s", "interval: 1h", 1)
+	ctrl := e.controllerWith(b, appset.FileSource{Path: writeFile(b, b.TempDir(), "apps.yaml", apps)}, reconcile.Options{Observer: obs})
+	run(b, ctrl)
+	waitStatus(b, ctrl, "web", 3*time.Minute, func(s reconcile.AppStatus) bool {
+		return s.Sync == reconcile.Synced && s.Health == health.Healthy
+	})
+	tick := func() reconcile.Observation {
+		if err := ctrl.Refresh(b.Context(), "web"); err != nil {
+			b.Fatal(err)
+		}
+		select {
+		case o := <-obs.c:
+			return o
+		case <-time.After(time.Minute):
+			b.Fatal("no tick within a minute")
+			return reconcile.Observation{}
+		}
+	}
+	// The first ticks after the deploy record what a quiet tick is.
+	harness.Eventually(b, time.Minute, func(context.Context) (bool, string) {
+		return tick().Quiet, "the tick was not quiet"
+	})
+	before := cpuTime(b)
+	full := 0
+	for b.Loop() {
+		if !tick().Quiet {
+			full++
+		}
+	}
+	b.ReportMetric(float64(cpuTime(b)-before)/float64(b.N), "cpu-ns/op")
+	// Health events of the service's own task may make a rare tick render;
+	// more than that is a quiet key that does not hold.
+	if full*20 > b.N {
+		b.Fatalf("%d of %d ticks rendered and compared", full, b.N)
+	}
+}
+
+// cpuTime is the process's user and system CPU time.
+func cpuTime(tb testing.TB) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
