@@ -24,11 +24,12 @@ const module = "github.com/skep-cd/skep/"
 // top: entry (cmd/skep, cli) → face (api, ui) and loop (reconcile) → steps
 // (artifact, render, chart, stack, plan, health, apply, hook, prune, preview)
 // and records (notify, store) → adapters (swarm, gitsource, chartrepo)
-// and leaves (wire, outcome, configfile, secret, sops, version, window). The loop never
+// and leaves (wire, outcome, configfile, secret, sops, version, window,
+// egress, memtrim). The loop never
 // imports the face.
 var allowed = map[string][]string{
 	"cmd/skep":          {"cli"},
-	"cli":               {"api", "appset", "artifact", "chart", "chartrepo", "client", "configfile", "demo", "egress", "gitsource", "notify", "plan", "reconcile", "render", "sops", "stack", "store", "swarm", "ui", "version", "wire"},
+	"cli":               {"api", "appset", "artifact", "chart", "chartrepo", "client", "configfile", "demo", "egress", "gitsource", "memtrim", "notify", "plan", "reconcile", "render", "sops", "stack", "store", "swarm", "ui", "version", "wire"},
 	"client":            {"wire"},
 	"api":               {"appset", "artifact", "configfile", "notify", "plan", "reconcile", "secret", "stack", "store", "version", "wire"},
 	"api/authtest":      {"api"},
@@ -58,6 +59,7 @@ var allowed = map[string][]string{
 	"sops":              {},
 	"version":           {},
 	"egress":            {},
+	"memtrim":           {},
 	"window":            {},
 	"golden":            {},
 	"demo":              {"githttp", "stack"},

@@ -135,8 +135,14 @@ func (r *Report) Rows() []Row {
 			target, limit = "< 1 s at 500 apps", time.Second
 		}
 		add(fmt.Sprintf("Idle CPU per 5 min, %d apps", idle.Apps), seconds(idle.cpuPer5m()), "", target, ok(idle.cpuPer5m() < limit))
-		add(fmt.Sprintf("CPU per idle tick (all idle CPU ÷ ticks), %d apps", idle.Apps), millis(idle.cpuPerTick()), "",
-			"< 0.5 ms", ok(idle.cpuPerTick() < 500*time.Microsecond))
+		// An upper bound of a tick's cost: it also carries the relists,
+		// the app-set re-reads and the runtime. The tick alone is the
+		// next row's.
+		add(fmt.Sprintf("All idle CPU ÷ ticks, %d apps (upper bound of a tick)", idle.Apps), millis(idle.cpuPerTick()), "", "—", nil)
+	}
+	if res, found := r.Go["BenchmarkQuietTick"]; found {
+		d := time.Duration(res["cpu-ns/op"])
+		add("CPU of one no-op tick, git server's share included (go test -bench)", millis(d), "", "< 0.5 ms", ok(d < 500*time.Microsecond))
 	}
 	add("First deploy, 20 stacks (30 services): every service exists", seconds(r.Deploy.Exist), seconds(r.DockerDeploy.Exist),
 		"≤ 3 s", ok(r.Deploy.Exist <= 3*time.Second))

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,6 +26,7 @@ import (
 	"github.com/skep-cd/skep/chartrepo"
 	"github.com/skep-cd/skep/egress"
 	"github.com/skep-cd/skep/gitsource"
+	"github.com/skep-cd/skep/memtrim"
 	"github.com/skep-cd/skep/notify"
 	"github.com/skep-cd/skep/reconcile"
 	"github.com/skep-cd/skep/sops"
@@ -404,6 +406,7 @@ func runController(ctx context.Context, logger *slog.Logger, flags *controllerFl
 	if err := os.MkdirAll(flags.data, 0o755); err != nil {
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("data directory: %w", err)}
 	}
+	trimMemory(logger)
 	// A store that cannot be opened loses history, never safety: the
 	// controller runs on, and events are still streamed live (see
 	// openStore and docs/operations.md, "The history store").
@@ -743,4 +746,20 @@ func findSelf(ctx context.Context, engine *swarm.Client, logger *slog.Logger) sw
 		logger.Info("controller runs as a swarm service", "service", self.ServiceName, "id", self.ServiceID, "container", self.ContainerID)
 	}
 	return self
+}
+
+// trimMemory keeps the resident set of a controller at rest small: the
+// binary's pages that start-up touched are dropped and mapped again one
+// page at a time as they run (package memtrim), and the heap's headroom
+// is half the live heap (GOGC=50) unless GOGC is set. Both are measured
+// in docs/performance.md; neither can fail the start.
+func trimMemory(logger *slog.Logger) {
+	if n, err := memtrim.Executable(); err != nil {
+		logger.Debug("executable pages not trimmed", "err", err)
+	} else {
+		logger.Debug("executable pages trimmed", "mappings", n)
+	}
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(50)
+	}
 }
