@@ -83,6 +83,16 @@ func TestRowsJudgeEachTargetFromItsMeasurement(t *testing.T) {
 		}
 		verdicts[row.Measurement[:strings.IndexAny(row.Measurement+",", ",")]] = v
 	}
+	// A point below the scale a target names gets no verdict, however
+	// well it does: 200 applications say nothing of 500.
+	r.LargeIdle = Idle{Apps: 200, Window: time.Minute, CPU: time.Millisecond, RSS: 1 << 20}
+	for _, row := range r.Rows() {
+		if strings.Contains(row.Measurement, "200 apps") && strings.HasPrefix(row.Measurement, "Idle CPU") || strings.HasPrefix(row.Measurement, "Controller RSS, 200") {
+			if row.Pass != nil {
+				t.Errorf("%s: judged %v below the scale of its target %q", row.Measurement, *row.Pass, row.Target)
+			}
+		}
+	}
 	for measurement, want := range map[string]string{
 		"Idle Engine requests per 30 s":                    "fail", // a write while idle
 		"Idle CPU per 5 min":                               "fail", // 0.5 s
