@@ -128,6 +128,7 @@ type Controller struct {
 	// controller started.
 	goneGenerated map[string]string
 	seenLive      map[string]string // by application: its objects as the last live-drift wake saw them
+	unwoken       map[string]bool   // applications whose objects moved while a wake was held back
 	wg            sync.WaitGroup
 }
 
@@ -158,6 +159,7 @@ func New(opts Options) (*Controller, error) {
 		wrote:         map[string]time.Time{},
 		goneGenerated: map[string]string{},
 		seenLive:      map[string]string{},
+		unwoken:       map[string]bool{},
 		pruneApps:     opts.PruneApplications,
 		ownStack:      opts.OwnStack,
 		self:          opts.Self,
@@ -303,6 +305,7 @@ func (c *Controller) onAppSet(ctx context.Context, snap appset.Snapshot) {
 			w.stop()
 			delete(c.workers, name)
 			delete(c.seenLive, name)
+			delete(c.unwoken, name)
 			c.status.Remove(name)
 		}
 	}

@@ -306,9 +306,9 @@ func (c *Controller) wakeLiveDrift(d *destination) {
 	}
 }
 
-// wakeIfMoved is wakeLiveDrift for one application, when its reconcile
-// ended: a change that came while it applied is looked at now, even if
-// the swarm raises nothing more.
+// wakeIfMoved is wakeLiveDrift for one application whose wake was held
+// back, when its reconcile ended: a change that came while it applied is
+// looked at now, even if the swarm raises nothing more.
 func (c *Controller) wakeIfMoved(app appset.Application) {
 	live := c.liveOf(app)
 	if live == nil {
@@ -317,7 +317,7 @@ func (c *Controller) wakeIfMoved(app appset.Application) {
 	snap := live.Current()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if w, ok := c.workers[app.Name]; ok {
+	if w, ok := c.workers[app.Name]; ok && c.unwoken[app.Name] {
 		c.wakeIfMovedLocked(app, w, snap)
 	}
 }
@@ -332,16 +332,16 @@ func (c *Controller) wakeIfMovedLocked(app appset.Application, w *worker, snap s
 	if app.DriftDetection != appset.DriftLive {
 		return
 	}
-	if snap.TakenAt().IsZero() || !snap.TakenAt().After(c.wrote[app.Name]) {
-		return
-	}
 	state := c.liveState(app, snap)
 	if c.seenLive[app.Name] == state {
 		return
 	}
-	if st, _ := c.status.Get(app.Name); st.LastErrorClass != "" || st.Phase == PhaseApplying {
+	if st, _ := c.status.Get(app.Name); st.LastErrorClass != "" || st.Phase == PhaseApplying ||
+		snap.TakenAt().IsZero() || !snap.TakenAt().After(c.wrote[app.Name]) {
+		c.unwoken[app.Name] = true
 		return
 	}
+	delete(c.unwoken, app.Name)
 	c.seenLive[app.Name] = state
 	w.enqueue(Request{})
 }

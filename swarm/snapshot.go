@@ -212,6 +212,9 @@ type Watcher struct {
 
 	current atomic.Pointer[Snapshot]
 	fp      uint64 // fingerprint of current; Run's goroutine only
+	// partial is set while current holds services newer than its TakenAt
+	// (a services-only relist); Run's goroutine only.
+	partial bool
 
 	mu      sync.Mutex
 	subs    map[chan struct{}]struct{}
@@ -446,9 +449,16 @@ func (w *Watcher) refresh(ctx context.Context) error {
 	if old.err == nil && fp == w.fp && !old.takenAt.IsZero() {
 		old.takenAt = next.takenAt
 		w.current.Store(&old)
+		if w.partial {
+			// Nothing new, but TakenAt caught up with the services: a
+			// subscriber that waited for a snapshot showing its own
+			// write must look again.
+			w.partial = false
+			w.notify()
+		}
 		return nil
 	}
-	w.fp = fp
+	w.fp, w.partial = fp, false
 	next.version = old.version + 1
 	w.current.Store(&next)
 	w.notify()
@@ -476,7 +486,7 @@ func (w *Watcher) refreshServices(ctx context.Context) {
 	if fp == w.fp {
 		return
 	}
-	w.fp = fp
+	w.fp, w.partial = fp, true
 	next.version = old.version + 1
 	w.current.Store(&next)
 	w.notify()

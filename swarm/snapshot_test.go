@@ -240,11 +240,22 @@ func TestWatcherRelistsServicesAtOnceForAServiceEventWhileAFullRelistWaits(t *te
 		if !now.TakenAt().Equal(first.TakenAt()) {
 			t.Errorf("a services-only relist moved TakenAt from %v to %v", first.TakenAt(), now.TakenAt())
 		}
-		// The full relist the events asked for still comes.
+		// The full relist the events asked for still comes, and finds
+		// nothing new; it still wakes subscribers, since TakenAt now
+		// covers the services they were shown.
+		wake := w.Subscribe(ctx)
 		time.Sleep(time.Second)
 		synctest.Wait()
 		if full := f.fullLists(); full != 2 {
 			t.Errorf("%d full relists a second later, want 2", full)
+		}
+		select {
+		case <-wake:
+		default:
+			t.Error("the full relist after a services-only one woke no subscriber")
+		}
+		if !w.Current().TakenAt().After(now.TakenAt()) {
+			t.Errorf("TakenAt %v after the full relist, want after %v", w.Current().TakenAt(), now.TakenAt())
 		}
 		cancel()
 		<-done
