@@ -42,10 +42,6 @@ func TestExecutableDropsTheBinarysPagesAndTheProcessRunsOn(t *testing.T) {
 	if after >= before*3/4 {
 		t.Errorf("RssFile %d kB before, %d kB after: the executable's pages were not dropped", before, after)
 	}
-	// What runs next faults its pages back in, formatting and maps among it.
-	if got := strconv.Itoa(before) + strings.Repeat("x", 2); !strings.HasSuffix(got, "xx") {
-		t.Errorf("the process computes %q after the trim", got)
-	}
 }
 
 func TestReadOnlyRangeTakesOnlyTheExecutablesUnwritableMappings(t *testing.T) {
