@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -442,6 +443,34 @@ func TestParseFilesKeepsFileOrder(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"zeta", "alpha", "beta"}, set.Names()); diff != "" {
 		t.Errorf("Names (-want +got):\n%s", diff)
+	}
+}
+
+// A source loaded every interval gets back the set it already has while
+// its files do not change, not a new parse of them; a changed byte parses
+// again, and an invalid set is never what a later load gets back.
+func TestParseFilesParsesUnchangedFilesOnce(t *testing.T) {
+	files := func(name string) []File {
+		return []File{{Name: "apps.yaml", Data: []byte("apiVersion: skep/v1\napplications:\n  - {name: " + name + ", source: {repo: /r}}\n")}}
+	}
+	first, err := ParseFiles(files("web"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := ParseFiles(files("web")); err != nil || again != first {
+		t.Errorf("the same files parsed again: %p, %v; want the set %p", again, err, first)
+	}
+	other, err := ParseFiles(files("api"))
+	if err != nil || other == first || !slices.Equal(other.Names(), []string{"api"}) {
+		t.Errorf("changed files gave %v, %v; want a new set of api", other.Names(), err)
+	}
+	for range 2 {
+		if set, err := ParseFiles(files("-bad")); err == nil {
+			t.Errorf("an invalid set loaded: %v", set.Names())
+		}
+	}
+	if again, err := ParseFiles(files("api")); err != nil || again != other {
+		t.Errorf("after an invalid load, the last valid files parsed again: %p, %v; want %p", again, err, other)
 	}
 }
 

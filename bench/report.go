@@ -148,12 +148,14 @@ func (r *Report) Rows() []Row {
 		d := time.Duration(res["cpu-ns/op"])
 		add("CPU of one no-op tick, git server's share included (go test -bench)", millis(d), "", "< 0.5 ms", ok(d < 500*time.Microsecond))
 	}
-	add("First deploy, 20 stacks (30 services): every service exists", seconds(r.Deploy.Exist), seconds(r.DockerDeploy.Exist),
-		"≤ 3 s", ok(r.Deploy.Exist <= 3*time.Second))
-	add("First deploy: every task runs", seconds(r.Deploy.Running), seconds(r.DockerDeploy.Running), "—", nil)
-	add("First deploy: Engine requests (writes)",
-		fmt.Sprintf("%d (%d)", r.Deploy.Requests.Total(), r.Deploy.Requests.Writes()),
-		fmt.Sprintf("%d (%d)", r.DockerDeploy.Requests.Total(), r.DockerDeploy.Requests.Writes()), "—", nil)
+	if r.Deploy.Exist > 0 { // not with Options.ScaleOnly
+		add("First deploy, 20 stacks (30 services): every service exists", seconds(r.Deploy.Exist), seconds(r.DockerDeploy.Exist),
+			"≤ 3 s", ok(r.Deploy.Exist <= 3*time.Second))
+		add("First deploy: every task runs", seconds(r.Deploy.Running), seconds(r.DockerDeploy.Running), "—", nil)
+		add("First deploy: Engine requests (writes)",
+			fmt.Sprintf("%d (%d)", r.Deploy.Requests.Total(), r.Deploy.Requests.Writes()),
+			fmt.Sprintf("%d (%d)", r.DockerDeploy.Requests.Total(), r.DockerDeploy.Requests.Writes()), "—", nil)
+	}
 	if len(r.Webhook) > 0 {
 		skep, docker := median(r.Webhook), median(r.DockerWebhook)
 		ratio := float64(skep) / float64(docker)

@@ -74,6 +74,7 @@ func TestRowsJudgeEachTargetFromItsMeasurement(t *testing.T) {
 		Webhook:       []time.Duration{100 * time.Millisecond, 120 * time.Millisecond, 300 * time.Millisecond},
 		DockerWebhook: []time.Duration{100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond},
 		Correction:    []time.Duration{50 * time.Millisecond},
+		Deploy:        Deploy{Exist: 2 * time.Second, Running: 5 * time.Second},
 	}
 	verdicts := map[string]string{}
 	for _, row := range r.Rows() {
@@ -99,7 +100,7 @@ func TestRowsJudgeEachTargetFromItsMeasurement(t *testing.T) {
 		"Webhook push → updated spec":                      "fail", // median 120 ms is 1.2× 100 ms
 		"Out-of-band `docker service scale X=3` corrected": "pass",
 		"Controller RSS":                                   "pass",
-		"First deploy":                                     "pass", // zero is within 3 s
+		"First deploy":                                     "pass", // 2 s
 		"Other apps reconciled per out-of-band change":     "pass",
 	} {
 		if got := verdicts[measurement]; got != want {
@@ -153,5 +154,21 @@ func TestPollSampleFindsTheTickThatSawTheCommitAndTheTicksThatMissedIt(t *testin
 				t.Errorf("pollSample = %+v, want %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+// A run of the scale point alone has no first deploy to judge: no row
+// says it took no time.
+func TestRowsOfTheScalePointAloneShowNoFirstDeploy(t *testing.T) {
+	r := &Report{LargeIdle: Idle{Apps: 500, Window: time.Minute, CPU: time.Second, RSS: 80 << 20}}
+	var idle bool
+	for _, row := range r.Rows() {
+		if strings.HasPrefix(row.Measurement, "First deploy") {
+			t.Errorf("row %q (%s) in a run without the 20 applications", row.Measurement, row.Skep)
+		}
+		idle = idle || strings.HasPrefix(row.Measurement, "Idle CPU per 5 min, 500 apps")
+	}
+	if !idle {
+		t.Error("no idle CPU row for the 500 applications")
 	}
 }

@@ -35,6 +35,10 @@ type Options struct {
 	// Scale is the number of applications (one service each, replicas 0)
 	// of the larger scale point. Default 200; negative skips it.
 	Scale int
+	// ScaleOnly measures the larger scale point alone: none of the 20
+	// applications' measurements, whose 50 running containers' health
+	// checks a small machine may not keep up with.
+	ScaleOnly bool
 	// GoResults names a file of `go test -bench` output whose results for
 	// render, convert and plan, live drift and the event fan-out join the
 	// table. Empty leaves them out.
@@ -112,7 +116,9 @@ func Run(tb testing.TB, cli *client.Client, opts Options) *Report {
 		prefix:   prefix,
 	}
 	r := &Report{Samples: opts.Samples, CPUs: runtime.NumCPU(), LoadStart: loadAverage()}
-	e.small(r)
+	if !opts.ScaleOnly {
+		e.small(r)
+	}
 	if opts.Scale > 0 {
 		e.large(r)
 	}

@@ -20,6 +20,7 @@ import (
 //	SKEP_BENCH_SAMPLES=10         samples per sampled measurement
 //	SKEP_BENCH_IDLE=5m            each idle window
 //	SKEP_BENCH_SCALE=200          applications at the larger scale point; -1 skips it
+//	SKEP_BENCH_ONLY=scale         the larger scale point alone
 //	SKEP_BENCH_GO=bin/bench-go.txt  the Go benchmarks' output, added to the table
 //	SKEP_BENCH_LOG=debug          more progress on stderr
 //
@@ -44,6 +45,13 @@ func BenchmarkSwarm(b *testing.B) {
 	opts.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	if v := os.Getenv("SKEP_BENCH_SAMPLES"); v != "" {
 		opts.Samples = atoi(b, "SKEP_BENCH_SAMPLES", v)
+	}
+	switch v := os.Getenv("SKEP_BENCH_ONLY"); v {
+	case "":
+	case "scale":
+		opts.ScaleOnly = true
+	default:
+		b.Fatalf("SKEP_BENCH_ONLY=%q: the only part that runs alone is scale", v)
 	}
 	if v := os.Getenv("SKEP_BENCH_SCALE"); v != "" {
 		opts.Scale = atoi(b, "SKEP_BENCH_SCALE", v)

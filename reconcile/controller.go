@@ -118,11 +118,15 @@ type Controller struct {
 	previewAt map[string]previewRef // by application@commit: the previews deployed, for notifiers
 
 	appSetMu sync.Mutex // serialises onAppSet
+	runners  runners    // where the workers' reconciles run
 	mu       sync.Mutex
 	apps     map[string]appset.Application
 	workers  map[string]*worker
-	rendered map[string]rendered  // by release: the last render, for health
-	wrote    map[string]time.Time // by application: when its last write to the swarm ended
+	rendered map[string]rendered // by destination and release: the last render, for health
+	// renderedBy is keyed by application: its keys in rendered, so that a
+	// tick reads its own releases without going through every one.
+	renderedBy map[string][]string
+	wrote      map[string]time.Time // by application: when its last write to the swarm ended
 	// goneGenerated names, with their generator, the generated
 	// applications with syncPolicy.prune that left the set since this
 	// controller started.
@@ -156,6 +160,7 @@ func New(opts Options) (*Controller, error) {
 		apps:          map[string]appset.Application{},
 		workers:       map[string]*worker{},
 		rendered:      map[string]rendered{},
+		renderedBy:    map[string][]string{},
 		wrote:         map[string]time.Time{},
 		goneGenerated: map[string]string{},
 		seenLive:      map[string]string{},
@@ -306,6 +311,8 @@ func (c *Controller) onAppSet(ctx context.Context, snap appset.Snapshot) {
 			delete(c.workers, name)
 			delete(c.seenLive, name)
 			delete(c.unwoken, name)
+			delete(c.wrote, name)
+			c.forgetRendered(name)
 			c.status.Remove(name)
 		}
 	}

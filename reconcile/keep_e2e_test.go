@@ -630,3 +630,31 @@ func TestATickWithUnchangedInputsIsQuiet(t *testing.T) {
 		t.Errorf("status after quiet ticks = %s at %s, want synced at the new commit", st.Sync, st.DeployedRevision)
 	}
 }
+
+// An application that left the set stays out of the status (and so out of
+// the metrics): health, recomputed for every rendered release at each
+// change of the swarm, once brought it back at the next change.
+func TestApplicationThatLeftTheSetStaysOutOfTheStatus(t *testing.T) {
+	e := newEnv(t)
+	port := harness.FreePort(t)
+	e.repo.Commit(t, "main", map[string]string{"compose.yaml": compose(port), "settings.txt": "one\n", ".env": "IMAGE=" + e.v1 + "\n"})
+	dir := t.TempDir()
+	apps := writeFile(t, dir, "apps.yaml", appSet(e.app("web", true), e.bystander()))
+	ctrl := e.controller(t, appset.FileSource{Path: apps})
+	run(t, ctrl)
+	waitStatus(t, ctrl, "web", 3*time.Minute, func(s reconcile.AppStatus) bool {
+		return s.Sync == reconcile.Synced && s.Health == health.Healthy
+	})
+	waitStatus(t, ctrl, "bystander", time.Minute, func(s reconcile.AppStatus) bool { return s.Plan != nil })
+
+	writeFile(t, dir, "apps.yaml", appSet(e.app("web", true)))
+	harness.Eventually(t, time.Minute, func(context.Context) (bool, string) {
+		_, ok := ctrl.Statuses().Get("bystander")
+		return !ok, "bystander is still in the status"
+	})
+	e.update(t, "web", func(s *swarm.ServiceSpec) { two := uint64(2); s.Mode.Replicated.Replicas = &two })
+	waitStatus(t, ctrl, "web", time.Minute, func(s reconcile.AppStatus) bool { return s.Desired == 2 })
+	if st, ok := ctrl.Statuses().Get("bystander"); ok {
+		t.Errorf("the application that left the set is back in the status after a change of the swarm: %+v", st)
+	}
+}

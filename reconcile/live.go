@@ -183,7 +183,7 @@ func servicesOf(snap swarm.Snapshot, release string) map[string]dswarm.Service {
 func releaseHealth(rel stack.Release, snap swarm.Snapshot) health.Result {
 	results := map[string]health.Result{}
 	for name, spec := range rel.Services {
-		in := health.ServiceInput{Declared: &spec, EligibleNodes: snap.EligibleNodes(), Now: snap.TakenAt(), ReadFailed: snap.ReadFailed()}
+		in := health.ServiceInput{Declared: &spec, EligibleNodes: snap.EligibleNodes(), Now: snap.TasksAt(), ReadFailed: snap.ReadFailed()}
 		if live, ok := snap.Service(name); ok {
 			in.Live = &live
 			in.Tasks = snap.TasksOf(live.ID)
@@ -254,7 +254,30 @@ type rendered struct {
 func (c *Controller) remember(app appset.Application, rel stack.Release) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.rendered[app.Destination.Swarm+"\x00"+rel.Name] = rendered{app: app.Name, swarm: app.Destination.Swarm, release: rel}
+	// A reconcile that ends after its application left the set keeps
+	// nothing: health would bring the application back into the status.
+	if _, ok := c.apps[app.Name]; !ok {
+		return
+	}
+	key := app.Destination.Swarm + "\x00" + rel.Name
+	if old, ok := c.rendered[key]; ok && old.app != app.Name {
+		c.renderedBy[old.app] = slices.DeleteFunc(c.renderedBy[old.app], func(k string) bool { return k == key })
+	}
+	if !slices.Contains(c.renderedBy[app.Name], key) {
+		c.renderedBy[app.Name] = append(c.renderedBy[app.Name], key)
+	}
+	c.rendered[key] = rendered{app: app.Name, swarm: app.Destination.Swarm, release: rel}
+}
+
+// forgetRendered drops the renders of an application that left the set.
+// c.mu is held.
+func (c *Controller) forgetRendered(app string) {
+	for _, key := range c.renderedBy[app] {
+		if c.rendered[key].app == app {
+			delete(c.rendered, key)
+		}
+	}
+	delete(c.renderedBy, app)
 }
 
 // refreshHealth recomputes the health of every application on d from its
@@ -336,7 +359,7 @@ func (c *Controller) wakeIfMovedLocked(app appset.Application, w *worker, snap s
 	if c.seenLive[app.Name] == state {
 		return
 	}
-	if st, _ := c.status.Get(app.Name); st.LastErrorClass != "" || st.Phase == PhaseApplying ||
+	if phase, failed, _ := c.status.brief(app.Name); failed != "" || phase == PhaseApplying ||
 		snap.TakenAt().IsZero() || !snap.TakenAt().After(c.wrote[app.Name]) {
 		c.unwoken[app.Name] = true
 		return
@@ -349,14 +372,18 @@ func (c *Controller) wakeIfMovedLocked(app appset.Application, w *worker, snap s
 // liveState summarises what app's releases hold in snap (see
 // namespaceState); c.mu is held.
 func (c *Controller) liveState(app appset.Application, snap swarm.Snapshot) string {
-	releases := map[string]bool{app.Release: true}
-	for _, r := range c.rendered {
-		if r.app == app.Name && r.swarm == app.Destination.Swarm {
-			releases[r.release.Name] = true
+	releases := []string{app.Release}
+	for _, key := range c.renderedBy[app.Name] {
+		if r := c.rendered[key]; r.swarm == app.Destination.Swarm && r.release.Name != app.Release {
+			releases = append(releases, r.release.Name)
 		}
 	}
+	if len(releases) == 1 {
+		return namespaceState(snap, app.Release) // most applications: nothing to sort
+	}
+	slices.Sort(releases)
 	var parts []string
-	for _, rel := range slices.Sorted(maps.Keys(releases)) {
+	for _, rel := range slices.Compact(releases) {
 		parts = append(parts, namespaceState(snap, rel))
 	}
 	return strings.Join(parts, "\n--\n")

@@ -101,6 +101,22 @@ func jitter(d time.Duration) time.Duration {
 	return d - time.Duration(spread/2) + time.Duration(rand.Int64N(spread+1))
 }
 
+// tickGrid is what the ticks of all applications are aligned to: the
+// ticks due within one grid step run together after one wake-up of the
+// scheduler, and share one ls-remote per repository, instead of a wake-up
+// each (at 500 applications, most of what a controller at rest spent).
+const tickGrid = time.Second
+
+// onGrid returns d moved, by half a grid step at most, so that it ends on
+// a multiple of tickGrid; delays shorter than ten steps (retries, a window
+// about to open) are kept as they are.
+func onGrid(now time.Time, d time.Duration) time.Duration {
+	if d < 10*tickGrid {
+		return d
+	}
+	return now.Add(d).Round(tickGrid).Sub(now)
+}
+
 // enqueue queues req for the worker, merging it into a queued request when
 // one is waiting (see merge). It returns the request that will run, so a
 // caller learns the id its sync was merged into and whether it was.
@@ -195,6 +211,13 @@ func (c *Controller) startWorker(ctx context.Context, name string) {
 		defer c.wg.Done()
 		defer close(w.done)
 		c.runWorker(ctx, w)
+		// A reconcile cut short as its application left the set recorded
+		// its end after the status was removed; the status goes again.
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if _, ok := c.apps[name]; !ok {
+			c.status.Remove(name)
+		}
 	}()
 }
 
@@ -225,7 +248,8 @@ func (c *Controller) runWorker(ctx context.Context, w *worker) {
 		if !ok {
 			return
 		}
-		err := c.runRequest(ctx, app, req, st)
+		var err error
+		c.runners.do(func() { err = c.runRequest(ctx, app, req, st) })
 		if ctx.Err() != nil {
 			// Stopping, not failing: whatever the reconcile was doing was cut
 			// short on purpose (see syncFailed).
@@ -265,7 +289,7 @@ func (c *Controller) runWorker(ctx context.Context, w *worker) {
 			default:
 			}
 		}
-		timer.Reset(next)
+		timer.Reset(onGrid(time.Now(), next))
 	}
 }
 

@@ -87,3 +87,21 @@ func TestEnqueueReportsTheRequestThatWillRun(t *testing.T) {
 		})
 	}
 }
+
+func TestOnGridEndsATickOnAWholeSecondAndKeepsShortDelays(t *testing.T) {
+	now := time.Date(2026, 12, 1, 10, 0, 0, 300_000_000, time.UTC)
+	for _, d := range []time.Duration{10 * time.Second, 27*time.Second + 123*time.Millisecond, 33*time.Second + 900*time.Millisecond, time.Hour} {
+		got := onGrid(now, d)
+		if at := now.Add(got); at.Nanosecond() != 0 {
+			t.Errorf("onGrid(%v) = %v: the tick is at %v, not on a whole second", d, got, at)
+		}
+		if diff := (got - d).Abs(); diff > tickGrid/2 {
+			t.Errorf("onGrid(%v) = %v: moved by %v, more than half a step", d, got, diff)
+		}
+	}
+	for _, d := range []time.Duration{0, 1500 * time.Millisecond, 9 * time.Second} {
+		if got := onGrid(now, d); got != d {
+			t.Errorf("onGrid(%v) = %v, want the short delay kept", d, got)
+		}
+	}
+}

@@ -4,7 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/skep-cd/skep/appset"
@@ -38,7 +38,7 @@ func (c *Controller) quietKey(app appset.Application, req Request, d desired) st
 			return ""
 		}
 	}
-	if st, _ := c.status.Get(app.Name); len(st.Previews) > 0 {
+	if _, _, previews := c.status.brief(app.Name); previews > 0 {
 		return "" // previews to keep or remove
 	}
 	live := c.liveOf(app)
@@ -49,12 +49,13 @@ func (c *Controller) quietKey(app appset.Application, req Request, d desired) st
 	if snap.ReadFailed() || !c.seenWrites(app.Name, snap) {
 		return ""
 	}
-	def, err := json.Marshal(app)
-	if err != nil {
+	// Encoded straight into the hash: no copy of the definition per tick.
+	def := sha256.New()
+	if err := json.NewEncoder(def).Encode(app); err != nil {
 		return ""
 	}
-	sum := sha256.Sum256(def)
-	return fmt.Sprintf("%s\x00%s\x00%s\x00%s\x00%s", d.commit, d.source.Repo, versionsKey(d.artifacts), c.ownState(app, snap), hex.EncodeToString(sum[:]))
+	sum := def.Sum(nil)
+	return d.commit + "\x00" + d.source.Repo + "\x00" + versionsKey(d.artifacts) + "\x00" + c.ownState(app, snap) + "\x00" + hex.EncodeToString(sum)
 }
 
 // ownState summarises what of snap a tick of app reads: its releases'
@@ -64,7 +65,7 @@ func (c *Controller) quietKey(app appset.Application, req Request, d desired) st
 // for one the snapshot's version stands in.
 func (c *Controller) ownState(app appset.Application, snap swarm.Snapshot) string {
 	if app.Chart != nil {
-		return fmt.Sprint(snap.Version())
+		return strconv.FormatUint(snap.Version(), 10)
 	}
 	c.mu.Lock()
 	state := c.liveState(app, snap)
@@ -74,7 +75,7 @@ func (c *Controller) ownState(app appset.Application, snap swarm.Snapshot) strin
 	b.WriteString(state)
 	for _, cfg := range snap.ConfigsLabelled(stack.LabelApplication, app.Name) {
 		if l := cfg.Spec.Labels; l[stack.LabelKind] != "" && l[stack.LabelController] == owner.Controller {
-			fmt.Fprintf(&b, "\nrecord %s %d", cfg.ID, cfg.Version.Index)
+			b.WriteString("\nrecord " + cfg.ID + " " + strconv.FormatUint(cfg.Version.Index, 10))
 		}
 	}
 	return b.String()

@@ -161,7 +161,7 @@ type AppSetStatus struct {
 // concurrent use; readers always get copies.
 type Statuses struct {
 	mu      sync.RWMutex
-	apps    map[string]AppStatus
+	apps    map[string]*AppStatus // changed in place under mu; readers get clones
 	appSet  AppSetStatus
 	pruned  map[string]bool // applications gone from the set, releases pruned
 	checked time.Time       // when the controller last looked for releases to prune
@@ -206,7 +206,7 @@ func (s *Statuses) PruneChecked() time.Time {
 }
 
 // NewStatuses returns an empty status table.
-func NewStatuses() *Statuses { return &Statuses{apps: map[string]AppStatus{}} }
+func NewStatuses() *Statuses { return &Statuses{apps: map[string]*AppStatus{}} }
 
 // Update applies fn to the status of app (a zero AppStatus named app when
 // new) and stores the result.
@@ -215,11 +215,24 @@ func (s *Statuses) Update(app string, fn func(*AppStatus)) {
 	defer s.mu.Unlock()
 	st, ok := s.apps[app]
 	if !ok {
-		st = AppStatus{Name: app, Sync: Unknown}
+		st = &AppStatus{Name: app, Sync: Unknown}
+		s.apps[app] = st
 	}
-	st = st.clone()
-	fn(&st)
-	s.apps[app] = st
+	// In place, without a copy: readers only ever get clones, made under
+	// the lock held here. A tick updates its status three times.
+	fn(st)
+}
+
+// brief returns what a tick reads of app's status, without the copy Get
+// makes: what the worker does, the class of its last failure and how many
+// previews it keeps.
+func (s *Statuses) brief(app string) (phase Phase, failed outcome.Class, previews int) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if st, ok := s.apps[app]; ok {
+		return st.Phase, st.LastErrorClass, len(st.Previews)
+	}
+	return "", "", 0
 }
 
 // Get returns a copy of one application's status.
@@ -227,7 +240,10 @@ func (s *Statuses) Get(app string) (AppStatus, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	st, ok := s.apps[app]
-	return st.clone(), ok
+	if !ok {
+		return AppStatus{}, false
+	}
+	return st.clone(), true
 }
 
 // List returns copies of every application's status, sorted by name.

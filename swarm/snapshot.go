@@ -41,6 +41,7 @@ type Snapshot struct {
 	nodes    []swarm.Node
 	volumes  []volume.Volume
 	takenAt  time.Time
+	tasksAt  time.Time // when the tasks were listed: takenAt or later
 	err      error
 	version  uint64
 	idx      *index // lookups by name, service and namespace; see lookup
@@ -127,6 +128,11 @@ func (s Snapshot) Volumes() []*volume.Volume {
 // before it is in the snapshot. Zero if never read.
 func (s Snapshot) TakenAt() time.Time { return s.takenAt }
 
+// TasksAt is when the tasks (and the services and nodes, read with them)
+// were last listed, TakenAt or later: what health measures the age of a
+// task failure from.
+func (s Snapshot) TasksAt() time.Time { return s.tasksAt }
+
 // Err is the error of the latest read, nil when it succeeded. When it is
 // set, the lists are those of the last successful read (or empty) and must
 // not be taken for the swarm's state: health is Unknown, prune is held.
@@ -163,8 +169,15 @@ type WatcherOptions struct {
 	// keeps the swarm busy. Default 100ms.
 	ServiceMinInterval time.Duration
 	// Resync relists even without events, since task state changes on
-	// other nodes raise no event on this one. Default 30s.
+	// other nodes raise no event on this one. Default 30s. While the
+	// events stream works, a resync lists the tasks and nodes alone (and
+	// the services when they moved), since every other kind raises an
+	// event when it changes.
 	Resync time.Duration
+	// FullResync bounds how long the snapshot goes without a full relist
+	// while no event asks for one, in case the stream lost an event.
+	// Default 5m.
+	FullResync time.Duration
 	// MaxBackoff caps the wait before resubscribing after the events
 	// stream failed, or relisting after a list failed; the wait starts at
 	// MinInterval and doubles. Default 30s.
@@ -183,6 +196,9 @@ func (o WatcherOptions) withDefaults() WatcherOptions {
 	}
 	if o.Resync <= 0 {
 		o.Resync = 30 * time.Second
+	}
+	if o.FullResync <= 0 {
+		o.FullResync = 5 * time.Minute
 	}
 	if o.MaxBackoff <= 0 {
 		o.MaxBackoff = 30 * time.Second
@@ -403,6 +419,14 @@ func (w *Watcher) follow(ctx context.Context, msgs <-chan events.Message, errs <
 			lastServices = time.Now()
 			w.refreshServices(ctx)
 		case <-resync.C:
+			// A full relist that is due anyway covers the resync; one only
+			// every FullResync otherwise: the tasks are what moves unseen.
+			if timerArmed {
+				continue
+			}
+			if time.Since(lastStart) < w.opts.FullResync && w.refreshTasks(ctx) {
+				continue
+			}
 			arm(lastStart.Add(w.opts.MinInterval))
 		case <-timer.C:
 			timerArmed = false
@@ -447,7 +471,7 @@ func (w *Watcher) refresh(ctx context.Context) error {
 	fp := next.fingerprint()
 	old := w.Current()
 	if old.err == nil && fp == w.fp && !old.takenAt.IsZero() {
-		old.takenAt = next.takenAt
+		old.takenAt, old.tasksAt = next.takenAt, next.tasksAt
 		w.current.Store(&old)
 		if w.partial {
 			// Nothing new, but TakenAt caught up with the services: a
@@ -492,6 +516,46 @@ func (w *Watcher) refreshServices(ctx context.Context) {
 	w.notify()
 }
 
+// refreshTasks relists the tasks and nodes (what changes without an event
+// on this manager) and, when they moved, the services too, whose status
+// counts their tasks; it swaps them into the current snapshot, keeping
+// its TakenAt, as refreshServices does. It reports false when it could
+// not, and a full relist must run instead.
+func (w *Watcher) refreshTasks(ctx context.Context) bool {
+	old := w.Current()
+	if old.err != nil || old.takenAt.IsZero() {
+		return false
+	}
+	start := time.Now()
+	next := old
+	var err error
+	if next.tasks, err = w.reader.TaskList(ctx, swarm.TaskListOptions{}); err == nil {
+		next.nodes, err = w.reader.NodeList(ctx, swarm.NodeListOptions{})
+	}
+	next.tasksAt, next.idx = start, &index{}
+	fp := next.fingerprint()
+	if err == nil && fp != w.fp {
+		// The services' status counts tasks: it moved with them.
+		if next.services, err = w.reader.ServiceList(ctx, swarm.ServiceListOptions{Status: true}); err == nil {
+			fp = next.fingerprint()
+		}
+	}
+	if err != nil {
+		w.opts.Logger.DebugContext(ctx, "tasks not relisted", "err", err)
+		return false
+	}
+	if fp == w.fp {
+		old.tasksAt = start
+		w.current.Store(&old)
+		return true
+	}
+	w.fp, w.partial = fp, true
+	next.version = old.version + 1
+	w.current.Store(&next)
+	w.notify()
+	return true
+}
+
 // list reads the swarm, one call per kind, one after the other.
 func (w *Watcher) list(ctx context.Context) (Snapshot, error) {
 	var s Snapshot
@@ -527,7 +591,7 @@ func (w *Watcher) list(ctx context.Context) (Snapshot, error) {
 			s.volumes = append(s.volumes, *v)
 		}
 	}
-	s.takenAt = start
+	s.takenAt, s.tasksAt = start, start
 	s.idx = &index{}
 	return s, nil
 }

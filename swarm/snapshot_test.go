@@ -110,12 +110,14 @@ func TestWatcherOnSwarmSeesOutOfBandChangesAndStops(t *testing.T) {
 type fakeReader struct {
 	mu       sync.Mutex
 	lists    int // service lists: every relist, services-only ones too
-	full     int // task lists: full relists only
+	full     int // config lists: full relists only
+	taskList int // task lists: full relists and resyncs of the tasks
 	streams  int
 	listErr  error
 	msgs     chan events.Message
 	errs     chan error
 	services []swarm.Service
+	tasks    []swarm.Task
 }
 
 func newFakeReader() *fakeReader { return &fakeReader{} }
@@ -141,8 +143,14 @@ func (f *fakeReader) ServiceList(context.Context, swarm.ServiceListOptions) ([]s
 func (f *fakeReader) TaskList(context.Context, swarm.TaskListOptions) ([]swarm.Task, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.full++
-	return nil, nil
+	f.taskList++
+	return f.tasks, nil
+}
+
+func (f *fakeReader) taskLists() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.taskList
 }
 
 func (f *fakeReader) fullLists() int {
@@ -154,6 +162,9 @@ func (f *fakeReader) NetworkList(context.Context, network.ListOptions) ([]networ
 	return nil, nil
 }
 func (f *fakeReader) ConfigList(context.Context, swarm.ConfigListOptions) ([]swarm.Config, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.full++
 	return nil, nil
 }
 func (f *fakeReader) SecretList(context.Context, swarm.SecretListOptions) ([]swarm.Secret, error) {
@@ -256,6 +267,66 @@ func TestWatcherRelistsServicesAtOnceForAServiceEventWhileAFullRelistWaits(t *te
 		}
 		if !w.Current().TakenAt().After(now.TakenAt()) {
 			t.Errorf("TakenAt %v after the full relist, want after %v", w.Current().TakenAt(), now.TakenAt())
+		}
+		cancel()
+		<-done
+	})
+}
+
+// At rest, a resync lists what moves without an event (tasks and nodes;
+// the services, whose status counts tasks, when those moved) and leaves
+// the rest to the events, but for one full relist every FullResync; a
+// task that moved wakes subscribers without moving TakenAt, which only a
+// full relist does.
+func TestWatcherResyncsTheTasksAloneBetweenFullRelists(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeReader()
+		w := NewWatcher(f, WatcherOptions{Resync: 30 * time.Second, FullResync: 5 * time.Minute})
+		ctx, cancel, done := runWatcher(t, w)
+		synctest.Wait()
+		first := w.Current()
+		time.Sleep(45 * time.Second)
+		synctest.Wait()
+		if now := w.Current(); now.Version() != first.Version() || !now.TakenAt().Equal(first.TakenAt()) || !now.TasksAt().After(first.TasksAt()) {
+			t.Errorf("a resync that found nothing: version %d → %d, TakenAt %v → %v, TasksAt %v → %v; want the version and TakenAt kept, TasksAt later",
+				first.Version(), now.Version(), first.TakenAt(), now.TakenAt(), first.TasksAt(), now.TasksAt())
+		}
+
+		// A task fails on another node: no event, the next resync sees it.
+		wake := w.Subscribe(ctx)
+		f.set(func(f *fakeReader) {
+			f.tasks = []swarm.Task{{ID: "t1", ServiceID: "a", Status: swarm.TaskStatus{State: swarm.TaskStateFailed}}}
+		})
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		select {
+		case <-wake:
+		default:
+			t.Error("a resync that found a task moved woke no subscriber")
+		}
+		now := w.Current()
+		if len(now.TasksOf("a")) != 1 || now.Version() == first.Version() || !now.TakenAt().Equal(first.TakenAt()) {
+			t.Errorf("after the task moved: tasks of a %v, version %d (was %d), TakenAt %v (was %v); want the task, a new version, TakenAt kept",
+				now.TasksOf("a"), now.Version(), first.Version(), now.TakenAt(), first.TakenAt())
+		}
+
+		time.Sleep(3*time.Minute + 30*time.Second) // 4m45s from the start
+		synctest.Wait()
+		if full, tasks := f.fullLists(), f.taskLists(); full != 1 || tasks != 10 {
+			t.Errorf("after 4m45s at rest: %d full relists and %d task lists, want 1 and 10 (9 resyncs of the tasks)", full, tasks)
+		}
+		// The services were listed again only for the task that moved.
+		if services, _ := f.counts(); services != 2 {
+			t.Errorf("%d service lists after 4m45s, want 2: the full relist and the resync that found a task moved", services)
+		}
+		// Five minutes after the first, a full relist; it moves TakenAt.
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		if full := f.fullLists(); full != 2 {
+			t.Errorf("%d full relists after 5m15s, want 2: one every FullResync", full)
+		}
+		if !w.Current().TakenAt().After(first.TakenAt()) {
+			t.Errorf("TakenAt %v after the full relist, want after %v", w.Current().TakenAt(), first.TakenAt())
 		}
 		cancel()
 		<-done
