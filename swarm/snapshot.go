@@ -482,11 +482,18 @@ func (w *Watcher) refresh(ctx context.Context) error {
 		}
 		return nil
 	}
-	w.fp, w.partial = fp, false
+	w.publish(old, next, fp, false)
+	return nil
+}
+
+// publish makes next, with fingerprint fp, the snapshot after old and
+// wakes the subscribers; partial says next holds lists newer than its
+// TakenAt.
+func (w *Watcher) publish(old, next Snapshot, fp uint64, partial bool) {
+	w.fp, w.partial = fp, partial
 	next.version = old.version + 1
 	w.current.Store(&next)
 	w.notify()
-	return nil
 }
 
 // refreshServices relists the services alone and swaps them into the
@@ -510,10 +517,7 @@ func (w *Watcher) refreshServices(ctx context.Context) {
 	if fp == w.fp {
 		return
 	}
-	w.fp, w.partial = fp, true
-	next.version = old.version + 1
-	w.current.Store(&next)
-	w.notify()
+	w.publish(old, next, fp, true)
 }
 
 // refreshTasks relists the tasks and nodes (what changes without an event
@@ -549,10 +553,7 @@ func (w *Watcher) refreshTasks(ctx context.Context) bool {
 		w.current.Store(&old)
 		return true
 	}
-	w.fp, w.partial = fp, true
-	next.version = old.version + 1
-	w.current.Store(&next)
-	w.notify()
+	w.publish(old, next, fp, true)
 	return true
 }
 
