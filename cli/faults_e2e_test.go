@@ -23,6 +23,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -307,8 +308,51 @@ func (p *ctlProc) stop(t *testing.T, sig os.Signal, within time.Duration) time.D
 // --follow -o json` until the test ends.
 func (e *faultEnv) followEvents(t *testing.T) *follower {
 	t.Helper()
+	before := e.sseSubscribers(t)
 	// The stream reconnects, noisily, when a controller dies.
-	return followStream(t, e.cli.env, io.Discard)
+	f := followStream(t, e.cli.env, io.Discard)
+	// What a test does next may raise its events within milliseconds (an
+	// out-of-band change is corrected in about 50 ms): they must not come
+	// before the follower's stream is open.
+	harness.Eventually(t, time.Minute, func(context.Context) (bool, string) {
+		n := e.sseSubscribers(t)
+		return n > before, fmt.Sprintf("%v event-stream subscribers, %v before the follower started", n, before)
+	})
+	return f
+}
+
+// sseSubscribers reads the controller's skep_sse_subscribers gauge.
+func (e *faultEnv) sseSubscribers(t *testing.T) float64 {
+	t.Helper()
+	token, err := os.ReadFile(e.token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), "GET", e.cli.server+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %s %v", resp.Status, err)
+	}
+	for line := range strings.Lines(string(body)) {
+		if v, ok := strings.CutPrefix(line, "skep_sse_subscribers "); ok {
+			n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatalf("skep_sse_subscribers %q: %v", v, err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no skep_sse_subscribers in /metrics:\n%s", body)
+	return 0
 }
 
 // waitEvent waits until f saw an event of typ whose revision is commit
