@@ -37,6 +37,7 @@ func Parse(name string, data []byte) (*Set, error) {
 // the order given, and names and releases must be unique across all of them.
 // An invalid set yields configfile.Problems, each naming its own file.
 // Parsing does no I/O; a git-backed source reads the files and calls this.
+// The files of the last valid set parse to that same *Set (see lastParse).
 func ParseFiles(files []File) (*Set, error) {
 	digest := Digest(files)
 	lastParse.Lock()

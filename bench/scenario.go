@@ -36,7 +36,7 @@ type Options struct {
 	// of the larger scale point. Default 200; negative skips it.
 	Scale int
 	// ScaleOnly measures the larger scale point alone: none of the 20
-	// applications' measurements, whose 50 running containers' health
+	// applications' measurements, whose 60 running containers' health
 	// checks a small machine may not keep up with.
 	ScaleOnly bool
 	// GoResults names a file of `go test -bench` output whose results for

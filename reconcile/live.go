@@ -381,10 +381,11 @@ func (c *Controller) liveState(app appset.Application, snap swarm.Snapshot) stri
 	if len(releases) == 1 {
 		return namespaceState(snap, app.Release) // most applications: nothing to sort
 	}
+	// Each key of renderedBy is one release on one swarm: no duplicates.
 	slices.Sort(releases)
-	var parts []string
-	for _, rel := range slices.Compact(releases) {
-		parts = append(parts, namespaceState(snap, rel))
+	parts := make([]string, len(releases))
+	for i, rel := range releases {
+		parts[i] = namespaceState(snap, rel)
 	}
 	return strings.Join(parts, "\n--\n")
 }

@@ -208,8 +208,8 @@ func (s *Statuses) PruneChecked() time.Time {
 // NewStatuses returns an empty status table.
 func NewStatuses() *Statuses { return &Statuses{apps: map[string]*AppStatus{}} }
 
-// Update applies fn to the status of app (a zero AppStatus named app when
-// new) and stores the result.
+// Update applies fn, in place, to the status of app (a zero AppStatus
+// named app when new).
 func (s *Statuses) Update(app string, fn func(*AppStatus)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -536,7 +536,6 @@ func (w *Watcher) refreshTasks(ctx context.Context) bool {
 	if next.tasks, err = w.reader.TaskList(ctx, swarm.TaskListOptions{}); err == nil {
 		next.nodes, err = w.reader.NodeList(ctx, swarm.NodeListOptions{})
 	}
-	next.tasksAt, next.idx = start, &index{}
 	fp := next.fingerprint()
 	if err == nil && fp != w.fp {
 		// The services' status counts tasks: it moved with them.
@@ -548,6 +547,7 @@ func (w *Watcher) refreshTasks(ctx context.Context) bool {
 		w.opts.Logger.DebugContext(ctx, "tasks not relisted", "err", err)
 		return false
 	}
+	next.tasksAt, next.idx = start, &index{} // the index is built from the new lists
 	if fp == w.fp {
 		old.tasksAt = start
 		w.current.Store(&old)
