@@ -8,6 +8,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
@@ -83,17 +84,29 @@ func FindSelfHere(ctx context.Context, eng ContainerInspector) (Self, error) {
 	return FindSelf(ctx, eng, hostname, f)
 }
 
-// containerPath matches an Engine's per-container directory in a mount.
+// containerPath matches an Engine's per-container directory in a mount's
+// root.
 var containerPath = regexp.MustCompile(`/containers/([0-9a-f]{64})/`)
 
+// engineFiles are the files the Engine bind-mounts into every container
+// from its per-container directory.
+var engineFiles = []string{"/etc/hostname", "/etc/hosts", "/etc/resolv.conf"}
+
 // containerIDs returns the container ids mountinfo's lines name, in order,
-// each once.
+// each once. Only a line that mounts one of the Engine's per-container
+// files counts, and only its root (the 4th field): on a host, mountinfo
+// also lists other containers' directories (their shm and secrets
+// mounts), which name containers this process does not run in.
 func containerIDs(mountinfo io.Reader) ([]string, error) {
 	var ids []string
 	sc := bufio.NewScanner(mountinfo)
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	for sc.Scan() {
-		if m := containerPath.FindStringSubmatch(sc.Text()); m != nil && !slices.Contains(ids, m[1]) {
+		f := strings.Fields(sc.Text())
+		if len(f) < 5 || !slices.Contains(engineFiles, f[4]) {
+			continue
+		}
+		if m := containerPath.FindStringSubmatch(f[3]); m != nil && !slices.Contains(ids, m[1]) {
 			ids = append(ids, m[1])
 		}
 	}

@@ -2,6 +2,7 @@ package swarm
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -37,8 +38,20 @@ func TestContainerIDsReadsEachIdOnceInOrder(t *testing.T) {
 	if d := cmp.Diff([]string{idA, idB}, got); d != "" {
 		t.Errorf("ids (-want +got):\n%s", d)
 	}
-	if got, _ := containerIDs(strings.NewReader("1 0 0:1 / / rw - overlay overlay rw\n")); len(got) != 0 {
+	// A host's mountinfo lists the shm and secrets mounts of the
+	// containers that run there: none of them is this process's own.
+	host := "1 0 0:1 / / rw - ext4 /dev/vda1 rw\n" +
+		"520 28 0:60 / /var/lib/docker/containers/" + idA + "/mounts/shm rw,nosuid - tmpfs shm rw,size=65536k\n" +
+		"530 28 0:61 / /var/lib/docker/containers/" + idB + "/mounts/secrets rw,relatime - tmpfs tmpfs rw\n" +
+		"540 28 254:1 /var/lib/docker/containers/" + idB + "/hostname /var/lib/docker/x/hostname rw - ext4 /dev/vda1 rw\n"
+	if got, _ := containerIDs(strings.NewReader(host)); len(got) != 0 {
 		t.Errorf("ids of a host's mountinfo = %v, want none", got)
+	}
+	// /var/lib/docker on a file system of its own: the root is relative
+	// to it.
+	own := "1250 1234 254:2 /containers/" + idA + "/hostname /etc/hostname rw - ext4 /dev/vdb rw\n"
+	if got, _ := containerIDs(strings.NewReader(own)); !slices.Equal(got, []string{idA}) {
+		t.Errorf("ids with /var/lib/docker on its own file system = %v, want [%s]", got, idA)
 	}
 }
 
