@@ -4,6 +4,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -171,4 +172,44 @@ func TestRowsOfTheScalePointAloneShowNoFirstDeploy(t *testing.T) {
 	if !idle {
 		t.Error("no idle CPU row for the 500 applications")
 	}
+}
+
+// The memory bound is for 1,000 applications of 10 services each: a point
+// with as many applications but one service each gets no verdict.
+func TestRSSVerdictOnlyAtTheBoundsScale(t *testing.T) {
+	for name, tc := range map[string]struct {
+		idle Idle
+		want *bool
+	}{
+		"1000 × 1":        {Idle{Apps: 1000, Services: 1, Window: time.Minute, RSS: 80 << 20}, nil},
+		"1000 × 10, pass": {Idle{Apps: 1000, Services: 10, Window: time.Minute, RSS: 90 << 20}, ok(true)},
+		"1000 × 10, fail": {Idle{Apps: 1000, Services: 10, Window: time.Minute, RSS: 120 << 20}, ok(false)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := &Report{LargeIdle: tc.idle}
+			var found bool
+			for _, row := range r.Rows() {
+				if !strings.HasPrefix(row.Measurement, "Controller RSS, 1000 apps") {
+					continue
+				}
+				found = true
+				if (row.Pass == nil) != (tc.want == nil) || (row.Pass != nil && *row.Pass != *tc.want) {
+					t.Errorf("row %q: verdict %v, want %v", row.Measurement, deref(row.Pass), deref(tc.want))
+				}
+				if tc.idle.Services > 1 && !strings.Contains(row.Measurement, "× 10 services") {
+					t.Errorf("row %q does not name the services per application", row.Measurement)
+				}
+			}
+			if !found {
+				t.Error("no RSS row")
+			}
+		})
+	}
+}
+
+func deref(b *bool) string {
+	if b == nil {
+		return "none"
+	}
+	return strconv.FormatBool(*b)
 }

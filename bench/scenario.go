@@ -32,9 +32,12 @@ type Options struct {
 	// Idle is the length of each idle window. Default 5m, the period the
 	// issue's idle CPU target is per.
 	Idle time.Duration
-	// Scale is the number of applications (one service each, replicas 0)
-	// of the larger scale point. Default 200; negative skips it.
+	// Scale is the number of applications (replicas 0) of the larger
+	// scale point. Default 200; negative skips it.
 	Scale int
+	// ScaleServices is the number of services of each application of the
+	// larger scale point. Default 1; the memory bound is for 10.
+	ScaleServices int
 	// ScaleOnly measures the larger scale point alone: none of the 20
 	// applications' measurements, whose 60 running containers' health
 	// checks a small machine may not keep up with.
@@ -56,6 +59,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Scale == 0 {
 		o.Scale = 200
+	}
+	if o.ScaleServices <= 0 {
+		o.ScaleServices = 1
 	}
 	if o.Log == nil {
 		o.Log = slog.Default()
@@ -217,17 +223,22 @@ func (e *env) small(r *Report) {
 	e.removeStacks(ctx, stacks...)
 }
 
-// large measures idle cost and memory at opts.Scale applications of one
-// service each at replicas 0, all in one repository (one directory each),
-// so that the git server's load stays off the machine.
+// large measures idle cost and memory at opts.Scale applications of
+// opts.ScaleServices services each at replicas 0, all in one repository
+// (one directory each), so that the git server's load stays off the
+// machine.
 func (e *env) large(r *Report) {
 	ctx := e.tb.Context()
 	n := e.opts.Scale
+	services := []string{"web"}
+	for k := 2; k <= e.opts.ScaleServices; k++ {
+		services = append(services, fmt.Sprintf("s%d", k))
+	}
 	apps := make([]app, n)
 	files := map[string]string{}
 	for i := range apps {
 		apps[i] = app{name: fmt.Sprintf("scale%04d", i+1), release: fmt.Sprintf("%s-l%04d", e.prefix, i+1),
-			services: []string{"web"}, replicas: 0, interval: interval.String(), resolveNever: true}
+			services: services, replicas: 0, interval: interval.String(), resolveNever: true}
 		apps[i].path = "apps/" + apps[i].name
 		files[apps[i].path+"/compose.yaml"] = compose(apps[i], e.image, 0)
 		harness.CleanupStack(e.tb, e.cli, apps[i].release)
@@ -241,7 +252,7 @@ func (e *env) large(r *Report) {
 	appsFile := filepath.Join(dir, "apps.yaml")
 	e.writeFile(appsFile, appSet(apps))
 
-	e.log.Info("scale point", "applications", n)
+	e.log.Info("scale point", "applications", n, "services_each", len(services))
 	ctrl := e.startController(dir, appsFile)
 	ctx5, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
@@ -257,6 +268,7 @@ func (e *env) large(r *Report) {
 	e.settle(ctx, ctrl, n)
 	e.log.Info("idle", "applications", n, "window", e.opts.Idle)
 	r.LargeIdle = e.idle(ctrl, n)
+	r.LargeIdle.Services = len(services)
 	ctrl.Stop(e.tb)
 	stacks := make([]string, len(apps))
 	for i, a := range apps {

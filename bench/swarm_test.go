@@ -20,6 +20,7 @@ import (
 //	SKEP_BENCH_SAMPLES=10         samples per sampled measurement
 //	SKEP_BENCH_IDLE=5m            each idle window
 //	SKEP_BENCH_SCALE=200          applications at the larger scale point; -1 skips it
+//	SKEP_BENCH_SCALE_SERVICES=1   services of each application there
 //	SKEP_BENCH_ONLY=scale         the larger scale point alone
 //	SKEP_BENCH_GO=bin/bench-go.txt  the Go benchmarks' output, added to the table
 //	SKEP_BENCH_LOG=debug          more progress on stderr
@@ -55,6 +56,9 @@ func BenchmarkSwarm(b *testing.B) {
 	}
 	if v := os.Getenv("SKEP_BENCH_SCALE"); v != "" {
 		opts.Scale = atoi(b, "SKEP_BENCH_SCALE", v)
+	}
+	if v := os.Getenv("SKEP_BENCH_SCALE_SERVICES"); v != "" {
+		opts.ScaleServices = atoi(b, "SKEP_BENCH_SCALE_SERVICES", v)
 	}
 	if v := os.Getenv("SKEP_BENCH_IDLE"); v != "" {
 		d, err := time.ParseDuration(v)
