@@ -430,6 +430,14 @@ func (w *Watcher) follow(ctx context.Context, msgs <-chan events.Message, errs <
 			arm(lastStart.Add(w.opts.MinInterval))
 		case <-timer.C:
 			timerArmed = false
+			// The events already waiting are covered by the relist about to
+			// start: read them first. Taken one per loop, a backlog (what
+			// the Engine queued while a long relist ran) made a relist
+			// for every other event, since the timer is due at once after
+			// one: at 10,000 services, a relist a second for half an hour.
+			if err := w.drain(msgs, errs); err != nil {
+				return err
+			}
 			lastStart = time.Now()
 			lastServices = lastStart
 			if err := w.refresh(ctx); err != nil {
@@ -444,6 +452,35 @@ func (w *Watcher) follow(ctx context.Context, msgs <-chan events.Message, errs <
 			retry = w.opts.MinInterval
 		}
 	}
+}
+
+// drainGap is how long drain waits for the next queued event: the
+// Engine's stream hands a backlog over much faster than that.
+const drainGap = 2 * time.Millisecond
+
+// drain reads the events msgs has queued, until none comes within
+// drainGap or for at most MinInterval (a stream that never pauses is
+// relisted on its usual bound). It returns the stream's failure.
+func (w *Watcher) drain(msgs <-chan events.Message, errs <-chan error) error {
+	gap := time.NewTimer(drainGap)
+	defer gap.Stop()
+	for deadline := time.Now().Add(w.opts.MinInterval); time.Now().Before(deadline); {
+		select {
+		case _, ok := <-msgs:
+			if !ok {
+				return errors.New("stream closed")
+			}
+			gap.Reset(drainGap)
+		case err := <-errs:
+			if err == nil {
+				err = errors.New("stream closed")
+			}
+			return err
+		case <-gap.C:
+			return nil
+		}
+	}
+	return nil
 }
 
 // relevant drops the events that change nothing a snapshot holds: a

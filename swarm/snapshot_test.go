@@ -516,3 +516,40 @@ func TestWatcherStreamCarriesNoExecEventsFromTheEngine(t *testing.T) {
 		t.Errorf("no start event for the service's container among %d messages", len(r.messages()))
 	}
 }
+
+// slowReader is a fakeReader whose full relists take a second, as listing
+// 10,000 services does.
+type slowReader struct{ *fakeReader }
+
+func (s slowReader) ConfigList(ctx context.Context, o swarm.ConfigListOptions) ([]swarm.Config, error) {
+	time.Sleep(time.Second)
+	return s.fakeReader.ConfigList(ctx, o)
+}
+
+// A backlog of events, queued while a long relist ran, is one change to
+// relist for, not one per event: the watcher read one event per loop and
+// its relist timer, due at once, won every other turn.
+func TestWatcherRelistsABacklogOfEventsOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeReader()
+		w := NewWatcher(slowReader{f}, WatcherOptions{MinInterval: 500 * time.Millisecond, Resync: time.Hour})
+		ctx, cancel, done := runWatcher(t, w)
+		synctest.Wait()
+		before := f.fullLists()
+		// 200 events handed over as fast as the watcher takes them, as
+		// the Engine's stream hands over what it queued.
+		for i := range 200 {
+			f.send(ctx, events.Message{Type: events.ConfigEventType, Action: events.ActionCreate, Actor: events.Actor{ID: fmt.Sprint(i)}})
+		}
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		// The first event's relist, and one for what came while it ran.
+		if n := f.fullLists() - before; n < 1 || n > 2 {
+			t.Errorf("%d relists for a backlog of 200 events, want 1 or 2", n)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run() = %v, want nil", err)
+		}
+	})
+}
