@@ -58,6 +58,7 @@ type controllerFlags struct {
 	appsetPath     string
 	appsetDir      string
 	appsetInterval time.Duration
+	parallelWrites int
 	// gitTimeout bounds one git remote call (gitsource.Options.Timeout).
 	gitTimeout time.Duration
 	// data holds the git cache and the event store; it outlives restarts.
@@ -95,6 +96,8 @@ func (f *controllerFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.appsetPath, "appset-path", ".", "directory (or file) in --appset-repo holding the app set")
 	fs.StringVar(&f.appsetDir, "appset-dir", "", "directory of app-set files")
 	fs.DurationVar(&f.appsetInterval, "appset-interval", reconcile.DefaultAppSetInterval, "how often the app set is re-read")
+	fs.IntVar(&f.parallelWrites, "parallel-writes", reconcile.DefaultParallelWrites,
+		"writes (service, network, config and secret creates, updates and removes) in flight on one swarm at once; the others wait their turn")
 	fs.DurationVar(&f.gitTimeout, "git-timeout", gitsource.DefaultTimeout, "bound of one git ls-remote or fetch; a git host that does not answer within it fails the reconcile as transient")
 	fs.StringVar(&f.data, "data", "/var/lib/skep", "data directory (git clones, store)")
 	fs.StringVar(&f.controllerID, "controller-id", "default", "id stamped in ownership labels; two controllers on one swarm need different ids")
@@ -179,6 +182,9 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 	if f.gitTimeout <= 0 {
 		return nil, nil, usageError("--git-timeout: want a positive duration, got %s", f.gitTimeout)
 	}
+	if f.parallelWrites <= 0 {
+		return nil, nil, usageError("--parallel-writes: want a positive number, got %d", f.parallelWrites)
+	}
 	// Hosts named in git (repositories, registries, chart repositories)
 	// are chosen by whoever can commit; internal addresses need allowing.
 	policy, err := egress.Parse(f.allowPrivateHosts)
@@ -253,6 +259,7 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 		AppSetInterval:    f.appsetInterval,
 		Git:               git,
 		Engine:            engine,
+		ParallelWrites:    f.parallelWrites,
 		Notifier:          notifier,
 		Logger:            logger,
 		Observer:          observer,

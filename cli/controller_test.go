@@ -58,3 +58,17 @@ func TestYAMLOutputKeepsTheServersKeysAndOrder(t *testing.T) {
 		t.Errorf("json output %q, %v; want the body unmodified with a newline", buf.String(), err)
 	}
 }
+
+func TestParallelWritesMustBePositive(t *testing.T) {
+	apps := filepath.Join(t.TempDir(), "apps.yaml")
+	if err := os.WriteFile(apps, []byte("apiVersion: skep/v1\napplications: []\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"0", "-2"} {
+		var stdout, stderr bytes.Buffer
+		code := Main(t.Context(), []string{"deploy", "--config", apps, "--data", t.TempDir(), "--parallel-writes", n}, &stdout, &stderr)
+		if want := "--parallel-writes: want a positive number, got " + n; code != ExitUsage || !strings.Contains(stderr.String(), want) {
+			t.Errorf("skep deploy --parallel-writes %s = exit %d, stderr %q; want a usage error saying %q", n, code, stderr.String(), want)
+		}
+	}
+}

@@ -56,6 +56,9 @@ type Options struct {
 	AppSetInterval time.Duration
 	Git            *gitsource.Cache
 	Engine         Engine
+	// ParallelWrites bounds the writes in flight on each swarm; zero
+	// means DefaultParallelWrites.
+	ParallelWrites int
 	// Notifier receives every event; nil means none.
 	Notifier *notify.Registry
 	Logger   *slog.Logger
@@ -194,6 +197,7 @@ func New(opts Options) (*Controller, error) {
 		return nil, fmt.Errorf("controller id %q: '@' is not allowed", c.id)
 	}
 	for _, d := range c.dests {
+		d.client, d.engine = d.engine, limitWrites(d.engine, opts.ParallelWrites)
 		d.owner = ownerID(c.id, d.name)
 		d.digests = apply.NewDigestCache(0, 0)
 		d.state.Name = d.name

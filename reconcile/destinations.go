@@ -29,8 +29,11 @@ type Remote struct {
 // snapshot and what the controller knows of its reachability. One swarm's
 // failure stays in its destination: nothing of another reads or waits on it.
 type destination struct {
-	name   string
+	name string
+	// engine is client with its writes limited (see limitWrites): what
+	// every reconcile uses.
 	engine Engine
+	client Engine
 	live   *swarm.Watcher // nil without a live snapshot
 	// owner is the controller label value stamped on what this
 	// controller creates here: its id, plus the destination's name for a
@@ -189,7 +192,7 @@ func (c *Controller) observeDestination(ctx context.Context, d *destination) {
 	// A probe refreshes the identity (engine version, node count) once the
 	// swarm answers; the API's version is negotiated on this first request.
 	if st.Reachable {
-		if p, ok := d.engine.(interface {
+		if p, ok := d.client.(interface {
 			Probe(context.Context) (swarm.Identity, error)
 		}); ok {
 			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
