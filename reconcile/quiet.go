@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/skep-cd/skep/apply"
 	"github.com/skep-cd/skep/appset"
 	"github.com/skep-cd/skep/stack"
 	"github.com/skep-cd/skep/swarm"
@@ -93,4 +94,16 @@ func (c *Controller) observeQuiet(app appset.Application, q quietTick) {
 	c.status.Update(app.Name, func(s *AppStatus) {
 		s.Health, s.HealthMessage, s.Running, s.Desired = h.State, h.Message, h.Running, h.Desired
 	})
+}
+
+// withoutRecordedRelease is out keeping of its recorded revision what a
+// quiet tick reports (its number and commit), not the decoded release: at
+// 1,000 applications of 10 services, the kept releases were a fifth of
+// the controller's heap.
+func withoutRecordedRelease(out Result) Result {
+	if r := out.Recorded; r != nil {
+		out.Recorded = &apply.Revision{Number: r.Number, Commit: r.Commit, AppliedAt: r.AppliedAt, Actor: r.Actor,
+			Application: r.Application, ConfigID: r.ConfigID}
+	}
+	return out
 }

@@ -167,7 +167,7 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 				c.reconcilePreviews(ctx, app, d)
 			}
 			if quiet != "" && !out.liveDrift && waitingArtifacts(d.artifacts) == "" {
-				st.quiet = quietTick{key: quiet, out: out, d: d}
+				st.quiet = quietTick{key: quiet, out: withoutRecordedRelease(out), d: d}
 			}
 		}
 		return out, nil
