@@ -88,6 +88,7 @@ type Metrics struct {
 	gitFailures       prometheus.Counter
 	webhooks          *prometheus.CounterVec
 	sseSubscribers    prometheus.Gauge
+	quietReconciles   prometheus.Counter
 	requests          *prometheus.CounterVec
 	requestDuration   *prometheus.HistogramVec
 }
@@ -126,6 +127,10 @@ func NewMetrics(opts MetricsOptions) *Metrics {
 		sseSubscribers: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "skep_sse_subscribers", Help: "Clients connected to the event stream.",
 		}),
+		quietReconciles: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "skep_reconcile_quiet_total",
+			Help: "Reconciles, of skep_reconcile_total, whose inputs were those of the last one that found nothing to do: nothing was rendered or compared.",
+		}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "skep_api_requests_total", Help: "API requests, by route pattern and status code.",
 		}, []string{"route", "code"}),
@@ -135,7 +140,7 @@ func NewMetrics(opts MetricsOptions) *Metrics {
 		}, []string{"route"}),
 	}
 	m.reg.MustRegister(m.reconciles, m.reconcileDuration, m.syncs, m.applyDuration, m.gitDuration,
-		m.gitFailures, m.webhooks, m.sseSubscribers, m.requests, m.requestDuration,
+		m.gitFailures, m.webhooks, m.sseSubscribers, m.quietReconciles, m.requests, m.requestDuration,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	build := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "skep_build_info", Help: "Always 1; labels name the running build.",
@@ -251,6 +256,9 @@ func (m *Metrics) ObserveReconcile(o reconcile.Observation) {
 	}
 	m.reconciles.WithLabelValues(o.Application, o.Swarm, string(o.Outcome)).Inc()
 	m.reconcileDuration.WithLabelValues(o.Application, o.Swarm, string(o.Outcome)).Observe(o.Duration.Seconds())
+	if o.Quiet {
+		m.quietReconciles.Inc()
+	}
 	if o.Sync {
 		outcome := wire.OutcomeSucceeded
 		if o.SyncFailed {

@@ -42,6 +42,7 @@ func TestMetricsExposeTheKeySeries(t *testing.T) {
 		Sync: true, ApplyDuration: 500 * time.Millisecond, GitDuration: 100 * time.Millisecond})
 	s.metrics.ObserveReconcile(reconcile.Observation{Application: "web", Outcome: outcome.Transient, Duration: time.Second, GitFailed: true})
 	s.metrics.ObserveReconcile(reconcile.Observation{Application: "edge", Swarm: "prod", Outcome: outcome.Waiting, Duration: time.Second})
+	s.metrics.ObserveReconcile(reconcile.Observation{Application: "edge", Swarm: "prod", Outcome: outcome.OK, Duration: time.Millisecond, Quiet: true})
 	s.call(t, "GET", "/api/v1/applications", viewerToken, nil)
 	post(t, s, "/api/v1/webhooks/generic", []byte(`{}`), map[string]string{"X-Skep-Signature": "sha256=00"})
 
@@ -54,6 +55,8 @@ func TestMetricsExposeTheKeySeries(t *testing.T) {
 		`skep_reconcile_total{application="web",outcome="ok",swarm=""} 1`,
 		`skep_reconcile_total{application="web",outcome="transient",swarm=""} 1`,
 		`skep_reconcile_total{application="edge",outcome="waiting",swarm="prod"} 1`,
+		`skep_reconcile_total{application="edge",outcome="ok",swarm="prod"} 1`,
+		`skep_reconcile_quiet_total 1`,
 		`skep_reconcile_duration_seconds_count{application="web",outcome="ok",swarm=""} 1`,
 		`skep_sync_total{application="web",outcome="succeeded",swarm=""} 1`,
 		`skep_apply_duration_seconds_count{application="web",swarm=""} 1`,

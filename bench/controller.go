@@ -8,7 +8,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -193,23 +192,48 @@ func (c *Controller) status(tb testing.TB, field string) int64 {
 
 // HeapInUse is the Go heap's in-use bytes (go_memstats_heap_inuse_bytes).
 func (c *Controller) HeapInUse(ctx context.Context) (int64, error) {
-	var out int64 = -1
+	v, err := c.gauge(ctx, "go_memstats_heap_inuse_bytes")
+	return int64(v), err
+}
+
+// Renders counts the reconciles that rendered and compared: every one
+// (skep_reconcile_total, all applications and outcomes) but the quiet
+// ones (skep_reconcile_quiet_total).
+func (c *Controller) Renders(ctx context.Context) (float64, error) {
+	all, err := c.Reconciles(ctx)
+	if err != nil {
+		return 0, err
+	}
+	quiet, err := c.gauge(ctx, "skep_reconcile_quiet_total")
+	if err != nil {
+		return 0, err
+	}
+	var n float64
+	for _, v := range all {
+		n += v
+	}
+	return n - quiet, nil
+}
+
+// gauge reads the value of the unlabelled series name from /metrics.
+func (c *Controller) gauge(ctx context.Context, name string) (float64, error) {
+	out, found := 0.0, false
 	err := c.get(ctx, "/metrics", func(r io.Reader) error {
 		sc := bufio.NewScanner(r)
 		sc.Buffer(nil, 1<<20)
 		for sc.Scan() {
-			if v, ok := strings.CutPrefix(sc.Text(), "go_memstats_heap_inuse_bytes "); ok {
+			if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
 				f, err := strconv.ParseFloat(v, 64)
 				if err != nil {
-					return fmt.Errorf("heap in use %q: %w", v, err)
+					return fmt.Errorf("%s %q: %w", name, v, err)
 				}
-				out = int64(f)
+				out, found = f, true
 			}
 		}
 		return sc.Err()
 	})
-	if err == nil && out < 0 {
-		err = errors.New("no go_memstats_heap_inuse_bytes in /metrics")
+	if err == nil && !found {
+		err = fmt.Errorf("no %s in /metrics", name)
 	}
 	return out, err
 }

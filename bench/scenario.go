@@ -380,6 +380,29 @@ func (e *env) settle(ctx context.Context, ctrl *Controller, n int) {
 			writes, quietSince = w, time.Now()
 		}
 	}
+	// At rest every tick is quiet. The tick after a deploy renders still:
+	// it is the first to find nothing to do, which the next one then
+	// reuses. A whole interval without a render means every application
+	// has been there; the idle window measures what follows.
+	renders, err := ctrl.Renders(ctx)
+	if err != nil {
+		e.tb.Fatal(err)
+	}
+	quietSince = time.Now()
+	for time.Since(quietSince) < interval+5*time.Second {
+		select {
+		case <-ctx.Done():
+			e.tb.Fatalf("ticks kept rendering: %.0f renders", renders)
+		case <-time.After(time.Second):
+		}
+		r, err := ctrl.Renders(ctx)
+		if err != nil {
+			e.tb.Fatal(err)
+		}
+		if r != renders {
+			renders, quietSince = r, time.Now()
+		}
+	}
 }
 
 // restless says why apps are not all at rest, or "" when they are.

@@ -47,7 +47,14 @@ func (c *Controller) quietKey(app appset.Application, req Request, d desired) st
 		return ""
 	}
 	snap := live.Current()
-	if snap.ReadFailed() || !c.seenWrites(app.Name, snap) {
+	if snap.ReadFailed() {
+		return ""
+	}
+	if !c.seenWrites(app.Name, snap) {
+		// At rest, no event may come to bring the relist that shows the
+		// last write, and every tick would render until the next full
+		// resync, minutes away: ask for one.
+		live.Relist()
 		return ""
 	}
 	// Encoded straight into the hash: no copy of the definition per tick.

@@ -232,6 +232,9 @@ type Watcher struct {
 	// (a services-only relist); Run's goroutine only.
 	partial bool
 
+	// relist carries the asks of Relist; buffered 1, so asks coalesce.
+	relist chan struct{}
+
 	mu      sync.Mutex
 	subs    map[chan struct{}]struct{}
 	stopped bool
@@ -239,9 +242,21 @@ type Watcher struct {
 
 // NewWatcher returns a Watcher reading r. It does nothing until Run.
 func NewWatcher(r Reader, opts WatcherOptions) *Watcher {
-	w := &Watcher{reader: r, opts: opts.withDefaults(), subs: map[chan struct{}]struct{}{}}
+	w := &Watcher{reader: r, opts: opts.withDefaults(), subs: map[chan struct{}]struct{}{}, relist: make(chan struct{}, 1)}
 	w.current.Store(&Snapshot{err: ErrNotListed})
 	return w
+}
+
+// Relist asks for a full relist, at most MinInterval after the last one,
+// for a caller whose own write the snapshot's TakenAt may not cover yet
+// while no event is coming to bring one: a write that ended after the
+// relist its events caused started. It never blocks; asks made before
+// the relist starts share it.
+func (w *Watcher) Relist() {
+	select {
+	case w.relist <- struct{}{}:
+	default:
+	}
 }
 
 // Current returns the latest snapshot. It never blocks on the Engine.
@@ -414,6 +429,8 @@ func (w *Watcher) follow(ctx context.Context, msgs <-chan events.Message, errs <
 				armServices(lastServices.Add(w.opts.ServiceMinInterval))
 			}
 			arm(full)
+		case <-w.relist:
+			arm(lastStart.Add(w.opts.MinInterval))
 		case <-svcTimer.C:
 			svcArmed = false
 			lastServices = time.Now()

@@ -553,3 +553,33 @@ func TestWatcherRelistsABacklogOfEventsOnce(t *testing.T) {
 		}
 	})
 }
+
+// Relist brings a full relist with no event: a caller whose write ended
+// after the last relist started needs one to see it.
+func TestWatcherRelistsWhenAskedWithoutAnEvent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeReader()
+		w := NewWatcher(f, WatcherOptions{MinInterval: 500 * time.Millisecond, Resync: time.Hour})
+		_, cancel, done := runWatcher(t, w)
+		synctest.Wait()
+		before, taken := f.fullLists(), w.Current().TakenAt()
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if n := f.fullLists() - before; n != 0 {
+			t.Fatalf("%d relists with no event and no ask", n)
+		}
+		w.Relist()
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if n := f.fullLists() - before; n != 1 {
+			t.Errorf("%d relists in 10 s after one ask, want 1", n)
+		}
+		if got := w.Current().TakenAt(); !got.After(taken) {
+			t.Errorf("TakenAt %v after the asked relist, want after %v", got, taken)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run() = %v, want nil", err)
+		}
+	})
+}
