@@ -254,15 +254,9 @@ func (e *env) large(r *Report) {
 
 	e.log.Info("scale point", "applications", n, "services_each", len(services))
 	ctrl := e.startController(dir, appsFile)
-	ctx5, cancel := context.WithTimeout(ctx, 10*time.Minute)
-	defer cancel()
-	var last time.Time
-	for _, name := range serviceNames(apps, false) {
-		ev, err := e.watch.Next(ctx5, name, ctrl.Started, Created)
-		if err != nil {
-			e.tb.Fatalf("scale point: %v", err)
-		}
-		last = later(last, ev.At)
+	last, err := e.created(ctx, serviceNames(apps, false), 10*time.Minute)
+	if err != nil {
+		e.tb.Fatalf("scale point: %v", err)
 	}
 	r.ScaleDeploy = last.Sub(ctrl.Started)
 	e.settle(ctx, ctrl, n)
@@ -275,6 +269,41 @@ func (e *env) large(r *Report) {
 		stacks[i] = a.release
 	}
 	e.removeStacks(ctx, stacks...)
+}
+
+// created waits until every named service exists and returns when the
+// last was created, as the manager recorded it. It lists rather than
+// waits for events: the Engine drops events a subscriber does not take
+// within 100 ms, and thousands of creates a minute outrun the bench's.
+func (e *env) created(ctx context.Context, names []string, timeout time.Duration) (time.Time, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	for {
+		services, err := e.cli.ServiceList(ctx, swarm.ServiceListOptions{Filters: filters.NewArgs(filters.Arg("name", e.prefix))})
+		if err != nil && ctx.Err() == nil {
+			e.log.Warn("services not listed", "err", err) // a busy manager: ask again
+		}
+		var last time.Time
+		found := 0
+		for _, s := range services {
+			if want[s.Spec.Name] {
+				found++
+				last = later(last, s.CreatedAt)
+			}
+		}
+		if found == len(want) {
+			return last, nil
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, fmt.Errorf("%d of %d services exist after %s", found, len(want), timeout)
+		case <-time.After(2 * time.Second):
+		}
+	}
 }
 
 // repoURL is repo's address through the counting git proxy.
