@@ -145,9 +145,11 @@ func (r *Report) Rows() []Row {
 		target, verdict := "< 0.3 s", ok(idle.cpuPer5m() < 300*time.Millisecond)
 		if idle.Apps > smallApps {
 			// A smaller point says nothing of the bound at 500.
+			// A larger point passing says the bound holds; failing, it
+			// says nothing of 500.
 			target, verdict = "< 1 s at 500 apps", nil
-			if idle.Apps >= 500 {
-				verdict = ok(idle.cpuPer5m() < time.Second)
+			if pass := idle.cpuPer5m() < time.Second; idle.Apps == 500 || (idle.Apps > 500 && pass) {
+				verdict = ok(pass)
 			}
 		}
 		add(fmt.Sprintf("Idle CPU per 5 min, %d apps", idle.Apps), seconds(idle.cpuPer5m()), "", target, verdict)
@@ -205,8 +207,9 @@ func (r *Report) Rows() []Row {
 		if idle.Apps > smallApps {
 			// A smaller point says nothing of the bound at 1,000 × 10.
 			target, verdict = "≤ 100 MiB at 1,000 apps × 10 services", nil
-			if idle.Apps >= 1000 && idle.Services >= 10 {
-				verdict = ok(idle.RSS <= 100*mib)
+			exact := idle.Apps == 1000 && idle.Services == 10
+			if pass := idle.RSS <= 100*mib; exact || (idle.Apps >= 1000 && idle.Services >= 10 && pass) {
+				verdict = ok(pass)
 			}
 		}
 		add(fmt.Sprintf("Controller RSS, %s", idle.size()), fmt.Sprintf("%.1f MiB", float64(idle.RSS)/mib), "", target, verdict)

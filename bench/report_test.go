@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -184,6 +185,8 @@ func TestRSSVerdictOnlyAtTheBoundsScale(t *testing.T) {
 		"1000 × 1":        {Idle{Apps: 1000, Services: 1, Window: time.Minute, RSS: 80 << 20}, nil},
 		"1000 × 10, pass": {Idle{Apps: 1000, Services: 10, Window: time.Minute, RSS: 90 << 20}, ok(true)},
 		"1000 × 10, fail": {Idle{Apps: 1000, Services: 10, Window: time.Minute, RSS: 120 << 20}, ok(false)},
+		"1000 × 20, pass": {Idle{Apps: 1000, Services: 20, Window: time.Minute, RSS: 90 << 20}, ok(true)},
+		"1000 × 20, over": {Idle{Apps: 1000, Services: 20, Window: time.Minute, RSS: 120 << 20}, nil},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := &Report{LargeIdle: tc.idle}
@@ -196,7 +199,7 @@ func TestRSSVerdictOnlyAtTheBoundsScale(t *testing.T) {
 				if (row.Pass == nil) != (tc.want == nil) || (row.Pass != nil && *row.Pass != *tc.want) {
 					t.Errorf("row %q: verdict %v, want %v", row.Measurement, deref(row.Pass), deref(tc.want))
 				}
-				if tc.idle.Services > 1 && !strings.Contains(row.Measurement, "× 10 services") {
+				if tc.idle.Services > 1 && !strings.Contains(row.Measurement, fmt.Sprintf("× %d services", tc.idle.Services)) {
 					t.Errorf("row %q does not name the services per application", row.Measurement)
 				}
 			}
@@ -212,4 +215,35 @@ func deref(b *bool) string {
 		return "none"
 	}
 	return strconv.FormatBool(*b)
+}
+
+// The CPU bound is for 500 applications: a larger point under it shows the
+// bound holds, over it says nothing of 500.
+func TestIdleCPUVerdictAtOrAbove500(t *testing.T) {
+	for name, tc := range map[string]struct {
+		apps int
+		cpu  time.Duration
+		want *bool
+	}{
+		"500, under":  {500, 900 * time.Millisecond, ok(true)},
+		"500, over":   {500, 1100 * time.Millisecond, ok(false)},
+		"1000, under": {1000, 900 * time.Millisecond, ok(true)},
+		"1000, over":  {1000, 3 * time.Second, nil},
+		"200, under":  {200, 500 * time.Millisecond, nil},
+	} {
+		t.Run(name, func(t *testing.T) {
+			// A 5-minute window: the CPU is the CPU per 5 minutes.
+			r := &Report{LargeIdle: Idle{Apps: tc.apps, Window: 5 * time.Minute, CPU: tc.cpu, RSS: 80 << 20}}
+			for _, row := range r.Rows() {
+				if !strings.HasPrefix(row.Measurement, "Idle CPU per 5 min") {
+					continue
+				}
+				if (row.Pass == nil) != (tc.want == nil) || (row.Pass != nil && *row.Pass != *tc.want) {
+					t.Errorf("row %q: verdict %v, want %v", row.Measurement, deref(row.Pass), deref(tc.want))
+				}
+				return
+			}
+			t.Error("no idle CPU row")
+		})
+	}
 }
