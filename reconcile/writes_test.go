@@ -14,7 +14,7 @@ import (
 // slowCreator is an Engine whose service creates block until released,
 // counting how many are in flight at once.
 type slowCreator struct {
-	Engine // nil: any other call panics
+	Engine         // nil: any other call panics
 	inFlight, most atomic.Int32
 	release        chan struct{}
 }
