@@ -379,8 +379,9 @@ func (e *env) runningServices(ctx context.Context) (map[string]bool, error) {
 }
 
 // settle waits until the API reports every application synced, healthy
-// and idle, and then until the controller made no Engine write for 10 s,
-// so that an idle window starts at rest.
+// and idle, then until the controller made no Engine write for 10 s, and
+// then until no tick rendered for an interval, so that an idle window
+// starts at rest.
 func (e *env) settle(ctx context.Context, ctrl *Controller, n int) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
