@@ -135,8 +135,10 @@ func newSelfEnv(t *testing.T) *selfEnv {
 	// Removed last (cleanups run in reverse): the volume and the secret
 	// once the stacks' tasks are gone.
 	t.Cleanup(func() { e.removeLeftovers(t) })
-	harness.CleanupStack(t, docker, e.ns)
+	// The controller goes first: removed while it still ran, the web
+	// application was deployed again by it, and outlived the test.
 	harness.CleanupStack(t, docker, e.ns+"-web")
+	harness.CleanupStack(t, docker, e.ns)
 	token := "self-e2e-" + e.ns
 	if _, err := docker.SecretCreate(t.Context(), dswarm.SecretSpec{Annotations: dswarm.Annotations{Name: e.secret}, Data: []byte(token)}); err != nil {
 		t.Fatal(err)
