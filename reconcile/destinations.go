@@ -33,7 +33,7 @@ type destination struct {
 	// engine is client with its writes limited (see limitWrites): what
 	// every reconcile uses.
 	engine Engine
-	client Engine
+	client Engine         // as given; only probes use it directly
 	live   *swarm.Watcher // nil without a live snapshot
 	// owner is the controller label value stamped on what this
 	// controller creates here: its id, plus the destination's name for a

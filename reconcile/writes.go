@@ -58,8 +58,11 @@ func write[T any](ctx context.Context, l *limitedEngine, f func() (T, error)) (T
 
 // done runs f, which returns only an error, in a slot.
 func (l *limitedEngine) done(ctx context.Context, f func() error) error {
-	_, err := write(ctx, l, func() (struct{}, error) { return struct{}{}, f() })
-	return err
+	if err := l.acquire(ctx); err != nil {
+		return err
+	}
+	defer l.release()
+	return f()
 }
 
 func (l *limitedEngine) ServiceCreate(ctx context.Context, spec dswarm.ServiceSpec, o dswarm.ServiceCreateOptions) (dswarm.ServiceCreateResponse, error) {
