@@ -257,6 +257,17 @@ func (c *Controller) Run(ctx context.Context) error {
 // every app-set interval.
 func (c *Controller) followSwarm(ctx context.Context, d *destination) {
 	changes := d.live.Subscribe(ctx)
+	observe := func() {
+		c.observeDestination(ctx, d)
+		c.refreshHealth(d)
+		c.wakeLiveDrift(d)
+	}
+	// The watcher runs in a goroutine of its own: its first snapshot may
+	// be out before this subscription, and a failed list is told once, so
+	// read what is there now (TestADestinationDownBeforeItIsFollowedIsMarkedDown).
+	if !errors.Is(d.live.Current().Err(), swarm.ErrNotListed) {
+		observe()
+	}
 	tick := time.NewTicker(c.interval)
 	defer tick.Stop()
 	for {
@@ -267,9 +278,7 @@ func (c *Controller) followSwarm(ctx context.Context, d *destination) {
 			if !ok {
 				return
 			}
-			c.observeDestination(ctx, d)
-			c.refreshHealth(d)
-			c.wakeLiveDrift(d)
+			observe()
 		case <-tick.C:
 			if c.Loaded() {
 				c.pruneReleases(ctx, d)
