@@ -124,11 +124,13 @@ type Controller struct {
 	runners  runners    // where the workers' reconciles run
 	mu       sync.Mutex
 	apps     map[string]appset.Application
+	appsGen  uint64 // moves each time apps is replaced; 0 before the first set
 	workers  map[string]*worker
 	rendered map[string]rendered // by destination and release: the last render, for health
 	// renderedBy is keyed by application: its keys in rendered, so that a
 	// tick reads its own releases without going through every one.
 	renderedBy map[string][]string
+	renderGen  uint64               // moves with every change to rendered
 	wrote      map[string]time.Time // by application: when its last write to the swarm ended
 	// goneGenerated names, with their generator, the generated
 	// applications with syncPolicy.prune that left the set since this
@@ -371,6 +373,7 @@ func (c *Controller) setApps(snap appset.Snapshot) {
 		delete(c.goneGenerated, name)
 	}
 	c.apps = apps
+	c.appsGen++
 	c.mu.Unlock()
 }
 
@@ -384,10 +387,17 @@ func (c *Controller) generatorGone(app string) string {
 
 // app returns the application called name in the set the workers read.
 func (c *Controller) app(name string) (appset.Application, bool) {
+	a, _, ok := c.appAt(name)
+	return a, ok
+}
+
+// appAt is app with the generation of the set it was read from: equal
+// generations mean an unchanged definition.
+func (c *Controller) appAt(name string) (appset.Application, uint64, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	a, ok := c.apps[name]
-	return a, ok
+	return a, c.appsGen, ok
 }
 
 // Applications returns the running app set's applications in declaration

@@ -595,7 +595,8 @@ func TestATickWithUnchangedInputsIsQuiet(t *testing.T) {
 	e := newEnv(t)
 	e.repo.Commit(t, "main", map[string]string{"compose.yaml": compose(harness.FreePort(t)), "settings.txt": "one\n", ".env": "IMAGE=" + e.v1 + "\n"})
 	obs := &quietObserver{}
-	ctrl := e.controllerWith(t, appset.FileSource{Path: writeFile(t, t.TempDir(), "apps.yaml", appSet(e.liveApp("web", true)))}, reconcile.Options{Observer: obs})
+	dir := t.TempDir()
+	ctrl := e.controllerWith(t, appset.FileSource{Path: writeFile(t, dir, "apps.yaml", appSet(e.liveApp("web", true)))}, reconcile.Options{Observer: obs})
 	run(t, ctrl)
 	svc := e.waitImage(t, e.v1, 2*time.Minute)
 	harness.WaitRunning(t, e.cli, svc.ID, 1, 2*time.Minute)
@@ -629,6 +630,16 @@ func TestATickWithUnchangedInputsIsQuiet(t *testing.T) {
 	if st, _ := ctrl.Statuses().Get("web"); st.Sync != reconcile.Synced || st.DeployedRevision != e.repo.Head(t, "main") {
 		t.Errorf("status after quiet ticks = %s at %s, want synced at the new commit", st.Sync, st.DeployedRevision)
 	}
+	// A new definition, at the same commit and with nothing moved on the
+	// swarm, is rendered: the worker keeps its definition's digest only
+	// while the set it read it from stands. The commit's rollout ends
+	// first: a task of it moving the snapshot would render anyway.
+	harness.WaitRunning(t, e.cli, svc.ID, 1, 2*time.Minute)
+	waitStatus(t, ctrl, "web", time.Minute, func(s reconcile.AppStatus) bool { return s.Health == health.Healthy })
+	tick(true)
+	writeFile(t, dir, "apps.yaml", appSet(strings.Replace(e.liveApp("web", true), "      revision: main\n",
+		"      revision: main\n      variables: {IMAGE: "+e.v2+"}\n", 1)))
+	e.waitImage(t, e.v2, 2*time.Minute)
 }
 
 // An application that left the set stays out of the status (and so out of

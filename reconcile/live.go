@@ -267,6 +267,7 @@ func (c *Controller) remember(app appset.Application, rel stack.Release) {
 		c.renderedBy[app.Name] = append(c.renderedBy[app.Name], key)
 	}
 	c.rendered[key] = rendered{app: app.Name, swarm: app.Destination.Swarm, release: rel}
+	c.renderGen++
 }
 
 // forgetRendered drops the renders of an application that left the set.
@@ -278,6 +279,7 @@ func (c *Controller) forgetRendered(app string) {
 		}
 	}
 	delete(c.renderedBy, app)
+	c.renderGen++
 }
 
 // refreshHealth recomputes the health of every application on d from its

@@ -67,6 +67,8 @@ type appState struct {
 	failures   int
 	// quiet is the last tick that found nothing to do, for the next one.
 	quiet quietTick
+	// quietInputs keeps parts of the quiet key from one tick to the next.
+	quietInputs quietInputs
 	// sub holds the state of each release of a release file, by release.
 	sub map[string]*appState
 }
@@ -244,9 +246,12 @@ func (c *Controller) runWorker(ctx context.Context, w *worker) {
 				req, st.pending = *st.pending, nil
 			}
 		}
-		app, ok := c.app(w.name)
+		app, gen, ok := c.appAt(w.name)
 		if !ok {
 			return
+		}
+		if st.quietInputs.gen != gen {
+			st.quietInputs = quietInputs{gen: gen}
 		}
 		var err error
 		c.runners.do(func() { err = c.runRequest(ctx, app, req, st) })

@@ -22,6 +22,26 @@ type quietTick struct {
 	d   desired
 }
 
+// quietInputs keeps, from one tick of an application to the next, the
+// parts of its quiet key that cost most to compute while nothing they
+// depend on moved: at 500 applications at rest, encoding the definition
+// and summarising the snapshot were most of a tick. gen is the app-set
+// generation the worker read the definition at (see Controller.appAt);
+// 0 keeps nothing (a reconcile outside a worker, a release file's
+// release).
+type quietInputs struct {
+	gen        uint64
+	definition string // digest of the definition, "" until computed
+	own        ownStateAt
+}
+
+// ownStateAt is ownState as of one snapshot and one set of renders.
+type ownStateAt struct {
+	swarm           string
+	version, render uint64
+	state           string
+}
+
 // quietKey names everything a plain tick of app reads, so that equal keys
 // mean equal conclusions: the application's definition, the commit and
 // artifact versions it resolved to, and its own objects in its swarm's
@@ -30,7 +50,7 @@ type quietTick struct {
 // revision, no live snapshot, or one that failed or has not seen the
 // application's last write, and applications whose previews follow
 // branches (each tick must look for new ones).
-func (c *Controller) quietKey(app appset.Application, req Request, d desired) string {
+func (c *Controller) quietKey(app appset.Application, req Request, d desired, in *quietInputs) string {
 	if req.Sync || req.Revision != "" || req.Force || req.Prune != nil || req.release {
 		return ""
 	}
@@ -57,13 +77,38 @@ func (c *Controller) quietKey(app appset.Application, req Request, d desired) st
 		live.Relist()
 		return ""
 	}
-	// Encoded straight into the hash: no copy of the definition per tick.
-	def := sha256.New()
-	if err := json.NewEncoder(def).Encode(app); err != nil {
-		return ""
+	definition := in.definition
+	if definition == "" {
+		// Encoded straight into the hash: no copy of the definition.
+		h := sha256.New()
+		if err := json.NewEncoder(h).Encode(app); err != nil {
+			return ""
+		}
+		definition = hex.EncodeToString(h.Sum(nil))
+		if in.gen != 0 {
+			in.definition = definition
+		}
 	}
-	sum := def.Sum(nil)
-	return d.commit + "\x00" + d.source.Repo + "\x00" + versionsKey(d.artifacts) + "\x00" + c.ownState(app, snap) + "\x00" + hex.EncodeToString(sum)
+	return d.commit + "\x00" + d.source.Repo + "\x00" + versionsKey(d.artifacts) + "\x00" + c.ownStateOf(app, snap, in) + "\x00" + definition
+}
+
+// ownStateOf is ownState, kept in in while the snapshot, the renders and
+// the definition it was computed from stay.
+func (c *Controller) ownStateOf(app appset.Application, snap swarm.Snapshot, in *quietInputs) string {
+	c.mu.Lock()
+	render := c.renderGen
+	c.mu.Unlock()
+	at := ownStateAt{swarm: app.Destination.Swarm, version: snap.Version(), render: render}
+	if in.gen != 0 && in.own.state != "" {
+		if kept := in.own; kept.swarm == at.swarm && kept.version == at.version && kept.render == at.render {
+			return kept.state
+		}
+	}
+	at.state = c.ownState(app, snap)
+	if in.gen != 0 {
+		in.own = at
+	}
+	return at.state
 }
 
 // ownState summarises what of snap a tick of app reads: its releases'

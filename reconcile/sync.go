@@ -90,7 +90,7 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 	d, err = c.resolveInputs(ctx, app, req.Revision)
 	quiet := ""
 	if err == nil {
-		quiet = c.quietKey(app, req, d)
+		quiet = c.quietKey(app, req, d, &st.quietInputs)
 		if quiet != "" && quiet == st.quiet.key {
 			c.observeQuiet(app, st.quiet)
 			c.windowVerdict(app) // windows move with time, not with the inputs
