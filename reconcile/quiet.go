@@ -25,7 +25,7 @@ type quietTick struct {
 // quietInputs keeps, from one tick of an application to the next, the
 // parts of its quiet key that cost most to compute while nothing they
 // depend on moved: at 500 applications at rest, encoding the definition
-// and summarising the snapshot were most of a tick. gen is the app-set
+// and summarising the snapshot were close to half of a tick. gen is the app-set
 // generation the worker read the definition at (see Controller.appAt);
 // 0 keeps nothing (a reconcile outside a worker, a release file's
 // release).
