@@ -3,12 +3,14 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/skep-cd/skep/appset"
 	"github.com/skep-cd/skep/gitsource"
+	"github.com/skep-cd/skep/harness"
 	"github.com/skep-cd/skep/swarm"
 )
 
@@ -48,21 +50,17 @@ func TestADestinationDownBeforeItIsFollowedIsMarkedDown(t *testing.T) {
 		defer close(watched)
 		_ = live.Run(ctx)
 	}()
-	for errors.Is(live.Current().Err(), swarm.ErrNotListed) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	harness.Eventually(t, 10*time.Second, func(context.Context) (bool, string) {
+		return !errors.Is(live.Current().Err(), swarm.ErrNotListed), "the watcher has not listed yet"
+	})
 	followed := make(chan struct{})
 	go func() {
 		defer close(followed)
 		c.followSwarm(ctx, c.dests["gone"])
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for c.dests["gone"].down() == nil && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if err := c.dests["gone"].down(); err == nil {
-		t.Errorf("destination not marked down; snapshot error %v", live.Current().Err())
-	}
+	harness.Eventually(t, 10*time.Second, func(context.Context) (bool, string) {
+		return c.dests["gone"].down() != nil, fmt.Sprintf("destination not marked down; snapshot error %v", live.Current().Err())
+	})
 	cancel()
 	<-followed
 	<-watched

@@ -46,14 +46,14 @@ func (l *limitedEngine) acquire(ctx context.Context) error {
 
 func (l *limitedEngine) release() { <-l.slots }
 
-// write runs f in a slot.
+// write runs f, which returns a value too, in a slot.
 func write[T any](ctx context.Context, l *limitedEngine, f func() (T, error)) (T, error) {
-	if err := l.acquire(ctx); err != nil {
-		var zero T
-		return zero, err
-	}
-	defer l.release()
-	return f()
+	var out T
+	err := l.done(ctx, func() (err error) {
+		out, err = f()
+		return err
+	})
+	return out, err
 }
 
 // done runs f, which returns only an error, in a slot.
