@@ -122,7 +122,7 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 	if recorded == nil {
 		out.moved = c.movedFrom(app)
 	}
-	c.remember(app, d.release)
+	remembered := c.remember(app, d.release)
 	// Sync windows: a window that holds the application keeps every write
 	// the controller would make on its own (apply, drift correction,
 	// prune, previews); only a sync someone asked for passes, if the
@@ -167,7 +167,9 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 				c.reconcilePreviews(ctx, app, d)
 			}
 			if quiet != "" && !out.liveDrift && waitingArtifacts(d.artifacts) == "" {
-				st.quiet = quietTick{key: quiet, out: withoutRecordedRelease(out), d: d}
+				q := d
+				q.release, q.chart = remembered, nil
+				st.quiet = quietTick{key: quiet, out: withoutRecordedRelease(out), d: q}
 			}
 		}
 		return out, nil
