@@ -29,8 +29,9 @@ var ErrNotListed = errors.New("the swarm has not been listed yet")
 // Snapshot is what one swarm held at one moment: every service (with task
 // counts), task, swarm network, config, secret, node and local volume. It
 // is an immutable value: accessors return new slices, and the elements
-// they hold share maps and pointers with the snapshot, so callers must
-// treat them as read-only. The zero value is an empty snapshot that was
+// they hold share maps and pointers with the snapshot (services with one
+// another too, see compactServices), so callers must treat them as
+// read-only. The zero value is an empty snapshot that was
 // never taken (ReadFailed).
 type Snapshot struct {
 	services []swarm.Service
@@ -146,7 +147,8 @@ func (s Snapshot) ReadFailed() bool { return s.err != nil }
 func (s Snapshot) Version() uint64 { return s.version }
 
 // Reader is the part of the Engine API a Watcher uses; *client.Client (and
-// so *Client) satisfies it. A Watcher calls it from one goroutine.
+// so *Client) satisfies it. A Watcher calls it from one goroutine, and
+// owns the services ServiceList returns: it compacts them in place.
 type Reader interface {
 	ServiceList(ctx context.Context, options swarm.ServiceListOptions) ([]swarm.Service, error)
 	TaskList(ctx context.Context, options swarm.TaskListOptions) ([]swarm.Task, error)
@@ -565,6 +567,7 @@ func (w *Watcher) refreshServices(ctx context.Context) {
 		w.opts.Logger.DebugContext(ctx, "services not relisted", "err", err)
 		return
 	}
+	compactServices(services)
 	next := old
 	next.services, next.idx = services, &index{}
 	fp := next.fingerprint()
@@ -594,6 +597,7 @@ func (w *Watcher) refreshTasks(ctx context.Context) bool {
 	if err == nil && fp != w.fp {
 		// The services' status counts tasks: it moved with them.
 		if next.services, err = w.reader.ServiceList(ctx, swarm.ServiceListOptions{Status: true}); err == nil {
+			compactServices(next.services)
 			fp = next.fingerprint()
 		}
 	}
@@ -622,6 +626,7 @@ func (w *Watcher) list(ctx context.Context) (Snapshot, error) {
 	if s.services, err = r.ServiceList(ctx, swarm.ServiceListOptions{Status: true}); err != nil {
 		return s, fmt.Errorf("list services: %w", err)
 	}
+	compactServices(s.services)
 	if s.tasks, err = r.TaskList(ctx, swarm.TaskListOptions{}); err != nil {
 		return s, fmt.Errorf("list tasks: %w", err)
 	}
