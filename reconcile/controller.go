@@ -121,7 +121,6 @@ type Controller struct {
 	previewAt map[string]previewRef // by application@commit: the previews deployed, for notifiers
 
 	appSetMu sync.Mutex // serialises onAppSet
-	runners  runners    // where the workers' reconciles run
 	mu       sync.Mutex
 	apps     map[string]appset.Application
 	appsGen  uint64 // moves each time apps is replaced; 0 before the first set

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
 
+	"github.com/skep-cd/skep/appset"
 	"github.com/skep-cd/skep/outcome"
 	"github.com/skep-cd/skep/window"
 )
@@ -38,12 +40,27 @@ type Request struct {
 
 // worker runs one application's reconciles, one at a time, on the
 // application's interval with jitter, backing off while it fails. Requests
-// that arrive while a reconcile runs are coalesced into one.
+// that arrive while a reconcile runs are coalesced into one. A waiting
+// worker has no goroutine: its next tick is a timer, and a tick or a
+// request runs on a goroutine of its own (see Controller.serve), so that
+// a tick wakes one goroutine, not a worker and a runner, and a thousand
+// waiting applications hold no stacks.
 type worker struct {
-	name     string
-	requests chan Request // buffered 1: a queued request absorbs later ones
-	stop     context.CancelFunc
-	done     chan struct{}
+	name   string
+	ctx    context.Context
+	cancel context.CancelFunc
+	// start begins serving the worker on a new goroutine; nil for a
+	// worker that only queues (tests). Called with mu held.
+	start func()
+
+	mu      sync.Mutex
+	queued  *Request    // what the next run serves; nil when nothing waits
+	running bool        // a goroutine serves the worker
+	stopped bool        // no run starts any more
+	timer   *time.Timer // the next tick; nil until the first run ends
+	// st is the application's state between reconciles: only the
+	// goroutine serving the worker touches it.
+	st appState
 }
 
 // appState is what one worker remembers between reconciles.
@@ -120,22 +137,34 @@ func onGrid(now time.Time, d time.Duration) time.Duration {
 }
 
 // enqueue queues req for the worker, merging it into a queued request when
-// one is waiting (see merge). It returns the request that will run, so a
-// caller learns the id its sync was merged into and whether it was.
+// one is waiting (see merge), and starts a run when none serves the
+// worker. It returns the request that will run, so a caller learns the id
+// its sync was merged into and whether it was.
 func (w *worker) enqueue(req Request) (queued Request, merged bool) {
-	for {
-		select {
-		case w.requests <- req:
-			return req, merged
-		default:
-		}
-		select {
-		case waiting := <-w.requests:
-			req = merge(waiting, req)
-			merged = merged || waiting.Sync
-		default:
-		}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.queued != nil {
+		merged = w.queued.Sync
+		req = merge(*w.queued, req)
 	}
+	w.queued = &req
+	if !w.running && !w.stopped && w.start != nil {
+		w.running = true
+		w.start()
+	}
+	return req, merged
+}
+
+// stop ends the worker: no run starts after it, and the one running, if
+// any, is cancelled.
+func (w *worker) stop() {
+	w.mu.Lock()
+	w.stopped = true
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	w.mu.Unlock()
+	w.cancel()
 }
 
 // merge coalesces b into a queued a: a sync wins over a tick; of two syncs
@@ -202,99 +231,147 @@ func (c *Controller) ReconcileOnce(ctx context.Context, name string, req Request
 	return c.reconcile(ctx, app, req, &appState{})
 }
 
-// startWorker starts the worker of name under ctx. c.mu is held.
+// startWorker starts the worker of name under ctx, with a tick at once.
+// c.mu is held.
 func (c *Controller) startWorker(ctx context.Context, name string) {
 	ctx, cancel := context.WithCancel(ctx)
-	w := &worker{name: name, requests: make(chan Request, 1), stop: cancel, done: make(chan struct{})}
+	w := &worker{name: name, ctx: ctx, cancel: cancel}
+	w.start = func() {
+		c.wg.Add(1)
+		go c.serve(w, false)
+	}
 	c.workers[name] = w
 	w.enqueue(Request{})
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		defer close(w.done)
-		c.runWorker(ctx, w)
-		// A reconcile cut short as its application left the set recorded
-		// its end after the status was removed; the status goes again.
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if _, ok := c.apps[name]; !ok {
-			c.status.Remove(name)
-		}
-	}()
 }
 
-// runWorker serves w's requests and its interval until ctx ends or the
+// tick is a worker's timer: it serves the worker's tick on the timer's
+// own goroutine, unless a run serves the worker already (which sets the
+// timer again as it ends).
+func (c *Controller) tick(w *worker) {
+	w.mu.Lock()
+	if w.stopped || w.running {
+		w.mu.Unlock()
+		return
+	}
+	w.running = true
+	c.wg.Add(1)
+	w.mu.Unlock()
+	c.serve(w, true)
+}
+
+// serve runs w's queued requests (a tick first when ticked) until none is
+// left, then sets the timer for its next tick, or until ctx ends or the
 // application leaves the app set. The class of each reconcile's error
-// decides when the next one runs.
-func (c *Controller) runWorker(ctx context.Context, w *worker) {
-	st := &appState{}
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
+// decides when the next tick runs.
+func (c *Controller) serve(w *worker, ticked bool) {
+	defer c.wg.Done()
+	st := &w.st
 	for {
+		w.mu.Lock()
 		var req Request
-		select {
-		case <-ctx.Done():
-			return
-		case req = <-w.requests:
+		switch {
+		case w.queued != nil:
+			req, w.queued = *w.queued, nil
 			if st.pending != nil {
 				req = merge(*st.pending, req)
 			}
 			st.pending = nil
-		case <-timer.C:
+		case ticked:
 			if st.pending != nil {
 				req, st.pending = *st.pending, nil
 			}
+		default:
+			w.running = false
+			w.mu.Unlock()
+			return
 		}
+		ticked = false
+		w.mu.Unlock()
 		app, gen, ok := c.appAt(w.name)
 		if !ok {
+			c.ended(w)
 			return
 		}
 		if st.quietInputs.gen != gen {
 			st.quietInputs = quietInputs{gen: gen}
 		}
-		var err error
-		c.runners.do(func() { err = c.runRequest(ctx, app, req, st) })
-		if ctx.Err() != nil {
+		err := c.runRequest(w.ctx, app, req, st)
+		if w.ctx.Err() != nil {
 			// Stopping, not failing: whatever the reconcile was doing was cut
 			// short on purpose (see syncFailed).
 			if err != nil {
-				c.log.Info("reconcile abandoned", "app", app.Name, "why", context.Cause(ctx), "err", err)
+				c.log.Info("reconcile abandoned", "app", app.Name, "why", context.Cause(w.ctx), "err", err)
 			}
+			c.ended(w)
 			return
 		}
-		next := jitter(app.SyncPolicy.Interval)
-		switch outcome.Of(err) {
-		case outcome.OK:
-			st.failures = 0
-			c.wakeIfMoved(app)
-		case outcome.Stalled:
-			st.failures = 0
-			c.log.Warn("reconcile stalled", "app", app.Name, "err", err)
-		case outcome.Waiting:
-			if retry := outcome.RetryAfter(err); retry > 0 {
-				next = retry
-			}
-			if req.Sync {
-				st.pending = &req // a requested sync waits its turn, it does not fail
-			}
-		case outcome.Transient:
-			st.failures++
-			next = backoff(st.failures, app.SyncPolicy.Interval)
-			c.log.Error("reconcile failed", "app", app.Name, "err", err, "retry", next)
+		next := c.nextTick(app, req, err, st)
+		w.mu.Lock()
+		if w.stopped {
+			w.running = false
+			w.mu.Unlock()
+			return
 		}
-		// A window holding the application is looked at again as it
-		// closes, not up to an interval later.
-		if v := window.Evaluate(app.SyncWindows, app.Name, c.now()); v.Held && !v.Until.IsZero() {
-			next = min(next, max(v.Until.Sub(c.now()), 0)+time.Second)
+		if w.timer == nil {
+			w.timer = time.AfterFunc(onGrid(time.Now(), next), func() { c.tick(w) })
+		} else {
+			w.timer.Reset(onGrid(time.Now(), next))
 		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
+		if w.queued == nil {
+			w.running = false
+			w.mu.Unlock()
+			return
 		}
-		timer.Reset(onGrid(time.Now(), next))
+		w.mu.Unlock()
+	}
+}
+
+// nextTick is how long after a reconcile of app that ended with err the
+// next tick runs.
+func (c *Controller) nextTick(app appset.Application, req Request, err error, st *appState) time.Duration {
+	next := jitter(app.SyncPolicy.Interval)
+	switch outcome.Of(err) {
+	case outcome.OK:
+		st.failures = 0
+		c.wakeIfMoved(app)
+	case outcome.Stalled:
+		st.failures = 0
+		c.log.Warn("reconcile stalled", "app", app.Name, "err", err)
+	case outcome.Waiting:
+		if retry := outcome.RetryAfter(err); retry > 0 {
+			next = retry
+		}
+		if req.Sync {
+			st.pending = &req // a requested sync waits its turn, it does not fail
+		}
+	case outcome.Transient:
+		st.failures++
+		next = backoff(st.failures, app.SyncPolicy.Interval)
+		c.log.Error("reconcile failed", "app", app.Name, "err", err, "retry", next)
+	}
+	// A window holding the application is looked at again as it
+	// closes, not up to an interval later.
+	if v := window.Evaluate(app.SyncWindows, app.Name, c.now()); v.Held && !v.Until.IsZero() {
+		next = min(next, max(v.Until.Sub(c.now()), 0)+time.Second)
+	}
+	return next
+}
+
+// ended marks w as served no more, as its application left the set or
+// the controller stops. A reconcile cut short as its application left the
+// set recorded its end after the status was removed; the status goes
+// again.
+func (c *Controller) ended(w *worker) {
+	w.mu.Lock()
+	w.stopped, w.running = true, false
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	w.mu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.apps[w.name]; !ok {
+		c.status.Remove(w.name)
 	}
 }
 

@@ -34,15 +34,15 @@ func TestJitterStaysWithinTenPercent(t *testing.T) {
 }
 
 func TestEnqueueCoalescesAndKeepsTheSync(t *testing.T) {
-	w := &worker{requests: make(chan Request, 1)}
+	w := &worker{}
 	w.enqueue(Request{})
 	w.enqueue(Request{Sync: true, Actor: "alice"})
 	w.enqueue(Request{})
 	w.enqueue(Request{Sync: true, Actor: "bob"})
-	if n := len(w.requests); n != 1 {
-		t.Fatalf("%d requests queued, want 1", n)
+	if w.queued == nil {
+		t.Fatal("nothing queued")
 	}
-	got := <-w.requests
+	got := *w.queued
 	if !got.Sync || got.Actor != "alice" {
 		t.Fatalf("coalesced request = %+v, want the first sync, by alice", got)
 	}
@@ -72,16 +72,13 @@ func TestEnqueueReportsTheRequestThatWillRun(t *testing.T) {
 			want: Request{Sync: true, ID: 3, Actor: "alice", Revision: "abc"}, wantMerged: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := &worker{requests: make(chan Request, 1)}
-			if tc.queued != nil {
-				w.requests <- *tc.queued
-			}
+			w := &worker{queued: tc.queued}
 			got, merged := w.enqueue(tc.req)
 			if got.ID != tc.want.ID || got.Actor != tc.want.Actor || got.Revision != tc.want.Revision || got.Sync != tc.want.Sync ||
 				(got.Prune == nil) != (tc.want.Prune == nil) || merged != tc.wantMerged {
 				t.Errorf("enqueue = %+v, merged %v; want %+v, merged %v", got, merged, tc.want, tc.wantMerged)
 			}
-			if queued := <-w.requests; queued.ID != got.ID || queued.Revision != got.Revision {
+			if queued := w.queued; queued == nil || queued.ID != got.ID || queued.Revision != got.Revision {
 				t.Errorf("queued %+v, but enqueue reported %+v", queued, got)
 			}
 		})
