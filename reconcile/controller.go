@@ -135,7 +135,7 @@ type Controller struct {
 	// applications with syncPolicy.prune that left the set since this
 	// controller started.
 	goneGenerated map[string]string
-	seenLive      map[string]string // by application: its objects as the last live-drift wake saw them
+	seenLive      map[string]string // by application: the digest of its objects as the last live-drift wake saw them
 	unwoken       map[string]bool   // applications whose objects moved while a wake was held back
 	wg            sync.WaitGroup
 }

@@ -373,7 +373,7 @@ func (c *Controller) wakeIfMovedLocked(app appset.Application, w *worker, snap s
 	if app.DriftDetection != appset.DriftLive {
 		return
 	}
-	state := c.liveState(app, snap)
+	state := digest(c.liveState(app, snap))
 	if c.seenLive[app.Name] == state {
 		return
 	}

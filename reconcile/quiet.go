@@ -92,8 +92,8 @@ func (c *Controller) quietKey(app appset.Application, req Request, d desired, in
 	return d.commit + "\x00" + d.source.Repo + "\x00" + versionsKey(d.artifacts) + "\x00" + c.ownStateOf(app, snap, in) + "\x00" + definition
 }
 
-// ownStateOf is ownState, kept in in while the snapshot, the renders and
-// the definition it was computed from stay.
+// ownStateOf is the digest of ownState, kept in in while the snapshot,
+// the renders and the definition it was computed from stay.
 func (c *Controller) ownStateOf(app appset.Application, snap swarm.Snapshot, in *quietInputs) string {
 	c.mu.Lock()
 	render := c.renderGen
@@ -104,7 +104,7 @@ func (c *Controller) ownStateOf(app appset.Application, snap swarm.Snapshot, in 
 			return kept.state
 		}
 	}
-	at.state = c.ownState(app, snap)
+	at.state = digest(c.ownState(app, snap))
 	if in.gen != 0 {
 		in.own = at
 	}
@@ -158,4 +158,12 @@ func withoutRecordedRelease(out Result) Result {
 			Application: r.Application, ConfigID: r.ConfigID}
 	}
 	return out
+}
+
+// digest names s by its SHA-256, for what is only ever compared: at 1,000
+// applications of 10 services, the summaries of their objects that the
+// quiet keys and the live-drift wakes kept whole were 4 MB.
+func digest(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
 }
