@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -198,21 +199,42 @@ func (c *Controller) HeapInUse(ctx context.Context) (int64, error) {
 
 // Renders counts the reconciles that rendered and compared: every one
 // (skep_reconcile_total, all applications and outcomes) but the quiet
-// ones (skep_reconcile_quiet_total).
+// ones (skep_reconcile_quiet_total), both from one scrape. A tick that
+// ends while the scrape gathers may still count in the one and not yet
+// in the other: see settle.
 func (c *Controller) Renders(ctx context.Context) (float64, error) {
-	all, err := c.Reconciles(ctx)
-	if err != nil {
-		return 0, err
+	var all, quiet float64
+	found := false
+	err := c.get(ctx, "/metrics", func(r io.Reader) error {
+		sc := bufio.NewScanner(r)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			var value string
+			switch {
+			case strings.HasPrefix(line, "skep_reconcile_total{"):
+				_, value, _ = strings.Cut(line, "} ")
+			case strings.HasPrefix(line, "skep_reconcile_quiet_total "):
+				value, found = strings.TrimPrefix(line, "skep_reconcile_quiet_total "), true
+			default:
+				continue
+			}
+			v, err := strconv.ParseFloat(value, 64)
+			if err != nil {
+				return fmt.Errorf("metric line %q: %w", line, err)
+			}
+			if strings.HasPrefix(line, "skep_reconcile_total{") {
+				all += v
+			} else {
+				quiet = v
+			}
+		}
+		return sc.Err()
+	})
+	if err == nil && !found {
+		err = errors.New("no skep_reconcile_quiet_total in /metrics")
 	}
-	quiet, err := c.gauge(ctx, "skep_reconcile_quiet_total")
-	if err != nil {
-		return 0, err
-	}
-	var n float64
-	for _, v := range all {
-		n += v
-	}
-	return n - quiet, nil
+	return all - quiet, err
 }
 
 // gauge reads the value of the unlabelled series name from /metrics.
