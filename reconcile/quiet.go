@@ -100,8 +100,8 @@ func (c *Controller) ownStateOf(app appset.Application, snap swarm.Snapshot, in 
 	c.mu.Unlock()
 	at := ownStateAt{swarm: app.Destination.Swarm, version: snap.Version(), render: render}
 	if in.gen != 0 && in.own.state != "" {
-		if kept := in.own; kept.swarm == at.swarm && kept.version == at.version && kept.render == at.render {
-			return kept.state
+		if was := in.own; was.swarm == at.swarm && was.version == at.version && was.render == at.render {
+			return was.state
 		}
 	}
 	at.state = digest(c.ownState(app, snap))
