@@ -210,9 +210,10 @@ func (c *Controller) Renders(ctx context.Context) (float64, error) {
 		sc.Buffer(nil, 1<<20)
 		for sc.Scan() {
 			line := sc.Text()
+			total := strings.HasPrefix(line, "skep_reconcile_total{")
 			var value string
 			switch {
-			case strings.HasPrefix(line, "skep_reconcile_total{"):
+			case total:
 				_, value, _ = strings.Cut(line, "} ")
 			case strings.HasPrefix(line, "skep_reconcile_quiet_total "):
 				value, found = strings.TrimPrefix(line, "skep_reconcile_quiet_total "), true
@@ -223,7 +224,7 @@ func (c *Controller) Renders(ctx context.Context) (float64, error) {
 			if err != nil {
 				return fmt.Errorf("metric line %q: %w", line, err)
 			}
-			if strings.HasPrefix(line, "skep_reconcile_total{") {
+			if total {
 				all += v
 			} else {
 				quiet = v

@@ -384,8 +384,8 @@ func (e *env) runningServices(ctx context.Context) (map[string]bool, error) {
 // then until no tick rendered for an interval, so that an idle window
 // starts at rest.
 func (e *env) settle(ctx context.Context, ctrl *Controller, n int) {
-	// Each phase has its own 10 minutes: at 1,000 applications of 10
-	// services the first alone can take most of them.
+	// Each phase has its own 10 minutes and says when it ended, so that a
+	// slow settle tells what it waited for.
 	phase := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, 10*time.Minute) }
 	start := time.Now()
 	ctx1, cancel1 := phase()
@@ -418,13 +418,13 @@ func (e *env) settle(ctx context.Context, ctrl *Controller, n int) {
 			writes, quietSince = w, time.Now()
 		}
 	}
+	e.log.Info("settle: no Engine write for 10 s", "after", time.Since(start).Round(time.Second))
+	ctx3, cancel3 := phase()
+	defer cancel3()
 	// At rest every tick is quiet. The tick after a deploy renders still:
 	// it is the first to find nothing to do, which the next one then
 	// reuses. A whole interval without a render means every application
 	// has been there; the idle window measures what follows.
-	e.log.Info("settle: no Engine write for 10 s", "after", time.Since(start).Round(time.Second))
-	ctx3, cancel3 := phase()
-	defer cancel3()
 	//
 	// A scrape taken while ticks end may count some in
 	// skep_reconcile_total and not yet in skep_reconcile_quiet_total, or
