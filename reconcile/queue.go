@@ -362,12 +362,7 @@ func (c *Controller) nextTick(app appset.Application, req Request, err error, st
 // set recorded its end after the status was removed; the status goes
 // again.
 func (c *Controller) ended(w *worker) {
-	w.mu.Lock()
-	w.stopped, w.running = true, false
-	if w.timer != nil {
-		w.timer.Stop()
-	}
-	w.mu.Unlock()
+	w.stop() // no run starts after it: running no longer matters
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.apps[w.name]; !ok {
