@@ -11,23 +11,33 @@ import (
 	"github.com/docker/docker/api/types/swarm"
 )
 
-// compactServices makes the services of one list share what they hold
-// alike: one copy of each string, and one of each map, slice and
+// compactServices returns the services of one list, sharing what they
+// hold alike: one copy of each string, and one of each map, slice and
 // pointed-to value of equal content. The Engine's JSON decodes every
 // service into its own maps and structs, though a stack's services carry
 // the same labels, policies and update configs: at 10,000 services the
 // list took 2.6 KB a service, about half of it such copies. The services
 // keep their content; they may share it afterwards, which the snapshot's
 // read-only contract allows.
-func compactServices(services []swarm.Service) {
+//
+// What it returns is all newly allocated, one value after the other, and
+// holds nothing of the decoded list (whose values it rewrites on the
+// way): what the decoder allocated becomes garbage whole. Kept in place,
+// the few values each service keeps alone (its id, name, addresses) held
+// on to most of the heap's pages, each among the decoder's dead copies:
+// 80 MiB of heap in use for 43 MB of values at 10,000 services.
+func compactServices(services []swarm.Service) []swarm.Service {
 	c := compactor{strings: map[string]string{}, shared: map[reflect.Type]map[string]reflect.Value{}}
+	out := make([]swarm.Service, len(services))
 	for i := range services {
 		c.value(reflect.ValueOf(&services[i]).Elem())
+		out[i] = services[i]
 	}
+	return out
 }
 
-// compactor holds the canonical values of one compaction: by content for
-// strings, by type and key (see key) for the rest.
+// compactor holds the canonical values of one compaction, each a new
+// copy: by content for strings, by type and key (see key) for the rest.
 type compactor struct {
 	strings map[string]string
 	shared  map[reflect.Type]map[string]reflect.Value
@@ -36,7 +46,8 @@ type compactor struct {
 
 // value makes the settable v, and everything it holds, canonical:
 // children first, so that a parent's key can name each child by its
-// address (equal children are one child by then).
+// address (equal children are one child by then). What v refers to is
+// replaced by the canonical copy; v's own fields are set in place.
 func (c *compactor) value(v reflect.Value) {
 	switch v.Kind() {
 	case reflect.String:
@@ -58,7 +69,11 @@ func (c *compactor) value(v reflect.Value) {
 			return
 		}
 		c.value(v.Elem())
-		c.share(v, v.Elem())
+		c.share(v, v.Elem(), func() reflect.Value {
+			p := reflect.New(v.Type().Elem())
+			p.Elem().Set(v.Elem())
+			return p
+		})
 	case reflect.Slice:
 		if v.IsNil() {
 			return
@@ -66,7 +81,11 @@ func (c *compactor) value(v reflect.Value) {
 		for i := range v.Len() {
 			c.value(v.Index(i))
 		}
-		c.share(v, v)
+		c.share(v, v, func() reflect.Value {
+			s := reflect.MakeSlice(v.Type(), v.Len(), v.Len())
+			reflect.Copy(s, v)
+			return s
+		})
 	case reflect.Map:
 		if v.IsNil() || v.Type().Key().Kind() != reflect.String {
 			return
@@ -85,7 +104,7 @@ func (c *compactor) value(v reflect.Value) {
 			m.SetMapIndex(k, e)
 		}
 		v.Set(m)
-		c.share(v, v)
+		c.share(v, v, func() reflect.Value { return m })
 	}
 }
 
@@ -110,7 +129,7 @@ func (c *compactor) stringMap(v reflect.Value, m map[string]string) {
 		canonical[c.intern(k)] = c.intern(val)
 	}
 	v.Set(reflect.ValueOf(canonical))
-	byKey[string(c.buf)] = v
+	byKey[string(c.buf)] = reflect.ValueOf(canonical)
 }
 
 // byType returns the canonical values of type t, by key.
@@ -124,10 +143,13 @@ func (c *compactor) byType(t reflect.Type) map[string]reflect.Value {
 }
 
 // share replaces v by the canonical value of its type whose content
-// (what key makes of content) is that of v, or makes v that value.
-func (c *compactor) share(v, content reflect.Value) {
+// (what key makes of content) is that of v, or by a copy of v (what
+// fresh makes) that becomes that value. A value key cannot tell apart is
+// copied and not shared.
+func (c *compactor) share(v, content reflect.Value, fresh func() reflect.Value) {
 	var ok bool
 	if c.buf, ok = c.key(c.buf[:0], content, true); !ok {
+		v.Set(fresh())
 		return
 	}
 	byKey := c.byType(v.Type())
@@ -135,7 +157,9 @@ func (c *compactor) share(v, content reflect.Value) {
 		v.Set(same)
 		return
 	}
-	byKey[string(c.buf)] = v
+	canonical := fresh()
+	v.Set(canonical)
+	byKey[string(c.buf)] = canonical
 }
 
 // key appends what identifies the content of v: scalars and strings by
@@ -203,6 +227,7 @@ func (c *compactor) intern(s string) string {
 	if same, ok := c.strings[s]; ok {
 		return same
 	}
+	s = strings.Clone(s)
 	c.strings[s] = s
 	return s
 }

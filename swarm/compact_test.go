@@ -57,7 +57,7 @@ func decodeFixture(t *testing.T) []swarm.Service {
 // that differ, however deep the difference lies.
 func TestCompactedServicesKeepTheirContent(t *testing.T) {
 	got, want := decodeFixture(t), decodeFixture(t)
-	compactServices(got)
+	got = compactServices(got)
 	for i := range want {
 		if !reflect.DeepEqual(got[i], want[i]) {
 			g, _ := json.Marshal(got[i])
@@ -70,8 +70,7 @@ func TestCompactedServicesKeepTheirContent(t *testing.T) {
 // TestCompactedServicesShareWhatIsAlike: what two services hold alike is
 // held once.
 func TestCompactedServicesShareWhatIsAlike(t *testing.T) {
-	s := decodeFixture(t)
-	compactServices(s)
+	s := compactServices(decodeFixture(t))
 	web, api, worker, batch := s[0], s[1], s[2], s[3]
 	mapOf := func(m map[string]string) uintptr { return reflect.ValueOf(m).Pointer() }
 	if web.Spec.TaskTemplate.ContainerSpec != api.Spec.TaskTemplate.ContainerSpec {
@@ -97,6 +96,69 @@ func TestCompactedServicesShareWhatIsAlike(t *testing.T) {
 	}
 	if web.Spec.Mode.Replicated != api.Spec.Mode.Replicated || web.ServiceStatus != api.ServiceStatus {
 		t.Error("equal modes or statuses are not one")
+	}
+}
+
+// TestCompactedServicesHoldNothingOfTheDecodedList: every string, map,
+// slice and pointed-to value of the result is a new copy, so that what
+// the decoder allocated is garbage whole once the result is kept.
+func TestCompactedServicesHoldNothingOfTheDecodedList(t *testing.T) {
+	decoded := decodeFixture(t)
+	before := map[uintptr]string{}
+	for i := range decoded {
+		addresses(reflect.ValueOf(decoded[i]), decoded[i].Spec.Name, func(addr uintptr, path string) { before[addr] = path })
+	}
+	got := compactServices(decoded)
+	if len(got) == 0 || &got[0] == &decoded[0] {
+		t.Fatal("the list itself was not copied")
+	}
+	for i := range got {
+		addresses(reflect.ValueOf(got[i]), got[i].Spec.Name, func(addr uintptr, path string) {
+			if was, found := before[addr]; found {
+				t.Errorf("%s is the decoded list's %s", path, was)
+			}
+		})
+	}
+}
+
+// addresses calls found with the address of every string's bytes, map,
+// slice's array and pointed-to value that v holds, and the path to it.
+func addresses(v reflect.Value, path string, found func(uintptr, string)) {
+	switch v.Kind() {
+	case reflect.String:
+		if v.Len() > 0 {
+			found(uintptr(unsafe.Pointer(unsafe.StringData(v.String()))), path)
+		}
+	case reflect.Pointer:
+		if !v.IsNil() {
+			found(v.Pointer(), path)
+			addresses(v.Elem(), path, found)
+		}
+	case reflect.Slice:
+		if v.Cap() > 0 {
+			found(v.Pointer(), path)
+		}
+		for i := range v.Len() {
+			addresses(v.Index(i), path+"["+strconv.Itoa(i)+"]", found)
+		}
+	case reflect.Map:
+		if !v.IsNil() {
+			found(v.Pointer(), path)
+		}
+		for it := v.MapRange(); it.Next(); {
+			addresses(it.Key(), path+"["+it.Key().String()+"]", found)
+			addresses(it.Value(), path+"["+it.Key().String()+"]", found)
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				addresses(v.Field(i), path+"."+v.Type().Field(i).Name, found)
+			}
+		}
+	case reflect.Interface:
+		if !v.IsNil() {
+			addresses(v.Elem(), path, found)
+		}
 	}
 }
 

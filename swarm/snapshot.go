@@ -567,7 +567,7 @@ func (w *Watcher) refreshServices(ctx context.Context) {
 		w.opts.Logger.DebugContext(ctx, "services not relisted", "err", err)
 		return
 	}
-	compactServices(services)
+	services = compactServices(services)
 	next := old
 	next.services, next.idx = services, &index{}
 	fp := next.fingerprint()
@@ -597,7 +597,7 @@ func (w *Watcher) refreshTasks(ctx context.Context) bool {
 	if err == nil && fp != w.fp {
 		// The services' status counts tasks: it moved with them.
 		if next.services, err = w.reader.ServiceList(ctx, swarm.ServiceListOptions{Status: true}); err == nil {
-			compactServices(next.services)
+			next.services = compactServices(next.services)
 			fp = next.fingerprint()
 		}
 	}
@@ -626,7 +626,7 @@ func (w *Watcher) list(ctx context.Context) (Snapshot, error) {
 	if s.services, err = r.ServiceList(ctx, swarm.ServiceListOptions{Status: true}); err != nil {
 		return s, fmt.Errorf("list services: %w", err)
 	}
-	compactServices(s.services)
+	s.services = compactServices(s.services)
 	if s.tasks, err = r.TaskList(ctx, swarm.TaskListOptions{}); err != nil {
 		return s, fmt.Errorf("list tasks: %w", err)
 	}
