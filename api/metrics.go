@@ -104,16 +104,16 @@ func NewMetrics(opts MetricsOptions) *Metrics {
 			Name: "skep_reconcile_total", Help: "Reconciles run, by application, swarm and outcome (ok, stalled, waiting, transient).",
 		}, []string{"application", "swarm", "outcome"}),
 		reconcileDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "skep_reconcile_duration_seconds", Help: "Time one reconcile took, by application, swarm and outcome.",
+			Name: "skep_reconcile_duration_seconds", Help: "Time one reconcile took, by swarm and outcome.",
 			Buckets: []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300},
-		}, []string{"application", "swarm", "outcome"}),
+		}, []string{"swarm", "outcome"}),
 		syncs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "skep_sync_total", Help: "Applies run, by application, swarm and outcome (succeeded, failed).",
 		}, []string{"application", "swarm", "outcome"}),
 		applyDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "skep_apply_duration_seconds", Help: "Time one apply took, by application and swarm.",
+			Name: "skep_apply_duration_seconds", Help: "Time one apply took, by swarm.",
 			Buckets: []float64{.1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300},
-		}, []string{"application", "swarm"}),
+		}, []string{"swarm"}),
 		gitDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "skep_git_fetch_duration_seconds", Help: "Time resolving and fetching an application's revision took.",
 			Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
@@ -255,7 +255,7 @@ func (m *Metrics) ObserveReconcile(o reconcile.Observation) {
 		return
 	}
 	m.reconciles.WithLabelValues(o.Application, o.Swarm, string(o.Outcome)).Inc()
-	m.reconcileDuration.WithLabelValues(o.Application, o.Swarm, string(o.Outcome)).Observe(o.Duration.Seconds())
+	m.reconcileDuration.WithLabelValues(o.Swarm, string(o.Outcome)).Observe(o.Duration.Seconds())
 	if o.Quiet {
 		m.quietReconciles.Inc()
 	}
@@ -265,7 +265,7 @@ func (m *Metrics) ObserveReconcile(o reconcile.Observation) {
 			outcome = wire.OutcomeFailed
 		}
 		m.syncs.WithLabelValues(o.Application, o.Swarm, outcome).Inc()
-		m.applyDuration.WithLabelValues(o.Application, o.Swarm).Observe(o.ApplyDuration.Seconds())
+		m.applyDuration.WithLabelValues(o.Swarm).Observe(o.ApplyDuration.Seconds())
 	}
 	if o.GitDuration > 0 {
 		m.gitDuration.Observe(o.GitDuration.Seconds())
