@@ -731,3 +731,60 @@ func TestApplyOfAWaveWritesItsServicesButNoRevision(t *testing.T) {
 		t.Errorf("apply of the whole release: service %s, revision %d; want unchanged and revision 1", got, res.Revision)
 	}
 }
+
+// networkListSpy counts the lists of every network of the swarm.
+type networkListSpy struct {
+	*client.Client
+	unfiltered atomic.Int32
+}
+
+func (s *networkListSpy) NetworkList(ctx context.Context, o network.ListOptions) ([]network.Summary, error) {
+	if o.Filters.Len() == 0 {
+		s.unfiltered.Add(1)
+	}
+	return s.Client.NetworkList(ctx, o)
+}
+
+// TestApplyReadsOnlyTheNetworksItUses: an apply looks up the networks its
+// release declares and attaches to, by name or by id, and never lists
+// every network of the swarm (a thousand of them per apply in flight at a
+// thousand releases). A network whose name only starts like one it uses
+// is not taken for it.
+func TestApplyReadsOnlyTheNetworksItUses(t *testing.T) {
+	f := newFixture(t)
+	image := harness.TestImage(t, f.cli, harness.ImageOptions{})
+	create := func(name string) string {
+		resp, err := f.cli.NetworkCreate(t.Context(), name, network.CreateOptions{Driver: "overlay"})
+		if err != nil {
+			t.Fatalf("create network %s: %v", name, err)
+		}
+		t.Cleanup(func() { _ = f.cli.NetworkRemove(context.Background(), resp.ID) })
+		return resp.ID
+	}
+	ext, byID := create(f.ns+"x-ext"), create(f.ns+"x-byid")
+	create(f.ns + "x-ext-lookalike")
+	rel := f.release(image, "listen 80\n")
+	svc := rel.Services[f.ns+"_web"]
+	svc.TaskTemplate.Networks = append(svc.TaskTemplate.Networks,
+		swarm.NetworkAttachmentConfig{Target: f.ns + "x-ext"}, swarm.NetworkAttachmentConfig{Target: byID})
+	rel.Services[f.ns+"_web"] = svc
+
+	spy := &networkListSpy{Client: f.cli}
+	res := mustApply(t, rel, spy, f.opts(t, ResolveNever))
+	if n := spy.unfiltered.Load(); n != 0 {
+		t.Errorf("apply listed every network of the swarm %d times, want only the ones it uses", n)
+	}
+	own := ""
+	for _, c := range res.Changes {
+		if c.Kind == KindNetwork && c.Name == f.ns+"_default" {
+			own = c.ID
+		}
+	}
+	var got []string
+	for _, a := range f.service(t, f.ns+"_web").Spec.TaskTemplate.Networks {
+		got = append(got, a.Target)
+	}
+	if want := []string{own, ext, byID}; own == "" || !slices.Equal(got, want) {
+		t.Errorf("service attached to %v, want %v (its own network, the external one by name, the one named by id)", got, want)
+	}
+}

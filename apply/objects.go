@@ -24,16 +24,8 @@ const defaultNetworkDriver = "overlay"
 // Networks are immutable: an existing one whose options differ from the
 // release is reported in its Change's Note, not changed.
 func (a *applier) applyNetworks(ctx context.Context) error {
-	list, err := a.eng.NetworkList(ctx, network.ListOptions{})
-	if err != nil {
-		return engineError("list networks", err)
-	}
-	a.networks = make(map[string]network.Summary, len(list))
-	for _, n := range list {
-		// Names are not unique across scopes; services attach to swarm ones.
-		if prev, ok := a.networks[n.Name]; !ok || prev.Scope != "swarm" {
-			a.networks[n.Name] = n
-		}
+	if err := a.listNetworks(ctx); err != nil {
+		return err
 	}
 	for _, name := range sortedKeys(a.rel.Networks) {
 		want := a.rel.Networks[name]
@@ -68,6 +60,73 @@ func (a *applier) applyNetworks(ctx context.Context) error {
 		a.record(ctx, Change{Kind: KindNetwork, Name: name, ID: resp.ID, Action: Created})
 	}
 	return nil
+}
+
+// listNetworks reads the networks the release declares or its services
+// attach to, by name, into a.networks; a target that names no network is
+// looked up as an id (a release read back from a revision may carry ids).
+// Only those: at a thousand releases, each apply listing every network of
+// the swarm held 1,000 of them per apply in flight, most of the
+// controller's heap while a first deploy ran.
+func (a *applier) listNetworks(ctx context.Context) error {
+	a.networks = make(map[string]network.Summary)
+	targets := a.networkTargets()
+	if len(targets) == 0 {
+		return nil
+	}
+	if err := a.addNetworks(ctx, "name", targets, func(n network.Summary) string { return n.Name }); err != nil {
+		return err
+	}
+	var ids []string
+	for _, t := range targets {
+		if _, ok := a.networks[t]; !ok {
+			ids = append(ids, t)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	return a.addNetworks(ctx, "id", ids, func(n network.Summary) string { return n.ID })
+}
+
+// addNetworks lists the networks whose field (name or id) is one of
+// values and keeps, by name, those whose key is exactly one: the Engine
+// matches these filters loosely.
+func (a *applier) addNetworks(ctx context.Context, field string, values []string, key func(network.Summary) string) error {
+	list, err := a.eng.NetworkList(ctx, network.ListOptions{Filters: anyOf(field, values)})
+	if err != nil {
+		return engineError("list networks", err)
+	}
+	for _, n := range list {
+		if !slices.Contains(values, key(n)) {
+			continue
+		}
+		// Names are not unique across scopes; services attach to swarm ones.
+		if prev, ok := a.networks[n.Name]; !ok || prev.Scope != "swarm" {
+			a.networks[n.Name] = n
+		}
+	}
+	return nil
+}
+
+// networkTargets returns, sorted, the networks the release declares and
+// the targets its services attach to.
+func (a *applier) networkTargets() []string {
+	set := make(map[string]bool)
+	for name := range a.rel.Networks {
+		set[name] = true
+	}
+	for _, spec := range a.rel.Services {
+		//lint:ignore SA1019 the deprecated field still reaches API 1.41 Engines
+		for _, attachments := range [][]swarm.NetworkAttachmentConfig{spec.TaskTemplate.Networks, spec.Networks} {
+			for _, at := range attachments {
+				if at.Target != "" {
+					set[at.Target] = true
+				}
+			}
+		}
+	}
+	return sortedKeys(set)
 }
 
 // networkDiffs lists, as "field: live → wanted", what the release asks of
@@ -150,10 +209,13 @@ func (a *applier) referencedNames() (configs, secrets []string) {
 
 // nameFilters selects objects by any of names. The Engine matches name
 // filters loosely (prefixes), so callers check names exactly.
-func nameFilters(names []string) filters.Args {
+func nameFilters(names []string) filters.Args { return anyOf("name", names) }
+
+// anyOf selects objects whose field matches any of values.
+func anyOf(field string, values []string) filters.Args {
 	f := filters.NewArgs()
-	for _, n := range names {
-		f.Add("name", n)
+	for _, v := range values {
+		f.Add(field, v)
 	}
 	return f
 }
