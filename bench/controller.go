@@ -164,6 +164,10 @@ func (c *Controller) CPU(tb testing.TB) time.Duration {
 // RSS is the controller's resident set size in bytes (VmRSS).
 func (c *Controller) RSS(tb testing.TB) int64 { return c.status(tb, "VmRSS") }
 
+// PeakRSS is the most the controller held resident since it started
+// (VmHWM).
+func (c *Controller) PeakRSS(tb testing.TB) int64 { return c.status(tb, "VmHWM") }
+
 // RSSParts splits RSS: anonymous memory (the Go heap, stacks, SQLite's
 // cache) and file-backed pages (mostly the binary's code and read-only
 // data, as far as it was touched).

@@ -80,6 +80,9 @@ type Idle struct {
 	// RSSAnon and RSSFile split RSS (RssAnon, RssFile); HeapInUse is the
 	// Go heap's share of RSSAnon. Zero when not read.
 	RSSAnon, RSSFile, HeapInUse int64
+	// PeakRSS is the most the controller held resident since it started
+	// (VmHWM): a first deploy's renders, not the rest. Zero when not read.
+	PeakRSS int64
 	// Events and OtherEvents are the swarm's events in the window of the
 	// kinds the live snapshot follows (health checks' exec events left
 	// out): this run's objects, and the rest of the shared swarm.
@@ -216,6 +219,9 @@ func (r *Report) Rows() []Row {
 		if idle.RSSFile > 0 {
 			add(fmt.Sprintf("RSS, %s: anonymous (Go heap in use); file-backed", idle.size()),
 				fmt.Sprintf("%.1f (%.1f); %.1f MiB", float64(idle.RSSAnon)/mib, float64(idle.HeapInUse)/mib, float64(idle.RSSFile)/mib), "", "—", nil)
+		}
+		if idle.PeakRSS > 0 {
+			add(fmt.Sprintf("Controller peak RSS since its start, %s", idle.size()), fmt.Sprintf("%.1f MiB", float64(idle.PeakRSS)/mib), "", "—", nil)
 		}
 	}
 	if r.LargeIdle.Apps > 0 {

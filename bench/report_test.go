@@ -247,3 +247,22 @@ func TestIdleCPUVerdictAtOrAbove500(t *testing.T) {
 		})
 	}
 }
+
+// The peak RSS row shows what was read, and only when it was.
+func TestPeakRSSRowOnlyWhenRead(t *testing.T) {
+	rowOf := func(idle Idle) (Row, bool) {
+		for _, row := range (&Report{LargeIdle: idle}).Rows() {
+			if strings.HasPrefix(row.Measurement, "Controller peak RSS") {
+				return row, true
+			}
+		}
+		return Row{}, false
+	}
+	if row, found := rowOf(Idle{Apps: 1000, Services: 10, Window: time.Minute, RSS: 90 << 20}); found {
+		t.Errorf("a peak row without a peak read: %+v", row)
+	}
+	row, found := rowOf(Idle{Apps: 1000, Services: 10, Window: time.Minute, RSS: 90 << 20, PeakRSS: 300 << 20})
+	if !found || row.Skep != "300.0 MiB" || row.Pass != nil || !strings.Contains(row.Measurement, "1000 apps × 10 services") {
+		t.Errorf("peak row %+v (found %v), want 300.0 MiB for 1000 apps × 10 services, no verdict", row, found)
+	}
+}

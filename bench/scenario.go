@@ -481,6 +481,7 @@ func (e *env) idle(ctrl *Controller, apps int) Idle {
 	out := Idle{Apps: apps, Window: time.Since(start), Requests: e.proxy.Counts().Since(counts),
 		Git: e.gitProxy.Counts().Since(git), CPU: ctrl.CPU(e.tb) - cpu, RSS: ctrl.RSS(e.tb)}
 	out.RSSAnon, out.RSSFile = ctrl.RSSParts(e.tb)
+	out.PeakRSS = ctrl.PeakRSS(e.tb)
 	heap, err := ctrl.HeapInUse(e.tb.Context())
 	if err != nil {
 		e.tb.Fatal(err)
@@ -488,7 +489,7 @@ func (e *env) idle(ctrl *Controller, apps int) Idle {
 	out.HeapInUse = heap
 	ours2, others2 := e.watch.Counted()
 	out.Events, out.OtherEvents = ours2.Since(ours), others2.Since(others)
-	e.log.Info("idle measured", "applications", apps, "requests", out.Requests.String(), "git", out.Git.String(), "cpu", out.CPU, "rss_mib", out.RSS>>20, "rss_anon_mib", out.RSSAnon>>20, "rss_file_mib", out.RSSFile>>20, "heap_inuse_mib", out.HeapInUse>>20,
+	e.log.Info("idle measured", "applications", apps, "requests", out.Requests.String(), "git", out.Git.String(), "cpu", out.CPU, "rss_mib", out.RSS>>20, "rss_anon_mib", out.RSSAnon>>20, "rss_file_mib", out.RSSFile>>20, "heap_inuse_mib", out.HeapInUse>>20, "peak_rss_mib", out.PeakRSS>>20,
 		"events_ours", out.Events.String(), "events_others", out.OtherEvents.String())
 	return out
 }
