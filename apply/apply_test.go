@@ -476,7 +476,7 @@ func TestApplyDeletesRotatedConfigsButNothingUnowned(t *testing.T) {
 		t.Fatal(err)
 	}
 	var names []string
-	eng := &serviceListCounter{Client: f.cli}
+	eng := &wholeListCounter{Client: f.cli}
 	for _, data := range []string{"one\n", "two\n", "three\n"} {
 		rel := f.release(image, data)
 		names = append(names, sortedKeys(rel.Configs)[0])
@@ -540,17 +540,25 @@ func TestRevisionsKeepTheNewestTen(t *testing.T) {
 	}
 }
 
-// serviceListCounter counts the lists of every service of the swarm.
-type serviceListCounter struct {
+// wholeListCounter counts the lists of every service, and of every
+// network, of the swarm.
+type wholeListCounter struct {
 	*client.Client
-	unfiltered atomic.Int32
+	unfiltered, unfilteredNetworks atomic.Int32
 }
 
-func (c *serviceListCounter) ServiceList(ctx context.Context, o swarm.ServiceListOptions) ([]swarm.Service, error) {
+func (c *wholeListCounter) ServiceList(ctx context.Context, o swarm.ServiceListOptions) ([]swarm.Service, error) {
 	if o.Filters.Len() == 0 {
 		c.unfiltered.Add(1)
 	}
 	return c.Client.ServiceList(ctx, o)
+}
+
+func (c *wholeListCounter) NetworkList(ctx context.Context, o network.ListOptions) ([]network.Summary, error) {
+	if o.Filters.Len() == 0 {
+		c.unfilteredNetworks.Add(1)
+	}
+	return c.Client.NetworkList(ctx, o)
 }
 
 // racingEngine writes to the service behind Apply's back just before
@@ -732,19 +740,6 @@ func TestApplyOfAWaveWritesItsServicesButNoRevision(t *testing.T) {
 	}
 }
 
-// networkListSpy counts the lists of every network of the swarm.
-type networkListSpy struct {
-	*client.Client
-	unfiltered atomic.Int32
-}
-
-func (s *networkListSpy) NetworkList(ctx context.Context, o network.ListOptions) ([]network.Summary, error) {
-	if o.Filters.Len() == 0 {
-		s.unfiltered.Add(1)
-	}
-	return s.Client.NetworkList(ctx, o)
-}
-
 // TestApplyReadsOnlyTheNetworksItUses: an apply looks up the networks its
 // release declares and attaches to, by name or by id, and never lists
 // every network of the swarm (a thousand of them per apply in flight at a
@@ -753,25 +748,28 @@ func (s *networkListSpy) NetworkList(ctx context.Context, o network.ListOptions)
 func TestApplyReadsOnlyTheNetworksItUses(t *testing.T) {
 	f := newFixture(t)
 	image := harness.TestImage(t, f.cli, harness.ImageOptions{})
+	// Labelled with the namespace, so the fixture's cleanup removes them
+	// once the service that uses them is gone (a name filter matches a
+	// swarm network only by its whole name once no task here uses it).
 	create := func(name string) string {
-		resp, err := f.cli.NetworkCreate(t.Context(), name, network.CreateOptions{Driver: "overlay"})
+		resp, err := f.cli.NetworkCreate(t.Context(), name, network.CreateOptions{Driver: "overlay",
+			Labels: map[string]string{stack.LabelNamespace: f.ns}})
 		if err != nil {
 			t.Fatalf("create network %s: %v", name, err)
 		}
-		t.Cleanup(func() { _ = f.cli.NetworkRemove(context.Background(), resp.ID) })
 		return resp.ID
 	}
-	ext, byID := create(f.ns+"x-ext"), create(f.ns+"x-byid")
-	create(f.ns + "x-ext-lookalike")
+	ext, byID := create(f.ns+"_x-ext"), create(f.ns+"_x-byid")
+	create(f.ns + "_x-ext-lookalike")
 	rel := f.release(image, "listen 80\n")
 	svc := rel.Services[f.ns+"_web"]
 	svc.TaskTemplate.Networks = append(svc.TaskTemplate.Networks,
-		swarm.NetworkAttachmentConfig{Target: f.ns + "x-ext"}, swarm.NetworkAttachmentConfig{Target: byID})
+		swarm.NetworkAttachmentConfig{Target: f.ns + "_x-ext"}, swarm.NetworkAttachmentConfig{Target: byID})
 	rel.Services[f.ns+"_web"] = svc
 
-	spy := &networkListSpy{Client: f.cli}
+	spy := &wholeListCounter{Client: f.cli}
 	res := mustApply(t, rel, spy, f.opts(t, ResolveNever))
-	if n := spy.unfiltered.Load(); n != 0 {
+	if n := spy.unfilteredNetworks.Load(); n != 0 {
 		t.Errorf("apply listed every network of the swarm %d times, want only the ones it uses", n)
 	}
 	own := ""

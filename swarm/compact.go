@@ -22,7 +22,9 @@ import (
 //
 // What it returns is all newly allocated, one value after the other, and
 // holds nothing of the decoded list (whose values it rewrites on the
-// way): what the decoder allocated becomes garbage whole. Kept in place,
+// way; maps keyed by other than strings, which services do not hold,
+// would be left as decoded): what the decoder allocated becomes garbage
+// whole. Kept in place,
 // the few values each service keeps alone (its id, name, addresses) held
 // on to most of the heap's pages, each among the decoder's dead copies:
 // 80 MiB of heap in use for 43 MB of values at 10,000 services.
