@@ -77,9 +77,12 @@ func (a *applier) listNetworks(ctx context.Context) error {
 	if err := a.addNetworks(ctx, "name", targets, func(n network.Summary) string { return n.Name }); err != nil {
 		return err
 	}
+	// The release's own networks that are missing are to be created, not
+	// ids: a first apply asks for them once.
 	var ids []string
 	for _, t := range targets {
-		if _, ok := a.networks[t]; !ok {
+		_, found := a.networks[t]
+		if _, declared := a.rel.Networks[t]; !found && !declared {
 			ids = append(ids, t)
 		}
 	}
@@ -117,8 +120,7 @@ func (a *applier) networkTargets() []string {
 		set[name] = true
 	}
 	for _, spec := range a.rel.Services {
-		//lint:ignore SA1019 the deprecated field still reaches API 1.41 Engines
-		for _, attachments := range [][]swarm.NetworkAttachmentConfig{spec.TaskTemplate.Networks, spec.Networks} {
+		for _, attachments := range networkAttachments(&spec) {
 			for _, at := range attachments {
 				if at.Target != "" {
 					set[at.Target] = true
@@ -127,6 +129,14 @@ func (a *applier) networkTargets() []string {
 		}
 	}
 	return sortedKeys(set)
+}
+
+// networkAttachments returns spec's network attachments, the task
+// template's and the service's own; their elements are spec's, so a
+// caller may set them.
+func networkAttachments(spec *swarm.ServiceSpec) [][]swarm.NetworkAttachmentConfig {
+	//lint:ignore SA1019 the deprecated field still reaches API 1.41 Engines
+	return [][]swarm.NetworkAttachmentConfig{spec.TaskTemplate.Networks, spec.Networks}
 }
 
 // networkDiffs lists, as "field: live → wanted", what the release asks of

@@ -128,8 +128,7 @@ func (a *applier) resolveReferences(service string, spec *swarm.ServiceSpec) err
 	for _, n := range a.networks {
 		ids[n.ID] = true
 	}
-	//lint:ignore SA1019 the deprecated field still reaches API 1.41 Engines
-	for _, attachments := range [][]swarm.NetworkAttachmentConfig{spec.TaskTemplate.Networks, spec.Networks} {
+	for _, attachments := range networkAttachments(spec) {
 		for i := range attachments {
 			target := attachments[i].Target
 			if n, ok := a.networks[target]; ok {

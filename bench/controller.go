@@ -209,32 +209,13 @@ func (c *Controller) HeapInUse(ctx context.Context) (int64, error) {
 func (c *Controller) Renders(ctx context.Context) (float64, error) {
 	var all, quiet float64
 	found := false
-	err := c.get(ctx, "/metrics", func(r io.Reader) error {
-		sc := bufio.NewScanner(r)
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			total := strings.HasPrefix(line, "skep_reconcile_total{")
-			var value string
-			switch {
-			case total:
-				_, value, _ = strings.Cut(line, "} ")
-			case strings.HasPrefix(line, "skep_reconcile_quiet_total "):
-				value, found = strings.TrimPrefix(line, "skep_reconcile_quiet_total "), true
-			default:
-				continue
-			}
-			v, err := strconv.ParseFloat(value, 64)
-			if err != nil {
-				return fmt.Errorf("metric line %q: %w", line, err)
-			}
-			if total {
-				all += v
-			} else {
-				quiet = v
-			}
+	err := c.samples(ctx, func(name, labels string, v float64) {
+		switch {
+		case name == "skep_reconcile_total":
+			all += v
+		case name == "skep_reconcile_quiet_total" && labels == "":
+			quiet, found = v, true
 		}
-		return sc.Err()
 	})
 	if err == nil && !found {
 		err = errors.New("no skep_reconcile_quiet_total in /metrics")
@@ -245,24 +226,40 @@ func (c *Controller) Renders(ctx context.Context) (float64, error) {
 // gauge reads the value of the unlabelled series name from /metrics.
 func (c *Controller) gauge(ctx context.Context, name string) (float64, error) {
 	out, found := 0.0, false
-	err := c.get(ctx, "/metrics", func(r io.Reader) error {
-		sc := bufio.NewScanner(r)
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-				f, err := strconv.ParseFloat(v, 64)
-				if err != nil {
-					return fmt.Errorf("%s %q: %w", name, v, err)
-				}
-				out, found = f, true
-			}
+	err := c.samples(ctx, func(n, labels string, v float64) {
+		if n == name && labels == "" {
+			out, found = v, true
 		}
-		return sc.Err()
 	})
 	if err == nil && !found {
 		err = fmt.Errorf("no %s in /metrics", name)
 	}
 	return out, err
+}
+
+// samples scrapes /metrics once and calls each with every sample: its
+// metric name, its label list as written between the braces ("" for
+// none) and its value.
+func (c *Controller) samples(ctx context.Context, each func(name, labels string, value float64)) error {
+	return c.get(ctx, "/metrics", func(r io.Reader) error {
+		sc := bufio.NewScanner(r)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			cut := strings.LastIndexByte(line, ' ')
+			if line == "" || line[0] == '#' || cut < 0 {
+				continue
+			}
+			series := line[:cut]
+			v, err := strconv.ParseFloat(line[cut+1:], 64)
+			if err != nil {
+				return fmt.Errorf("metric line %q: %w", line, err)
+			}
+			name, labels, _ := strings.Cut(series, "{")
+			each(name, strings.TrimSuffix(labels, "}"), v)
+		}
+		return sc.Err()
+	})
 }
 
 // Applications lists the applications as the API reports them.
@@ -278,23 +275,10 @@ func (c *Controller) Applications(ctx context.Context) ([]wire.Application, erro
 // summed, from /metrics.
 func (c *Controller) Reconciles(ctx context.Context) (map[string]float64, error) {
 	out := map[string]float64{}
-	err := c.get(ctx, "/metrics", func(r io.Reader) error {
-		sc := bufio.NewScanner(r)
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			labels, ok := strings.CutPrefix(sc.Text(), "skep_reconcile_total{")
-			if !ok {
-				continue
-			}
-			labels, value, _ := strings.Cut(labels, "} ")
-			app := labelValue(labels, "application")
-			v, err := strconv.ParseFloat(value, 64)
-			if err != nil {
-				return fmt.Errorf("metric line %q: %w", sc.Text(), err)
-			}
-			out[app] += v
+	err := c.samples(ctx, func(name, labels string, v float64) {
+		if name == "skep_reconcile_total" {
+			out[labelValue(labels, "application")] += v
 		}
-		return sc.Err()
 	})
 	return out, err
 }

@@ -40,3 +40,30 @@ func TestRendersReadsBothCountersFromOneScrape(t *testing.T) {
 		t.Errorf("%d scrapes for two reads, want one each", scrapes)
 	}
 }
+
+// TestScrapeHelpersReadTheirSeries: the per-application reconciles and an
+// unlabelled gauge, among series whose labels hold spaces and braces.
+func TestScrapeHelpersReadTheirSeries(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "# TYPE go_memstats_heap_inuse_bytes gauge\n"+
+			"go_memstats_heap_inuse_bytes 5.24288e+06\n"+
+			"go_memstats_heap_inuse_bytes_total{x=\"y\"} 1\n"+
+			"skep_api_requests_total{code=\"200\",route=\"GET /api/v1/{name}\"} 3\n"+
+			"skep_reconcile_total{application=\"a\",outcome=\"ok\",swarm=\"\"} 5\n"+
+			"skep_reconcile_total{application=\"a\",outcome=\"transient\",swarm=\"\"} 2\n"+
+			"skep_reconcile_total{application=\"b\",outcome=\"ok\",swarm=\"prod\"} 1\n")
+	}))
+	defer srv.Close()
+	c := &Controller{URL: srv.URL, token: "tok"}
+	heap, err := c.HeapInUse(t.Context())
+	if err != nil || heap != 5<<20 {
+		t.Errorf("HeapInUse = %d, %v; want %d", heap, err, 5<<20)
+	}
+	got, err := c.Reconciles(t.Context())
+	if err != nil || len(got) != 2 || got["a"] != 7 || got["b"] != 1 {
+		t.Errorf("Reconciles = %v, %v; want a: 7, b: 1", got, err)
+	}
+	if _, err := c.gauge(t.Context(), "skep_sse_subscribers"); err == nil {
+		t.Error("a gauge missing from /metrics read without an error")
+	}
+}
