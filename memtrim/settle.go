@@ -39,8 +39,11 @@ type Trim struct {
 // Run reads the allocations every s.Every until ctx ends and trims when a
 // burst is over (see Settle): a full GC that returns every free page of
 // the heap (debug.FreeOSMemory), then Executable. done, when not nil, is
-// told of each trim.
+// told of each trim. With no Every it returns at once: it never trims.
 func (s Settle) Run(ctx context.Context, done func(Trim)) {
+	if s.Every <= 0 {
+		return
+	}
 	t := time.NewTicker(s.Every)
 	defer t.Stop()
 	st := settler{policy: s}

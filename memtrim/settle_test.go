@@ -75,3 +75,13 @@ func TestSettleGivesTheFreedHeapBack(t *testing.T) {
 		t.Errorf("executable not trimmed: %v", tr.Err)
 	}
 }
+
+func TestSettleWithoutAPeriodNeverTrims(t *testing.T) {
+	trimmed := false
+	// Returns at once, where a ticker of no period would panic; the
+	// context is never cancelled, so a loop would never end.
+	Settle{Burst: 1, Quiet: 1 << 30}.Run(context.Background(), func(Trim) { trimmed = true })
+	if trimmed {
+		t.Error("trimmed without a period")
+	}
+}
