@@ -28,8 +28,8 @@ type app struct {
 	// once that checks timed out, tasks restarted, and the load stayed
 	// near 30 (docs/performance.md). Health waits stay.
 	calmHealthcheck bool
-	repoURL       string
-	repo          *harness.Repo // the repository, when the application has its own
+	repoURL         string
+	repo            *harness.Repo // the repository, when the application has its own
 }
 
 // compose is a's compose file at revision rev: rev goes into an environment
