@@ -162,6 +162,11 @@ func (c *Controller) pruneReleases(ctx context.Context, d *destination) {
 			continue
 		case !inSet && !c.pruneApps && c.generatorGone(owner.Application) == "":
 			continue // orphaned: Orphans lists it
+		case inSet && !here && app.Release == owner.Release && !c.recordedOn(app.Destination.Swarm, owner):
+			// Moved: the old release goes once the move is synced, so that
+			// the sync that installs it at its new swarm still finds it
+			// here and says where it moved from (movedFrom).
+			continue
 		}
 		if err := prune.Allowed(c.gates(owner.Application, owner.Release)); err != nil {
 			c.log.Warn("prune held", "app", owner.Application, "release", owner.Release, "swarm", d.name, "err", err)
@@ -176,6 +181,21 @@ func (c *Controller) pruneReleases(ctx context.Context, d *destination) {
 		}
 		c.pruneRelease(ctx, owner, d.name, snap, why)
 	}
+}
+
+// recordedOn says whether swarmName's snapshot holds a revision this
+// controller recorded of owner's application and release.
+func (c *Controller) recordedOn(swarmName string, owner stack.Owner) bool {
+	d := c.dests[swarmName]
+	if d == nil || d.live == nil {
+		return false
+	}
+	for _, o := range c.recordedOwners(d, d.live.Current()) {
+		if o.Application == owner.Application && o.Release == owner.Release {
+			return true
+		}
+	}
+	return false
 }
 
 // recordedOwners lists the (application, release) pairs this controller has
