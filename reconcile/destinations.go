@@ -14,6 +14,7 @@ import (
 	"github.com/skep-cd/skep/health"
 	"github.com/skep-cd/skep/notify"
 	"github.com/skep-cd/skep/outcome"
+	"github.com/skep-cd/skep/stack"
 	"github.com/skep-cd/skep/swarm"
 )
 
@@ -257,16 +258,10 @@ func (c *Controller) destNames() []string {
 // old release goes only with syncPolicy.prune (see pruneReleases).
 func (c *Controller) movedFrom(app appset.Application) string {
 	var from []string
+	owner := stack.Owner{Application: app.Name, Release: app.Release}
 	for _, name := range c.destNames() {
-		d := c.dests[name]
-		if name == app.Destination.Swarm || d.live == nil {
-			continue
-		}
-		for _, o := range c.recordedOwners(d, d.live.Current()) {
-			if o.Application == app.Name && o.Release == app.Release {
-				from = append(from, swarm.Describe(name))
-				break
-			}
+		if name != app.Destination.Swarm && c.recordedOn(name, owner) {
+			from = append(from, swarm.Describe(name))
 		}
 	}
 	if len(from) == 0 {
