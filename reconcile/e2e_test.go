@@ -129,8 +129,8 @@ func (e *env) controller(t testing.TB, source appset.Source) *reconcile.Controll
 }
 
 // controllerWith builds a controller like the binary does, with the live
-// snapshot, taking PruneApplications, OwnStack, Charts, Now, Observer and Self
-// from opts.
+// snapshot, taking PruneApplications, OwnStack, Charts, Now, Observer, Self
+// and Remotes from opts.
 func (e *env) controllerWith(t testing.TB, source appset.Source, opts reconcile.Options) *reconcile.Controller {
 	t.Helper()
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -154,7 +154,7 @@ func (e *env) controllerWith(t testing.TB, source appset.Source, opts reconcile.
 		Git: git, Engine: eng, Notifier: &reg, Logger: logger,
 		Live:              skepswarm.NewWatcher(engine, skepswarm.WatcherOptions{Logger: logger}),
 		PruneApplications: opts.PruneApplications, OwnStack: opts.OwnStack, Charts: opts.Charts, Now: opts.Now, Observer: opts.Observer,
-		Self: opts.Self,
+		Self: opts.Self, Remotes: opts.Remotes,
 	})
 	if err != nil {
 		t.Fatal(err)

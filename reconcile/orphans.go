@@ -2,11 +2,8 @@ package reconcile
 
 import (
 	"cmp"
-	"fmt"
 	"slices"
-	"strings"
 
-	"github.com/skep-cd/skep/prune"
 	"github.com/skep-cd/skep/stack"
 	"github.com/skep-cd/skep/swarm"
 )
@@ -73,44 +70,19 @@ func liveOwners(owner string, snap swarm.Snapshot) []stack.Owner {
 }
 
 // orphansOf keeps the owners on destination dest that no loaded
-// application declares there, with the reason each stays, sorted. It
-// follows pruneReleases's decisions, so what it lists is what that leaves
-// alone.
+// application declares there, with the reason each stays, sorted. It asks
+// pruneVerdictOf, as pruneReleases does, so what it lists is what that
+// leaves alone.
 func (c *Controller) orphansOf(dest string, owners []stack.Owner) []Orphan {
-	snap := c.watcher.Current()
-	set := snap.Set
 	var out []Orphan
 	for _, owner := range owners {
-		app, inSet := set.Lookup(owner.Application)
-		here := inSet && app.Destination.Swarm == dest
-		switch {
-		case here && app.Release == owner.Release,
-			here && previewName(app.Release).MatchString(owner.Release),
-			here && c.declaresRelease(app.Name, owner.Release),
-			!inSet && declares(set, dest, owner.Release):
-			continue // declared, a preview, or renamed: see pruneReleases
+		v := c.pruneVerdictOf(dest, owner)
+		if v.declared {
+			continue
 		}
-		var reason string
-		switch {
-		case set == nil && snap.Err == nil:
-			reason = "app set not loaded yet; nothing pruned"
-		case snap.Err != nil:
-			// A kept earlier set still declares its releases; only what
-			// it does not declare is here, and none of it is pruned.
-			reason = fmt.Sprintf("app set not loaded: %v; nothing pruned", snap.Err)
-		case set.Len() == 0:
-			reason = "app set is empty; pruning held"
-		case !inSet && !c.pruneApps && c.generatorGone(owner.Application) == "":
-			reason = "application left the app set; kept: the controller runs without --prune"
-		case inSet && !here && !app.SyncPolicy.Prune:
-			reason = fmt.Sprintf("application moved to %s; kept: its syncPolicy.prune is off", swarm.Describe(app.Destination.Swarm))
-		case inSet && !app.SyncPolicy.Prune:
-			reason = "no longer declared by its application; kept: its syncPolicy.prune is off"
-		default:
+		reason := v.kept
+		if reason == "" {
 			reason = "to be pruned at the next check"
-			if err := prune.Allowed(c.gates(owner.Application, owner.Release)); err != nil {
-				reason = strings.ReplaceAll(err.Error(), "\n", "; ")
-			}
 		}
 		out = append(out, Orphan{Application: owner.Application, Release: owner.Release, Swarm: dest, Reason: reason})
 	}

@@ -143,44 +143,76 @@ func (c *Controller) pruneReleases(ctx context.Context, d *destination) {
 	if snap.ReadFailed() {
 		return
 	}
-	set := c.watcher.Current().Set
 	for _, owner := range c.recordedOwners(d, snap) {
-		app, inSet := set.Lookup(owner.Application)
-		here := inSet && app.Destination.Swarm == d.name
-		switch {
-		case here && app.Release == owner.Release:
-			continue // still declared
-		case here && previewName(app.Release).MatchString(owner.Release):
-			continue // a preview: its application's worker keeps or removes it
-		case here && c.declaresRelease(app.Name, owner.Release):
-			continue // a release its release file declares
-		case !inSet && declares(set, d.name, owner.Release):
-			continue // renamed: the new application re-stamps what it keeps
-		case inSet && !app.SyncPolicy.Prune:
-			// Moved to another swarm, or a release it stopped declaring: its
-			// own prune policy decides.
-			continue
-		case !inSet && !c.pruneApps && c.generatorGone(owner.Application) == "":
-			continue // orphaned: Orphans lists it
-		case inSet && !here && app.Release == owner.Release && !c.recordedOn(app.Destination.Swarm, owner):
-			// Moved: the old release goes once the move is synced, so that
-			// the sync that installs it at its new swarm still finds it
-			// here and says where it moved from (movedFrom).
+		v := c.pruneVerdictOf(d.name, owner)
+		if v.held != nil {
+			c.log.Warn("prune held", "app", owner.Application, "release", owner.Release, "swarm", d.name, "err", v.held)
+		}
+		if v.declared || v.kept != "" {
 			continue
 		}
-		if err := prune.Allowed(c.gates(owner.Application, owner.Release)); err != nil {
-			c.log.Warn("prune held", "app", owner.Application, "release", owner.Release, "swarm", d.name, "err", err)
-			continue
-		}
-		why := ""
-		if inSet && !here {
-			why = fmt.Sprintf("moved to %s", swarm.Describe(app.Destination.Swarm))
-		}
-		if gen := c.generatorGone(owner.Application); !inSet && gen != "" {
-			why = fmt.Sprintf("its directory left generator %s", gen)
-		}
-		c.pruneRelease(ctx, owner, d.name, snap, why)
+		c.pruneRelease(ctx, owner, d.name, snap, v.why)
 	}
+}
+
+// pruneVerdict is what pruneReleases does with one release on one swarm,
+// and what Orphans says of it.
+type pruneVerdict struct {
+	// declared: an application declares it there; it is no orphan.
+	declared bool
+	// kept says why an orphan stays; "" when it goes at this check.
+	kept string
+	// held is the safety gates' answer when they are what keeps it.
+	held error
+	// why says, for a release that goes, what made it go ("" when it simply
+	// left the app set or its application).
+	why string
+}
+
+// pruneVerdictOf decides for owner's release on swarm dest. It reads only
+// the app set, the statuses and the live snapshots in memory.
+func (c *Controller) pruneVerdictOf(dest string, owner stack.Owner) pruneVerdict {
+	snap := c.watcher.Current()
+	set := snap.Set
+	app, inSet := set.Lookup(owner.Application)
+	here := inSet && app.Destination.Swarm == dest
+	moved := inSet && !here
+	switch {
+	case here && app.Release == owner.Release,
+		here && previewName(app.Release).MatchString(owner.Release), // its application's worker keeps or removes it
+		here && c.declaresRelease(app.Name, owner.Release),
+		!inSet && declares(set, dest, owner.Release): // renamed: the new application re-stamps what it keeps
+		return pruneVerdict{declared: true}
+	case set == nil && snap.Err == nil:
+		return pruneVerdict{kept: "app set not loaded yet; nothing pruned"}
+	case snap.Err != nil:
+		// A kept earlier set still declares its releases; only what it does
+		// not declare is here, and none of it is pruned.
+		return pruneVerdict{kept: fmt.Sprintf("app set not loaded: %v; nothing pruned", snap.Err)}
+	case set.Len() == 0:
+		return pruneVerdict{kept: "app set is empty; pruning held"}
+	case !inSet && !c.pruneApps && c.generatorGone(owner.Application) == "":
+		return pruneVerdict{kept: "application left the app set; kept: the controller runs without --prune"}
+	case moved && !app.SyncPolicy.Prune:
+		return pruneVerdict{kept: fmt.Sprintf("application moved to %s; kept: its syncPolicy.prune is off", swarm.Describe(app.Destination.Swarm))}
+	case inSet && !app.SyncPolicy.Prune:
+		return pruneVerdict{kept: "no longer declared by its application; kept: its syncPolicy.prune is off"}
+	case moved && app.Release == owner.Release && !c.recordedOn(app.Destination.Swarm, owner):
+		// The sync that installs it at its new swarm must still find it
+		// here, to say where it moved from (movedFrom).
+		return pruneVerdict{kept: fmt.Sprintf("application moved to %s; kept until the move is synced there", swarm.Describe(app.Destination.Swarm))}
+	}
+	if err := prune.Allowed(c.gates(owner.Application, owner.Release)); err != nil {
+		return pruneVerdict{kept: strings.ReplaceAll(err.Error(), "\n", "; "), held: err}
+	}
+	v := pruneVerdict{}
+	if moved {
+		v.why = fmt.Sprintf("moved to %s", swarm.Describe(app.Destination.Swarm))
+	}
+	if gen := c.generatorGone(owner.Application); !inSet && gen != "" {
+		v.why = fmt.Sprintf("its directory left generator %s", gen)
+	}
+	return v
 }
 
 // recordedOn says whether swarmName's snapshot holds a revision this

@@ -44,7 +44,8 @@ func TestOrphansSayWhyNothingWasPruned(t *testing.T) {
 		"  - {name: web, release: web-v2, source: {repo: /r}, syncPolicy: {prune: false}}\n" +
 		"  - {name: api, release: api-v2, source: {repo: /r}, syncPolicy: {prune: true}}\n" +
 		"  - {name: db, source: {repo: /r}}\n" +
-		"  - {name: cache, source: {repo: /r}, destination: {swarm: edge}}\n"
+		"  - {name: cache, source: {repo: /r}, destination: {swarm: edge}}\n" +
+		"  - {name: queue, source: {repo: /r}, destination: {swarm: edge}, syncPolicy: {prune: true}}\n"
 	owners := []stack.Owner{
 		{Application: "cache", Release: "cache"},         // cache moved to edge
 		{Application: "web", Release: "web-v2"},          // declared
@@ -53,6 +54,7 @@ func TestOrphansSayWhyNothingWasPruned(t *testing.T) {
 		{Application: "api", Release: "api"},             // api's old release
 		{Application: "gone", Release: "gone"},           // left the set
 		{Application: "old-db", Release: "db"},           // renamed to db
+		{Application: "queue", Release: "queue"},         // queue moved to edge, not synced there yet
 	}
 	for _, tc := range []struct {
 		name      string
@@ -64,25 +66,27 @@ func TestOrphansSayWhyNothingWasPruned(t *testing.T) {
 		{name: "an app set that never loaded leaves every release, saying why", files: []string{"applications: ["},
 			want: []orphanWant{
 				{"api", "api", "app set not loaded: "}, {"cache", "cache", "app set not loaded: "}, {"gone", "gone", "app set not loaded: "},
-				{"old-db", "db", "app set not loaded: "}, {"web", "web", "app set not loaded: "}, {"web", "web-v2", "app set not loaded: "},
+				{"old-db", "db", "app set not loaded: "}, {"queue", "queue", "app set not loaded: "}, {"web", "web", "app set not loaded: "}, {"web", "web-v2", "app set not loaded: "},
 				{"web", "web-v2-1d0fd508", "app set not loaded: "},
 			}},
 		{name: "an empty app set holds pruning", files: []string{"apiVersion: skep/v1\napplications: []\n"}, pruneApps: true,
 			want: []orphanWant{
 				{"api", "api", "app set is empty; pruning held"}, {"cache", "cache", "app set is empty; pruning held"},
-				{"gone", "gone", "app set is empty; pruning held"}, {"old-db", "db", "app set is empty; pruning held"},
+				{"gone", "gone", "app set is empty; pruning held"}, {"old-db", "db", "app set is empty; pruning held"}, {"queue", "queue", "app set is empty; pruning held"},
 				{"web", "web", "app set is empty; pruning held"}, {"web", "web-v2", "app set is empty; pruning held"}, {"web", "web-v2-1d0fd508", "app set is empty; pruning held"},
 			}},
 		{name: "a broken app set after a good one keeps what the good one declared", files: []string{apps, "applications: ["}, pruneApps: true,
 			want: []orphanWant{{"api", "api", "app set not loaded: "}, {"cache", "cache", "app set not loaded: "}, {"gone", "gone", "app set not loaded: "},
-				{"web", "web", "app set not loaded: "}}},
-		{name: "without --prune a removed application stays", files: []string{apps}, reconcile: []string{"web", "api", "db", "cache"},
+				{"queue", "queue", "app set not loaded: "}, {"web", "web", "app set not loaded: "}}},
+		{name: "without --prune a removed application stays", files: []string{apps}, reconcile: []string{"web", "api", "db", "cache", "queue"},
 			want: []orphanWant{{"api", "api", "to be pruned at the next check"}, {"cache", "cache", `application moved to swarm "edge"; kept: its syncPolicy.prune is off`},
 				{"gone", "gone", "kept: the controller runs without --prune"},
+				{"queue", "queue", `application moved to swarm "edge"; kept until the move is synced there`},
 				{"web", "web", "kept: its syncPolicy.prune is off"}}},
 		{name: "with --prune, pruning waits for every application's first reconcile", files: []string{apps}, pruneApps: true, reconcile: []string{"web"},
-			want: []orphanWant{{"api", "api", "prune held: not every application has reconciled once (db, cache)"}, {"cache", "cache", "moved to"},
-				{"gone", "gone", "prune held: not every application has reconciled once (api, db, cache)"},
+			want: []orphanWant{{"api", "api", "prune held: not every application has reconciled once (db, cache, queue)"}, {"cache", "cache", "moved to"},
+				{"gone", "gone", "prune held: not every application has reconciled once (api, db, cache, queue)"},
+				{"queue", "queue", "kept until the move is synced there"},
 				{"web", "web", "kept: its syncPolicy.prune is off"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
