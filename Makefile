@@ -78,7 +78,7 @@ fuzz:
 # with `docker stack deploy`, printed as one table. It takes about 30
 # minutes; BENCH_IDLE, BENCH_SAMPLES and BENCH_SCALE (-1 skips the large
 # scale point) shorten it, and BENCH_ONLY=scale measures the scale point alone.
-BENCH_PKGS ?= ./stack ./plan ./notify
+BENCH_PKGS ?= ./stack ./plan ./notify ./gitsource
 BENCH_IDLE ?= 5m
 BENCH_SAMPLES ?= 10
 BENCH_SCALE ?= 200

@@ -18,7 +18,7 @@ func TestComposeSetsEachPartsHealthcheck(t *testing.T) {
 		"image's own": {app{services: []string{"web", "worker"}, replicas: 1}, nil},
 		"off":         {app{services: []string{"web", "worker"}, noHealthcheck: true}, map[string]any{"disable": true}},
 		"calm": {app{services: []string{"web", "worker"}, replicas: 1, calmHealthcheck: true},
-			map[string]any{"interval": "5s", "timeout": "10s", "start_period": "5s", "retries": 2}},
+			map[string]any{"interval": "30s", "timeout": "10s", "retries": 3}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var doc struct {

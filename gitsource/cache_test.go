@@ -29,7 +29,7 @@ type history struct {
 	root, tagged, head, feature string
 }
 
-func newHistory(t *testing.T, dir string) history {
+func newHistory(t testing.TB, dir string) history {
 	t.Helper()
 	r := newTestRepo(t, dir)
 	h := history{repo: r}

@@ -30,7 +30,7 @@ import (
 
 // testRepo is a non-bare repository in a temporary directory.
 type testRepo struct {
-	t   *testing.T
+	t   testing.TB
 	dir string
 }
 
@@ -42,7 +42,7 @@ func gitEnv() []string {
 	)
 }
 
-func runGit(t *testing.T, dir string, args ...string) string {
+func runGit(t testing.TB, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir
@@ -56,7 +56,7 @@ func runGit(t *testing.T, dir string, args ...string) string {
 
 // newTestRepo makes a repository at dir (a new temporary one when "")
 // whose default branch is main.
-func newTestRepo(t *testing.T, dir string) *testRepo {
+func newTestRepo(t testing.TB, dir string) *testRepo {
 	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
@@ -124,7 +124,7 @@ type gitServer struct {
 	requests sync.Map // suffix → *atomic.Int64
 }
 
-func serveHTTP(t *testing.T, root, user, password, token string) *gitServer {
+func serveHTTP(t testing.TB, root, user, password, token string) *gitServer {
 	t.Helper()
 	execPath := runGit(t, root, "--exec-path")
 	backend := &cgi.Handler{
@@ -294,7 +294,7 @@ func serveSSHSession(ch ssh.Channel, reqs <-chan *ssh.Request) {
 }
 
 // newCache returns a Cache in a temporary directory, logging to the test.
-func newCache(t *testing.T, o Options) *Cache {
+func newCache(t testing.TB, o Options) *Cache {
 	t.Helper()
 	if o.Dir == "" {
 		o.Dir = t.TempDir()
