@@ -59,12 +59,7 @@ func TestAMovedReleaseStaysUntilItsMoveIsSynced(t *testing.T) {
 		return len(got) == 1 && got[0].Destination.Swarm == "edge", fmt.Sprintf("applications %+v", got)
 	})
 	// The move waits for a manual sync: prune checks run meanwhile.
-	for range 2 {
-		seen := ctrl.Statuses().PruneChecked()
-		harness.Eventually(t, time.Minute, func(context.Context) (bool, string) {
-			return ctrl.Statuses().PruneChecked().After(seen), "no prune check yet"
-		})
-	}
+	waitPruneChecks(t, ctrl, 2)
 	if s, err := e.service(t.Context(), "web"); err != nil || s == nil {
 		t.Fatalf("the old release was pruned before its move was synced (%v)", err)
 	}

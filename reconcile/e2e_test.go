@@ -210,6 +210,18 @@ func (e *env) waitImage(t *testing.T, image string, timeout time.Duration) *swar
 	return got
 }
 
+// waitPruneChecks waits until ctrl has looked for releases to prune n
+// times from now.
+func waitPruneChecks(t testing.TB, ctrl *reconcile.Controller, n int) {
+	t.Helper()
+	for range n {
+		seen := ctrl.Statuses().PruneChecked()
+		harness.Eventually(t, time.Minute, func(context.Context) (bool, string) {
+			return ctrl.Statuses().PruneChecked().After(seen), "no prune check yet"
+		})
+	}
+}
+
 func waitStatus(t testing.TB, ctrl *reconcile.Controller, app string, timeout time.Duration, cond func(reconcile.AppStatus) bool) reconcile.AppStatus {
 	t.Helper()
 	var st reconcile.AppStatus

@@ -373,12 +373,7 @@ func TestRemovedApplicationIsPrunedOnlyWithThePruneFlag(t *testing.T) {
 			for _, a := range c.Applications() {
 				waitStatus(t, c, a.Name, time.Minute, func(s reconcile.AppStatus) bool { return !s.LastReconcile.IsZero() })
 			}
-			for range 2 {
-				seen := c.Statuses().PruneChecked()
-				harness.Eventually(t, time.Minute, func(context.Context) (bool, string) {
-					return c.Statuses().PruneChecked().After(seen), "no prune check yet"
-				})
-			}
+			waitPruneChecks(t, c, 2)
 			if s, err := e.service(t.Context(), "web"); err != nil || s == nil {
 				t.Errorf("web was pruned: %v", err)
 			}
