@@ -105,6 +105,7 @@ type repo struct {
 	refs     Refs
 	refsErr  error
 	refsAt   time.Time
+	advert   *advert // the HTTP advertisement refs came from; nil for other transports
 }
 
 // Stats counts remote calls and exports since New. Tests use it to prove
@@ -269,12 +270,12 @@ func (c *Cache) ListRefs(ctx context.Context, repoURL string) (Refs, error) {
 	if refs, err, ok := c.cachedRefs(r); ok {
 		return refs, err
 	}
-	refs, err := c.lsRemote(ctx, r)
+	refs, adv, err := c.lsRemote(ctx, r)
 	if err != nil && ctx.Err() != nil {
 		return Refs{}, err // the caller gave up; the remote may be fine
 	}
 	r.refsMu.Lock()
-	r.refs, r.refsErr, r.refsAt = refs, err, time.Now()
+	r.refs, r.refsErr, r.refsAt, r.advert = refs, err, time.Now(), adv
 	r.refsMu.Unlock()
 	return refs, err
 }
@@ -299,31 +300,48 @@ func (c *Cache) Forget(repoURL string) {
 		return
 	}
 	r.refsMu.Lock()
-	r.refsAt = time.Time{}
+	r.refsAt, r.advert = time.Time{}, nil
 	r.refsMu.Unlock()
 }
 
-// lsRemote asks r's remote for its refs. It uses a throwaway in-memory
-// remote, so listing never takes r.lock and never waits for a fetch.
-func (c *Cache) lsRemote(ctx context.Context, r *repo) (Refs, error) {
+// freshAdvert returns the advertisement r's remembered refs came from
+// while they still serve ListRefs (see advert.go), and drops it: a fetch
+// needs it once.
+func (c *Cache) freshAdvert(r *repo) *advert {
+	r.refsMu.Lock()
+	defer r.refsMu.Unlock()
+	a := r.advert
+	r.advert = nil
+	if a == nil || r.refsAt.IsZero() || time.Since(r.refsAt) >= c.refsMaxAge {
+		return nil
+	}
+	return a
+}
+
+// lsRemote asks r's remote for its refs, and returns with them the HTTP
+// advertisement they came from, for the fetch that may follow (nil over
+// other transports). It uses a throwaway in-memory remote, so listing
+// never takes r.lock and never waits for a fetch.
+func (c *Cache) lsRemote(ctx context.Context, r *repo) (Refs, *advert, error) {
 	if err := c.allowed(ctx, r); err != nil {
-		return Refs{}, &RemoteError{Op: "ls-remote", Repo: r.name(), Err: err}
+		return Refs{}, nil, &RemoteError{Op: "ls-remote", Repo: r.name(), Err: err}
 	}
 	auth, err := c.auth(r)
 	if err != nil {
-		return Refs{}, &RemoteError{Op: "ls-remote", Repo: r.name(), Err: err}
+		return Refs{}, nil, &RemoteError{Op: "ls-remote", Repo: r.name(), Err: err}
 	}
 	done, err := c.hostSlot(ctx, r.loc.host)
 	if err != nil {
-		return Refs{}, err
+		return Refs{}, nil, err
 	}
 	defer done()
 	start := time.Now()
 	c.listRefs.Add(1)
 	call, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
+	rec := &advertCall{record: true}
 	remote := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{r.loc.transport}})
-	list, err := remote.ListContext(call, &git.ListOptions{Auth: auth, PeelingOption: git.AppendPeeled})
+	list, err := remote.ListContext(withAdvertCall(call, rec), &git.ListOptions{Auth: auth, PeelingOption: git.AppendPeeled})
 	err = c.timedOut(ctx, call, err)
 	// go-git reports a repository with no commits as an error; to us it
 	// is a remote with no refs, where every revision is not found.
@@ -331,11 +349,11 @@ func (c *Cache) lsRemote(ctx context.Context, r *repo) (Refs, error) {
 		list, err = nil, nil
 	}
 	if err != nil {
-		return Refs{}, &RemoteError{Op: "ls-remote", Repo: r.name(), Err: classify(err, auth)}
+		return Refs{}, nil, &RemoteError{Op: "ls-remote", Repo: r.name(), Err: classify(err, auth)}
 	}
 	refs := newRefs(list)
 	c.log.DebugContext(ctx, "git ls-remote", "repo", r.name(), "refs", len(refs.byName), "duration", time.Since(start))
-	return refs, nil
+	return refs, rec.got, nil
 }
 
 // Resolve returns the full commit sha that revision names in repo: a
@@ -438,6 +456,10 @@ func (c *Cache) fetch(ctx context.Context, r *repo, g *git.Repository) error {
 	c.fetches.Add(1)
 	call, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
+	reused := false
+	if a := c.freshAdvert(r); a != nil {
+		call, reused = withAdvertCall(call, &advertCall{serve: a}), true
+	}
 	err = g.FetchContext(call, &git.FetchOptions{
 		RemoteName: "origin",
 		Auth:       auth,
@@ -451,7 +473,7 @@ func (c *Cache) fetch(ctx context.Context, r *repo, g *git.Repository) error {
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) && !errors.Is(err, transport.ErrEmptyRemoteRepository) {
 		return &RemoteError{Op: "fetch", Repo: r.name(), Err: classify(err, auth)}
 	}
-	c.log.DebugContext(ctx, "git fetch", "repo", r.name(), "duration", time.Since(start))
+	c.log.DebugContext(ctx, "git fetch", "repo", r.name(), "refs_reused", reused, "duration", time.Since(start))
 	return nil
 }
 

@@ -4,7 +4,8 @@
 // A tick asks each remote for its refs once (ListRefs, cached for
 // Options.RefsMaxAge and shared by every application of the repository),
 // resolves revisions against that answer, and fetches only when a commit is
-// not in the local clone yet. Checkout pins a commit for one reconcile: its
+// not in the local clone yet; over HTTP such a fetch starts from that
+// answer rather than asking for the refs again. Checkout pins a commit for one reconcile: its
 // files are exported once to an immutable directory keyed by sha and shared
 // by every reader. Symlinks are kept as symlinks; Tree.ReadFile and
 // Cache.ReadFile refuse ".." and any symlink leading out of the tree.

@@ -1,0 +1,126 @@
+package gitsource
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// checkoutReadme checks commit out of url and reads its README.
+func checkoutReadme(t *testing.T, c *Cache, url, commit string) string {
+	t.Helper()
+	tree, err := c.Checkout(t.Context(), url, commit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tree.Release()
+	data, err := tree.ReadFile("README")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+func TestAFetchRightAfterAnLsRemoteIsServedItsAdvertisement(t *testing.T) {
+	root := t.TempDir()
+	h := newHistory(t, filepath.Join(root, "app"))
+	server := serveHTTP(t, root, "", "", "")
+	c := newCache(t, Options{})
+	url := server.URL + "/app"
+	requests := func(step string, refs, packs int64) {
+		t.Helper()
+		if got := server.count("/info/refs"); got != refs {
+			t.Errorf("%s: server saw %d ref advertisements, want %d", step, got, refs)
+		}
+		if got := server.count("/git-upload-pack"); got != packs {
+			t.Errorf("%s: server saw %d pack requests, want %d", step, got, packs)
+		}
+	}
+
+	// A first deploy: the tick's ls-remote, then the clone's first fetch.
+	head, err := c.Resolve(t.Context(), url, "main")
+	if err != nil || head != h.head {
+		t.Fatalf("Resolve(main) = %s, %v; want %s", head, err, h.head)
+	}
+	if got := checkoutReadme(t, c, url, head); got != "head\n" {
+		t.Errorf("README at main = %q", got)
+	}
+	requests("first checkout", 1, 1)
+
+	// A push seen by a webhook: the ls-remote after Forget, then the fetch
+	// of the new commit, with every branch and tag mirrored as before.
+	pushed := h.repo.commit("pushed", map[string]string{"README": "pushed\n"})
+	c.Forget(url)
+	moved, err := c.Resolve(t.Context(), url, "main")
+	if err != nil || moved != pushed {
+		t.Fatalf("Resolve(main) after push = %s, %v; want %s", moved, err, pushed)
+	}
+	if got := checkoutReadme(t, c, url, moved); got != "pushed\n" {
+		t.Errorf("README after push = %q", got)
+	}
+	requests("fetch of a pushed commit", 2, 2)
+	if sha, err := c.Resolve(t.Context(), url, h.feature[:10]); err != nil || sha != h.feature {
+		t.Errorf("the fetch did not mirror branch feature: %s, %v", sha, err)
+	}
+
+	// A Forget between the ls-remote and the fetch means the remote moved
+	// again: the fetch asks for itself.
+	again := h.repo.commit("again", map[string]string{"README": "again\n"})
+	c.Forget(url)
+	if _, err := c.ListRefs(t.Context(), url); err != nil {
+		t.Fatal(err)
+	}
+	c.Forget(url)
+	if got := checkoutReadme(t, c, url, again); got != "again\n" {
+		t.Errorf("README after a second push = %q", got)
+	}
+	requests("fetch after Forget", 4, 3)
+}
+
+func TestAnAdvertisementOlderThanRefsMaxAgeIsNotServed(t *testing.T) {
+	root := t.TempDir()
+	h := newHistory(t, filepath.Join(root, "app"))
+	server := serveHTTP(t, root, "", "", "")
+	c := newCache(t, Options{RefsMaxAge: time.Nanosecond})
+	url := server.URL + "/app"
+	if _, err := c.ListRefs(t.Context(), url); err != nil {
+		t.Fatal(err)
+	}
+	if got := checkoutReadme(t, c, url, h.head); got != "head\n" {
+		t.Errorf("README at main = %q", got)
+	}
+	if got := server.count("/info/refs"); got != 2 {
+		t.Errorf("server saw %d ref advertisements, want 2: the fetch must ask for itself", got)
+	}
+}
+
+func TestARedirectedRepositoryIsFetchedWhereItMoved(t *testing.T) {
+	root := t.TempDir()
+	h := newHistory(t, filepath.Join(root, "app"))
+	server := serveHTTP(t, root, "", "", "")
+	// The old address answers every request with a redirect to the new
+	// one, as a forge does for a renamed repository.
+	old := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		to := server.URL + strings.Replace(r.URL.Path, "/old", "/app", 1)
+		if r.URL.RawQuery != "" {
+			to += "?" + r.URL.RawQuery
+		}
+		http.Redirect(w, r, to, http.StatusMovedPermanently)
+	}))
+	t.Cleanup(old.Close)
+	c := newCache(t, Options{})
+	url := old.URL + "/old"
+	head, err := c.Resolve(t.Context(), url, "main")
+	if err != nil || head != h.head {
+		t.Fatalf("Resolve(main) through a redirect = %s, %v; want %s", head, err, h.head)
+	}
+	if got := checkoutReadme(t, c, url, head); got != "head\n" {
+		t.Errorf("README at main through a redirect = %q", got)
+	}
+	if got := server.count("/info/refs"); got != 2 {
+		t.Errorf("server saw %d ref advertisements, want 2: a redirected answer is not kept", got)
+	}
+}
