@@ -2,8 +2,9 @@
 // Docker Engine API and records what it wrote as a numbered revision in the
 // swarm itself.
 //
-// Order: ownership check, networks, configs and secrets (created when
-// missing), then services (created, or updated with their version index),
+// Order: the reads of the revisions, the namespace's services and the
+// networks (together), the ownership check, networks, configs and secrets
+// (created when missing), then services (created, or updated with their version index),
 // then the revision, then the deletion of this owner's rotated configs and
 // secrets that no service uses any more.
 //
@@ -38,6 +39,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
@@ -279,12 +281,21 @@ type applier struct {
 // run performs the steps in the order of the package doc; see Apply.
 func (a *applier) run(ctx context.Context) (Result, error) {
 	owner := a.opts.Owner
-	revs, err := revisionConfigs(ctx, a.eng, owner)
-	if err != nil {
-		return a.result, err
-	}
-	live, err := releaseServices(ctx, a.eng, a.rel.Name)
-	if err != nil {
+	// The reads before the first write go out together: each is a round
+	// trip to a manager that, in a first deploy of many applications,
+	// answers them all at once, and one after the other they were most of
+	// an apply's time to its first write.
+	var (
+		revs                    []swarm.Config
+		live                    map[string]swarm.Service
+		revErr, liveErr, netErr error
+		wg                      sync.WaitGroup
+	)
+	wg.Go(func() { revs, revErr = revisionConfigs(ctx, a.eng, owner) })
+	wg.Go(func() { live, liveErr = releaseServices(ctx, a.eng, a.rel.Name) })
+	wg.Go(func() { netErr = a.listNetworks(ctx) })
+	wg.Wait()
+	if err := cmp.Or(revErr, liveErr); err != nil {
 		return a.result, err
 	}
 	if err := a.findSelf(live); err != nil {
@@ -299,6 +310,9 @@ func (a *applier) run(ctx context.Context) (Result, error) {
 		if err := foreignServices(owner, withoutSelf(live, a.self)); err != nil {
 			return a.result, err
 		}
+	}
+	if netErr != nil {
+		return a.result, netErr
 	}
 	steps := []func(context.Context) error{a.applyNetworks, a.applyConfigs, a.applySecrets}
 	for _, step := range steps {

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -784,5 +785,76 @@ func TestApplyReadsOnlyTheNetworksItUses(t *testing.T) {
 	}
 	if want := []string{own, ext, byID}; own == "" || !slices.Equal(got, want) {
 		t.Errorf("service attached to %v, want %v (its own network, the external one by name, the one named by id)", got, want)
+	}
+}
+
+// gatheringEngine holds each of the first reads of an apply until want of
+// them are in flight together, or a minute passed, and remembers the most
+// that were.
+type gatheringEngine struct {
+	*client.Client
+	want    int32
+	mu      sync.Mutex
+	now     int32 // reads in flight
+	most    int32
+	gather  chan struct{} // closed once want reads are in flight
+	writing atomic.Bool
+}
+
+func (g *gatheringEngine) read(f func()) {
+	if g.writing.Load() {
+		f()
+		return
+	}
+	g.mu.Lock()
+	g.now++
+	g.most = max(g.most, g.now)
+	if g.now == g.want {
+		close(g.gather)
+	}
+	g.mu.Unlock()
+	select {
+	case <-g.gather:
+	case <-time.After(time.Minute): // one after the other: never gathered
+	}
+	f()
+	g.mu.Lock()
+	g.now--
+	g.mu.Unlock()
+}
+
+func (g *gatheringEngine) ServiceList(ctx context.Context, o swarm.ServiceListOptions) (out []swarm.Service, err error) {
+	g.read(func() { out, err = g.Client.ServiceList(ctx, o) })
+	return out, err
+}
+
+func (g *gatheringEngine) ConfigList(ctx context.Context, o swarm.ConfigListOptions) (out []swarm.Config, err error) {
+	g.read(func() { out, err = g.Client.ConfigList(ctx, o) })
+	return out, err
+}
+
+func (g *gatheringEngine) NetworkList(ctx context.Context, o network.ListOptions) (out []network.Summary, err error) {
+	g.read(func() { out, err = g.Client.NetworkList(ctx, o) })
+	return out, err
+}
+
+func (g *gatheringEngine) NetworkCreate(ctx context.Context, name string, o network.CreateOptions) (network.CreateResponse, error) {
+	g.writing.Store(true)
+	return g.Client.NetworkCreate(ctx, name, o)
+}
+
+// The reads an apply makes before its first write (the revisions, the
+// namespace's services by label and by name, the networks) are sent
+// together: one round trip to a busy manager, not four.
+func TestApplySendsItsFirstReadsTogether(t *testing.T) {
+	f := newFixture(t)
+	image := harness.TestImage(t, f.cli, harness.ImageOptions{})
+	eng := &gatheringEngine{Client: f.cli, want: 4, gather: make(chan struct{})}
+	res := mustApply(t, f.release(image, "listen 80\n"), eng, f.opts(t, ResolveNever))
+	if eng.most != 4 {
+		t.Errorf("at most %d of the first 4 reads were in flight together, want 4", eng.most)
+	}
+	if got := actions(res)["service "+f.ns+"_web"]; got != Created {
+		t.Errorf("service %q, want created", got)
 	}
 }

@@ -19,14 +19,12 @@ import (
 // names no driver.
 const defaultNetworkDriver = "overlay"
 
-// applyNetworks creates the release's missing networks and reads every
-// network the services attach to, by name, for resolving their ids.
-// Networks are immutable: an existing one whose options differ from the
-// release is reported in its Change's Note, not changed.
+// applyNetworks creates the release's missing networks, among those
+// listNetworks read (every network the services attach to, by name, for
+// resolving their ids). Networks are immutable: an existing one whose
+// options differ from the release is reported in its Change's Note, not
+// changed.
 func (a *applier) applyNetworks(ctx context.Context) error {
-	if err := a.listNetworks(ctx); err != nil {
-		return err
-	}
 	for _, name := range sortedKeys(a.rel.Networks) {
 		want := a.rel.Networks[name]
 		if live, ok := a.networks[name]; ok {

@@ -1,10 +1,12 @@
 package apply
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/swarm"
@@ -27,17 +29,25 @@ func CheckOwnership(ctx context.Context, eng ServiceLister, owner stack.Owner) e
 
 // releaseServices lists the services of a namespace, by its label and by
 // docker stack's name prefix, keyed by name. The name filter of the Engine
-// matches prefixes, so the prefix is checked again here.
+// matches prefixes, so the prefix is checked again here. The two lists go
+// out together, as applier.run's first reads do.
 func releaseServices(ctx context.Context, eng ServiceLister, release string) (map[string]swarm.Service, error) {
-	out := make(map[string]swarm.Service)
-	for _, f := range []filters.Args{
+	byFilter := []filters.Args{
 		filters.NewArgs(filters.Arg("label", stack.LabelNamespace+"="+release)),
 		filters.NewArgs(filters.Arg("name", release+"_")),
-	} {
-		services, err := eng.ServiceList(ctx, swarm.ServiceListOptions{Filters: f})
-		if err != nil {
-			return nil, engineError(fmt.Sprintf("list services of release %q", release), err)
-		}
+	}
+	lists := make([][]swarm.Service, len(byFilter))
+	errs := make([]error, len(byFilter))
+	var wg sync.WaitGroup
+	for i, f := range byFilter {
+		wg.Go(func() { lists[i], errs[i] = eng.ServiceList(ctx, swarm.ServiceListOptions{Filters: f}) })
+	}
+	wg.Wait()
+	if err := cmp.Or(errs...); err != nil {
+		return nil, engineError(fmt.Sprintf("list services of release %q", release), err)
+	}
+	out := make(map[string]swarm.Service)
+	for _, services := range lists {
 		for _, s := range services {
 			if s.Spec.Labels[stack.LabelNamespace] == release || strings.HasPrefix(s.Spec.Name, release+"_") {
 				out[s.Spec.Name] = s
