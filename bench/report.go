@@ -26,6 +26,9 @@ type Report struct {
 	// `docker stack deploy` (one after the other) and by Skep (from the
 	// controller's start).
 	DockerDeploy, Deploy Deploy
+	// FirstDeploys are Skep's first deploys alone (Options.DeployOnly):
+	// each until every service existed.
+	FirstDeploys []time.Duration
 	// SmallIdle is the idle window at 20 applications, LargeIdle at the
 	// larger scale point (zero when skipped).
 	SmallIdle, LargeIdle Idle
@@ -164,6 +167,12 @@ func (r *Report) Rows() []Row {
 	if res, found := r.Go["BenchmarkQuietTick"]; found {
 		d := time.Duration(res["cpu-ns/op"])
 		add("CPU of one no-op tick, git server's share included (go test -bench)", millis(d), "", "< 0.5 ms", ok(d < 500*time.Microsecond))
+	}
+	if n := len(r.FirstDeploys); n > 0 {
+		m := median(r.FirstDeploys)
+		add(fmt.Sprintf("First deploy alone, 20 stacks (30 services): every service exists, median of %d", n),
+			seconds(m), "", "≤ 3 s", ok(m <= 3*time.Second))
+		add("First deploy alone: fastest, slowest", seconds(slices.Min(r.FirstDeploys))+", "+seconds(slices.Max(r.FirstDeploys)), "", "—", nil)
 	}
 	if r.Deploy.Exist > 0 { // not with Options.ScaleOnly
 		add("First deploy, 20 stacks (30 services): every service exists", seconds(r.Deploy.Exist), seconds(r.DockerDeploy.Exist),
@@ -308,6 +317,9 @@ func (r *Report) Metrics() []Metric {
 		add(idle.per30s(idle.Requests.Total()), "idle-req/30s@"+n)
 		add(idle.cpuPer5m().Seconds(), "idle-cpu-s/5min@"+n)
 		add(float64(idle.RSS)/mib, "rss-MiB@"+n)
+	}
+	if len(r.FirstDeploys) > 0 {
+		add(median(r.FirstDeploys).Seconds(), "first-deploy-median-s")
 	}
 	add(r.Deploy.Exist.Seconds(), "deploy-exist-s")
 	add(r.Deploy.Running.Seconds(), "deploy-running-s")

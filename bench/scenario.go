@@ -43,6 +43,10 @@ type Options struct {
 	// applications' measurements, whose 60 running containers' health
 	// checks a small machine may not keep up with.
 	ScaleOnly bool
+	// DeployOnly measures Skep's first deploy of the 20 applications alone,
+	// Samples times, each into stacks of its own: the one number of the
+	// table that a single sample leaves to the machine's mood.
+	DeployOnly bool
 	// GoResults names a file of `go test -bench` output whose results for
 	// render, convert and plan, live drift and the event fan-out join the
 	// table. Empty leaves them out.
@@ -123,10 +127,13 @@ func Run(tb testing.TB, cli *client.Client, opts Options) *Report {
 		prefix:   prefix,
 	}
 	r := &Report{Samples: opts.Samples, CPUs: runtime.NumCPU(), LoadStart: loadAverage()}
-	if !opts.ScaleOnly {
+	switch {
+	case opts.DeployOnly:
+		e.firstDeploys(r)
+	case !opts.ScaleOnly:
 		e.small(r)
 	}
-	if opts.Scale > 0 {
+	if opts.Scale > 0 && !opts.DeployOnly {
 		e.large(r)
 	}
 	if opts.GoResults != "" {
@@ -155,17 +162,7 @@ func engineSocket(tb testing.TB) string {
 // twins side by side.
 func (e *env) small(r *Report) {
 	ctx := e.tb.Context()
-	apps := make([]app, smallApps)
-	for i := range apps {
-		services := []string{"web"}
-		if i < smallApps/2 {
-			services = append(services, "worker")
-		}
-		apps[i] = app{name: fmt.Sprintf("app%02d", i+1), release: fmt.Sprintf("%s-s%02d", e.prefix, i+1),
-			docker: fmt.Sprintf("%s-d%02d", e.prefix, i+1), services: services, replicas: 1, interval: interval.String(), calmHealthcheck: true}
-		harness.CleanupStack(e.tb, e.cli, apps[i].release)
-		harness.CleanupStack(e.tb, e.cli, apps[i].docker)
-	}
+	apps := e.smallSet("")
 	dir := e.tb.TempDir()
 
 	e.log.Info("first deploy with docker stack deploy", "stacks", len(apps), "services", len(serviceNames(apps, true)))
@@ -191,13 +188,7 @@ func (e *env) small(r *Report) {
 	e.removeStacks(ctx, twins...)
 
 	e.log.Info("first deploy with skep", "applications", len(apps))
-	for i := range apps {
-		apps[i].repo = e.git.CreateRepo(e.tb, apps[i].name)
-		apps[i].repo.Commit(e.tb, "main", map[string]string{"compose.yaml": compose(apps[i], e.image, 0)})
-		apps[i].repoURL = e.repoURL(apps[i].repo)
-	}
-	appsFile := filepath.Join(dir, "apps.yaml")
-	e.writeFile(appsFile, appSet(apps))
+	appsFile := e.pushApps(dir, apps)
 	before = e.proxy.Counts()
 	ctrl := e.startController(dir, appsFile)
 	r.Deploy = e.waitDeployed(ctx, serviceNames(apps, false), ctrl.Started)
@@ -222,6 +213,59 @@ func (e *env) small(r *Report) {
 		stacks = append(stacks, a.release)
 	}
 	e.removeStacks(ctx, stacks...)
+}
+
+// smallSet is the 20 applications, the first half with two services,
+// their releases and docker twins named with tag, cleaned up when tb ends.
+func (e *env) smallSet(tag string) []app {
+	apps := make([]app, smallApps)
+	for i := range apps {
+		services := []string{"web"}
+		if i < smallApps/2 {
+			services = append(services, "worker")
+		}
+		apps[i] = app{name: fmt.Sprintf("%sapp%02d", tag, i+1), release: fmt.Sprintf("%s-%ss%02d", e.prefix, tag, i+1),
+			docker: fmt.Sprintf("%s-%sd%02d", e.prefix, tag, i+1), services: services, replicas: 1, interval: interval.String(), calmHealthcheck: true}
+		harness.CleanupStack(e.tb, e.cli, apps[i].release)
+		harness.CleanupStack(e.tb, e.cli, apps[i].docker)
+	}
+	return apps
+}
+
+// pushApps gives each application a repository holding its compose file
+// and writes their app set into dir; it returns the app set's path.
+func (e *env) pushApps(dir string, apps []app) string {
+	for i := range apps {
+		apps[i].repo = e.git.CreateRepo(e.tb, apps[i].name)
+		apps[i].repo.Commit(e.tb, "main", map[string]string{"compose.yaml": compose(apps[i], e.image, 0)})
+		apps[i].repoURL = e.repoURL(apps[i].repo)
+	}
+	appsFile := filepath.Join(dir, "apps.yaml")
+	e.writeFile(appsFile, appSet(apps))
+	return appsFile
+}
+
+// firstDeploys times Skep's first deploy of the 20 applications, from the
+// controller's start until the Engine's create event of the last service,
+// Samples times; each sample deploys stacks and repositories of its own
+// and removes them before the next.
+func (e *env) firstDeploys(r *Report) {
+	ctx := e.tb.Context()
+	for k := range e.opts.Samples {
+		apps := e.smallSet(fmt.Sprintf("f%d", k+1))
+		dir := e.tb.TempDir()
+		appsFile := e.pushApps(dir, apps)
+		ctrl := e.startController(dir, appsFile)
+		took := e.waitExist(ctx, serviceNames(apps, false), ctrl.Started)
+		r.FirstDeploys = append(r.FirstDeploys, took)
+		e.log.Info("first deploy", "sample", k+1, "every_service_exists", took)
+		ctrl.Stop(e.tb)
+		releases := make([]string, len(apps))
+		for i, a := range apps {
+			releases[i] = a.release
+		}
+		e.removeStacks(ctx, releases...)
+	}
 }
 
 // large measures idle cost and memory at opts.Scale applications of
@@ -323,14 +367,7 @@ func (e *env) startController(dir, appsFile string) *Controller {
 func (e *env) waitDeployed(ctx context.Context, services []string, start time.Time) Deploy {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	var exist time.Time
-	for _, name := range services {
-		ev, err := e.watch.Next(ctx, name, start, Created)
-		if err != nil {
-			e.tb.Fatalf("first deploy: %v", err)
-		}
-		exist = later(exist, ev.At)
-	}
+	exist := e.waitExist(ctx, services, start)
 	want := map[string]bool{}
 	for _, s := range services {
 		want[s] = true
@@ -345,7 +382,7 @@ func (e *env) waitDeployed(ctx context.Context, services []string, start time.Ti
 			all = all && running[s]
 		}
 		if all {
-			return Deploy{Exist: exist.Sub(start), Running: time.Since(start)}
+			return Deploy{Exist: exist, Running: time.Since(start)}
 		}
 		select {
 		case <-ctx.Done():
@@ -353,6 +390,22 @@ func (e *env) waitDeployed(ctx context.Context, services []string, start time.Ti
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// waitExist waits, up to 5 minutes, for the Engine's create event of
+// every named service and returns how long after start the last came.
+func (e *env) waitExist(ctx context.Context, services []string, start time.Time) time.Duration {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	var exist time.Time
+	for _, name := range services {
+		ev, err := e.watch.Next(ctx, name, start, Created)
+		if err != nil {
+			e.tb.Fatalf("first deploy: %v", err)
+		}
+		exist = later(exist, ev.At)
+	}
+	return exist.Sub(start)
 }
 
 // runningServices returns the names of this run's services with a task

@@ -2,7 +2,9 @@ package harness
 
 import (
 	"net/http"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/skep-cd/skep/githttp"
@@ -23,7 +25,14 @@ type GitServer struct {
 	mu     sync.Mutex
 	status int           // answered to every request when not 0
 	hang   chan struct{} // requests wait on it while not nil; Heal closes it
+
+	adverts atomic.Int64 // ref advertisements asked for (ls-remote, a fetch's first step)
 }
+
+// RefAdvertisements returns how many times a client asked the server for
+// a repository's refs to read (GET .../info/refs?service=git-upload-pack):
+// once per ls-remote, and at the start of a fetch that was not handed one.
+func (s *GitServer) RefAdvertisements() int64 { return s.adverts.Load() }
 
 // GitServerOptions configures StartGitServer; the zero value serves without auth.
 // Username and Password are the basic-auth pair every request must carry
@@ -81,6 +90,9 @@ func (s *GitServer) Heal() {
 // faults wraps the git handler with the mode Fail, Hang and Heal set.
 func (s *GitServer) faults(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/info/refs") && r.URL.Query().Get("service") == "git-upload-pack" {
+			s.adverts.Add(1)
+		}
 		s.mu.Lock()
 		status, hang := s.status, s.hang
 		s.mu.Unlock()

@@ -114,24 +114,25 @@ func TestLiveDriftIsCorrectedOnAnAutomatedApp(t *testing.T) {
 	harness.WaitRunning(t, e.cli, svc.ID, 1, 2*time.Minute)
 
 	for _, tc := range []struct {
-		name   string
-		change func(*swarm.ServiceSpec)
-		remove bool
-		field  string
-		fixed  func(*swarm.Service) bool
+		name    string
+		change  func(*swarm.ServiceSpec)
+		remove  bool
+		rollout bool // the correction restarts the service's tasks
+		field   string
+		fixed   func(*swarm.Service) bool
 	}{
 		{name: "deleted service", remove: true, field: "missing",
 			fixed: func(s *swarm.Service) bool { return s != nil && replicas(s) == 1 }},
-		{name: "removed port", field: "ports",
+		{name: "removed port", field: "ports", rollout: true,
 			change: func(s *swarm.ServiceSpec) { s.EndpointSpec.Ports = nil },
 			fixed:  func(s *swarm.Service) bool { return s.Spec.EndpointSpec != nil && len(s.Spec.EndpointSpec.Ports) == 1 }},
 		{name: "replicas", field: "replicas",
 			change: func(s *swarm.ServiceSpec) { three := uint64(3); s.Mode.Replicated.Replicas = &three },
 			fixed:  func(s *swarm.Service) bool { return replicas(s) == 1 }},
-		{name: "image", field: "image",
+		{name: "image", field: "image", rollout: true,
 			change: func(s *swarm.ServiceSpec) { s.TaskTemplate.ContainerSpec.Image = e.v2 },
 			fixed:  func(s *swarm.Service) bool { return s.Spec.TaskTemplate.ContainerSpec.Image == e.v1 }},
-		{name: "env added", field: "env",
+		{name: "env added", field: "env", rollout: true,
 			change: func(s *swarm.ServiceSpec) {
 				s.TaskTemplate.ContainerSpec.Env = append(s.TaskTemplate.ContainerSpec.Env, "DEBUG=1")
 			},
@@ -141,6 +142,7 @@ func TestLiveDriftIsCorrectedOnAnAutomatedApp(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := len(e.events.of(notify.DriftConverged))
+			adverts := e.git.RefAdvertisements()
 			if tc.remove {
 				s, err := e.service(t.Context(), "web")
 				if err != nil || s == nil {
@@ -166,6 +168,13 @@ func TestLiveDriftIsCorrectedOnAnAutomatedApp(t *testing.T) {
 			harness.Eventually(t, 30*time.Second, func(context.Context) (bool, string) {
 				return len(e.events.of(notify.DriftConverged)) > before, "no drift-converged event"
 			})
+			// A wake by the swarm compares it with the commit git last
+			// named: the correction waits on no git server. One that
+			// starts a rollout waits for it on retries, which are ticks
+			// and ask git.
+			if n := e.git.RefAdvertisements() - adverts; n != 0 && !tc.rollout {
+				t.Errorf("the correction asked git for refs %d times, want none", n)
+			}
 		})
 	}
 	revs, err := apply.Revisions(t.Context(), e.cli, stack.Owner{Controller: e.id, Application: "web", Release: e.ns})
@@ -663,4 +672,46 @@ func TestApplicationThatLeftTheSetStaysOutOfTheStatus(t *testing.T) {
 	if st, ok := ctrl.Statuses().Get("bystander"); ok {
 		t.Errorf("the application that left the set is back in the status after a change of the swarm: %+v", st)
 	}
+}
+
+// A wake by the swarm asks git nothing, so it must not put off the tick
+// that does: with the application's objects changed every two seconds,
+// a push still lands on the application's 10 s interval.
+func TestSwarmWakesDoNotPutOffTheGitTick(t *testing.T) {
+	e := newEnv(t)
+	port := harness.FreePort(t)
+	e.repo.Commit(t, "main", map[string]string{"compose.yaml": compose(port), "settings.txt": "one\n", ".env": "IMAGE=" + e.v1 + "\n"})
+	ctrl := e.controller(t, appset.FileSource{Path: writeFile(t, t.TempDir(), "apps.yaml", appSet(e.liveApp("web", true)))})
+	run(t, ctrl)
+	svc := e.waitImage(t, e.v1, 2*time.Minute)
+	harness.WaitRunning(t, e.cli, svc.ID, 1, 2*time.Minute)
+
+	// Someone scales the service by hand every two seconds; each scale
+	// wakes the application, which scales it back.
+	ctx, stop := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer stop()
+	wg.Go(func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(2 * time.Second):
+			}
+			s, _, err := e.cli.ServiceInspectWithRaw(ctx, svc.ID, swarm.ServiceInspectOptions{})
+			if err != nil || s.Spec.Mode.Replicated == nil {
+				continue
+			}
+			three := uint64(3)
+			s.Spec.Mode.Replicated.Replicas = &three
+			_, _ = e.cli.ServiceUpdate(ctx, s.ID, s.Version, s.Spec, swarm.ServiceUpdateOptions{}) // a lost race with the correction is fine
+		}
+	})
+	harness.Eventually(t, 20*time.Second, func(context.Context) (bool, string) {
+		return len(e.events.of(notify.DriftConverged)) > 0, "no correction yet"
+	})
+	e.repo.Commit(t, "main", map[string]string{".env": "IMAGE=" + e.v2 + "\n"})
+	// Two intervals and the rollout: a tick put off by every wake never comes.
+	e.waitImage(t, e.v2, time.Minute)
 }

@@ -384,7 +384,7 @@ func (c *Controller) wakeIfMovedLocked(app appset.Application, w *worker, snap s
 	}
 	delete(c.unwoken, app.Name)
 	c.seenLive[app.Name] = state
-	w.enqueue(Request{})
+	w.enqueue(Request{live: true})
 }
 
 // liveState summarises what app's releases hold in snap (see

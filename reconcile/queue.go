@@ -36,6 +36,11 @@ type Request struct {
 	// release marks the sync of one release of a release file: previews,
 	// which belong to a whole application, are left out.
 	release bool
+	// live marks a wake by a change of the application's own objects on
+	// its swarm: git is not asked again, and the commit the last reconcile
+	// resolved is what the swarm is compared with (appState.resolved).
+	// The interval's tick, which asks git, is never put off by one.
+	live bool
 }
 
 // worker runs one application's reconciles, one at a time, on the
@@ -58,6 +63,7 @@ type worker struct {
 	running bool        // a goroutine serves the worker
 	stopped bool        // no run starts any more
 	timer   *time.Timer // the next tick; nil until the first run ends
+	due     time.Time   // when timer fires
 	// st is the application's state between reconciles: only the
 	// goroutine serving the worker touches it.
 	st appState
@@ -84,10 +90,28 @@ type appState struct {
 	failures   int
 	// quiet is the last tick that found nothing to do, for the next one.
 	quiet quietTick
+	// resolved is the commit the last reconcile that asked git found, for
+	// the wakes that do not ask (Request.live).
+	resolved resolvedCommit
 	// quietInputs keeps parts of the quiet key from one tick to the next.
 	quietInputs quietInputs
 	// sub holds the state of each release of a release file, by release.
 	sub map[string]*appState
+}
+
+// resolvedCommit is the commit that revision of repo named when git was
+// last asked.
+type resolvedCommit struct{ repo, revision, commit string }
+
+// known returns the commit a reconcile of app for req may take without
+// asking git: one resolved before for the same source, when req is a wake
+// by the swarm; "" otherwise.
+func (st *appState) known(app appset.Application, req Request) string {
+	r := st.resolved
+	if !req.live || req.Revision != "" || r.repo != app.Source.Repo || r.revision != app.Source.Revision {
+		return ""
+	}
+	return r.commit
 }
 
 // foreignRefusal remembers one refused apply.
@@ -182,6 +206,7 @@ func merge(a, b Request) Request {
 	if out.Actor == "" {
 		out.Actor = b.Actor
 	}
+	out.live = a.live && b.live // anything else asks git
 	return out
 }
 
@@ -312,10 +337,22 @@ func (c *Controller) serve(w *worker, ticked bool) {
 			w.mu.Unlock()
 			return
 		}
+		now := time.Now()
+		due := now.Add(onGrid(now, next))
+		if req.live && !w.due.IsZero() && w.due.Before(due) {
+			// A wake asked git nothing: the tick that does keeps its time,
+			// and one that came while the wake ran (and found the worker
+			// busy) runs now.
+			due = now
+			if w.due.After(now) {
+				due = w.due
+			}
+		}
+		w.due = due
 		if w.timer == nil {
-			w.timer = time.AfterFunc(onGrid(time.Now(), next), func() { c.tick(w) })
+			w.timer = time.AfterFunc(due.Sub(now), func() { c.tick(w) })
 		} else {
-			w.timer.Reset(onGrid(time.Now(), next))
+			w.timer.Reset(due.Sub(now))
 		}
 		if w.queued == nil {
 			w.running = false

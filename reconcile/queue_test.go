@@ -102,3 +102,22 @@ func TestOnGridEndsATickOnAWholeSecondAndKeepsShortDelays(t *testing.T) {
 		}
 	}
 }
+
+func TestASwarmWakeMergedWithAnythingElseAsksGit(t *testing.T) {
+	wake := Request{live: true}
+	for _, tc := range []struct {
+		name string
+		a, b Request
+		live bool
+	}{
+		{"two wakes", wake, wake, true},
+		{"a wake, then a tick", wake, Request{}, false},
+		{"a tick, then a wake", Request{}, wake, false},
+		{"a wake, then a sync", wake, Request{Sync: true}, false},
+		{"a sync, then a wake", Request{Sync: true}, wake, false},
+	} {
+		if got := merge(tc.a, tc.b).live; got != tc.live {
+			t.Errorf("%s: merged live = %t, want %t", tc.name, got, tc.live)
+		}
+	}
+}

@@ -87,7 +87,10 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 	// (a held revision wins over what the application tracks). A tick
 	// whose inputs are those of the last tick that found nothing to do
 	// ends here: it would render, compare and find the same.
-	d, err = c.resolveInputs(ctx, app, req.Revision)
+	d, err = c.resolveInputs(ctx, app, req.Revision, st.known(app, req))
+	if err == nil && req.Revision == "" && d.source.Repo == app.Source.Repo && d.source.Revision == app.Source.Revision {
+		st.resolved = resolvedCommit{repo: app.Source.Repo, revision: app.Source.Revision, commit: d.commit}
+	}
 	quiet := ""
 	if err == nil {
 		quiet = c.quietKey(app, req, d, &st.quietInputs)
@@ -255,7 +258,7 @@ func (c *Controller) reportWaiting(ctx context.Context, app appset.Application, 
 // fetches that commit and renders it into the release's desired specs.
 // Errors are classed.
 func (c *Controller) render(ctx context.Context, app appset.Application, commit string) (desired, error) {
-	d, err := c.resolveInputs(ctx, app, commit)
+	d, err := c.resolveInputs(ctx, app, commit, "")
 	if err != nil {
 		return d, err
 	}
@@ -263,9 +266,11 @@ func (c *Controller) render(ctx context.Context, app appset.Application, commit 
 }
 
 // resolveInputs finds what a render of app would read: the artifact
-// versions and the commit (commit "" = the revision app tracks). It reads
-// refs and the registry gate, both cached, and renders nothing.
-func (c *Controller) resolveInputs(ctx context.Context, app appset.Application, commit string) (desired, error) {
+// versions and the commit (commit "" = the revision app tracks; known, when
+// not "", is that revision's commit as git last named it, taken instead of
+// asking again unless an artifact names the source). It reads refs and the
+// registry gate, both cached, and renders nothing.
+func (c *Controller) resolveInputs(ctx context.Context, app appset.Application, commit, known string) (desired, error) {
 	start := time.Now()
 	arts, err := c.resolveArtifacts(ctx, app)
 	if err != nil {
@@ -280,6 +285,9 @@ func (c *Controller) resolveInputs(ctx context.Context, app appset.Application, 
 		if commit == "" {
 			commit = arts.revision
 		}
+	}
+	if commit == "" && arts.source == "" {
+		commit = known
 	}
 	if commit == "" {
 		commit, err = c.git.Resolve(ctx, source.Repo, source.Revision)
