@@ -9,7 +9,8 @@
 // with a data directory, an admin token file and a webhooks file. It
 // measures idle Engine requests, CPU and RSS at 20 applications and at a
 // larger scale point, the first deploy of 20 stacks, a webhook push, the
-// polling floor and an out-of-band change corrected.
+// polling floor and an out-of-band change corrected. Options.DeployOnly
+// runs the first deploy alone, several times, for a median.
 //
 // Soak runs the same parts under load for a fixed time (issue 18, `make
 // soak`; docs/reliability.md): commits announced by webhooks, out-of-band
