@@ -611,9 +611,11 @@ func (e *env) polling(ctx context.Context, ctrl *Controller, apps []app, appsFil
 }
 
 // pollSample reads one polling sample from the git requests made between
-// the push and the updated spec. The deploying tick's ls-remote is a ref
-// advertisement, its fetch another one and then an upload-pack POST; any
-// ls-remote before those is a tick that asked and missed the commit.
+// the push and the updated spec. The deploying tick's ls-remote is the
+// last ref advertisement before the upload-pack POST of its fetch, which
+// starts from that advertisement rather than asking again (package
+// gitsource); any ls-remote before it is a tick that asked and missed the
+// commit.
 func pollSample(requests []Request, pushed, updated time.Time) Poll {
 	var refs []time.Time
 	for _, r := range requests {
@@ -624,12 +626,9 @@ func pollSample(requests []Request, pushed, updated time.Time) Poll {
 			refs = append(refs, r.At)
 		}
 	}
-	p := Poll{Latency: updated.Sub(pushed), Missed: max(len(refs)-2, 0)}
-	switch {
-	case len(refs) >= 2:
-		p.AfterTick = updated.Sub(refs[len(refs)-2])
-	case len(refs) == 1:
-		p.AfterTick = updated.Sub(refs[0])
+	p := Poll{Latency: updated.Sub(pushed), Missed: max(len(refs)-1, 0)}
+	if len(refs) > 0 {
+		p.AfterTick = updated.Sub(refs[len(refs)-1])
 	}
 	return p
 }
