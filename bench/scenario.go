@@ -592,14 +592,18 @@ func (e *env) polling(ctx context.Context, ctrl *Controller, apps []app, appsFil
 	// Random phases, stratified: one in each of Samples equal slices of
 	// the interval, taken in a shuffled order. The median then measures
 	// the polling rather than how 10 uniform draws happened to fall
-	// (their median's standard error is 1.6 s at a 10 s interval).
+	// (their median's standard error is 1.6 s at a 10 s interval). A
+	// phase is counted from a tick of the application, seen as its
+	// ls-remote at the git proxy: a wake by the swarm does not move the
+	// ticks, so the end of the last rollout says nothing of where they are.
 	strata := rand.Perm(e.opts.Samples)
 	for i := range e.opts.Samples {
 		phase := time.Duration((float64(strata[i]) + rand.Float64()) / float64(e.opts.Samples) * float64(pollInterval))
+		tick := e.nextTick(ctx, a)
 		select {
 		case <-ctx.Done():
 			e.tb.Fatal("cancelled")
-		case <-time.After(phase):
+		case <-time.After(time.Until(tick.Add(phase))):
 		}
 		e.rev++
 		a.repo.Commit(e.tb, "main", map[string]string{"compose.yaml": compose(a, e.image, e.rev)})
@@ -608,6 +612,28 @@ func (e *env) polling(ctx context.Context, ctrl *Controller, apps []app, appsFil
 		out = append(out, pollSample(e.gitProxy.Requests("/"+a.repo.Name+".git/", pushed, at), pushed, at))
 	}
 	return out
+}
+
+// nextTick waits for the next ref advertisement of a's repository at the
+// git proxy, a tick of a at rest, and returns when it came.
+func (e *env) nextTick(ctx context.Context, a app) time.Time {
+	since := time.Now()
+	deadline := since.Add(2 * pollInterval)
+	for {
+		for _, r := range e.gitProxy.Requests("/"+a.repo.Name+".git/", since, time.Now()) {
+			if r.Class == GitRefs {
+				return r.At
+			}
+		}
+		if time.Now().After(deadline) {
+			e.tb.Fatalf("polling: no tick of %s within %s", a.name, 2*pollInterval)
+		}
+		select {
+		case <-ctx.Done():
+			e.tb.Fatal("cancelled")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // pollSample reads one polling sample from the git requests made between
