@@ -29,6 +29,9 @@ type Report struct {
 	// FirstDeploys are Skep's first deploys alone (Options.DeployOnly):
 	// each until every service existed.
 	FirstDeploys []time.Duration
+	// IdleWindows are the idle windows of Options.IdleOnly, in order;
+	// SmallIdle is then the one of median CPU.
+	IdleWindows []Idle
 	// SmallIdle is the idle window at 20 applications, LargeIdle at the
 	// larger scale point (zero when skipped).
 	SmallIdle, LargeIdle Idle
@@ -163,6 +166,14 @@ func (r *Report) Rows() []Row {
 		// the app-set re-reads and the runtime. The tick alone is the
 		// next row's.
 		add(fmt.Sprintf("All idle CPU ÷ ticks, %d apps (upper bound of a tick)", idle.Apps), millis(idle.cpuPerTick()), "", "—", nil)
+	}
+	if len(r.IdleWindows) > 1 {
+		each := make([]string, len(r.IdleWindows))
+		for i, w := range r.IdleWindows {
+			each[i] = seconds(w.cpuPer5m())
+		}
+		add(fmt.Sprintf("Idle CPU per 5 min, %d apps: each of %d windows (the median's above)", r.SmallIdle.Apps, len(each)),
+			strings.Join(each, ", "), "", "—", nil)
 	}
 	if res, found := r.Go["BenchmarkQuietTick"]; found {
 		d := time.Duration(res["cpu-ns/op"])

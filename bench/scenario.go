@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -47,6 +49,10 @@ type Options struct {
 	// Samples times, each into stacks of its own: the one number of the
 	// table that a single sample leaves to the machine's mood.
 	DeployOnly bool
+	// IdleOnly measures the 20 applications' idle window alone, Samples
+	// windows one after the other on one controller: idle CPU moves from
+	// one window to the next by more than a target's margin.
+	IdleOnly bool
 	// GoResults names a file of `go test -bench` output whose results for
 	// render, convert and plan, live drift and the event fan-out join the
 	// table. Empty leaves them out.
@@ -130,10 +136,12 @@ func Run(tb testing.TB, cli *client.Client, opts Options) *Report {
 	switch {
 	case opts.DeployOnly:
 		e.firstDeploys(r)
+	case opts.IdleOnly:
+		e.idleWindows(r)
 	case !opts.ScaleOnly:
 		e.small(r)
 	}
-	if opts.Scale > 0 && !opts.DeployOnly {
+	if opts.Scale > 0 && !opts.DeployOnly && !opts.IdleOnly {
 		e.large(r)
 	}
 	if opts.GoResults != "" {
@@ -266,6 +274,34 @@ func (e *env) firstDeploys(r *Report) {
 		}
 		e.removeStacks(ctx, releases...)
 	}
+}
+
+// idleWindows deploys the 20 applications with Skep alone, lets them
+// settle, and measures Samples idle windows one after the other; the
+// window of median CPU stands as SmallIdle.
+func (e *env) idleWindows(r *Report) {
+	ctx := e.tb.Context()
+	apps := e.smallSet("")
+	dir := e.tb.TempDir()
+	appsFile := e.pushApps(dir, apps)
+	ctrl := e.startController(dir, appsFile)
+	// Not reported: Options.DeployOnly measures the deploy, without the
+	// running containers of earlier samples.
+	e.waitDeployed(ctx, serviceNames(apps, false), ctrl.Started)
+	e.settle(ctx, ctrl, len(apps))
+	for k := range e.opts.Samples {
+		e.log.Info("idle", "applications", len(apps), "window", e.opts.Idle, "sample", k+1)
+		r.IdleWindows = append(r.IdleWindows, e.idle(ctrl, len(apps)))
+	}
+	byCPU := slices.Clone(r.IdleWindows)
+	slices.SortFunc(byCPU, func(a, b Idle) int { return cmp.Compare(a.CPU, b.CPU) })
+	r.SmallIdle = byCPU[len(byCPU)/2]
+	ctrl.Stop(e.tb)
+	releases := make([]string, len(apps))
+	for i, a := range apps {
+		releases[i] = a.release
+	}
+	e.removeStacks(ctx, releases...)
 }
 
 // large measures idle cost and memory at opts.Scale applications of

@@ -23,6 +23,7 @@ import (
 //	SKEP_BENCH_SCALE_SERVICES=1   services of each application there
 //	SKEP_BENCH_ONLY=scale         the larger scale point alone
 //	SKEP_BENCH_ONLY=deploy        Skep's first deploy of the 20 applications alone, SAMPLES times
+//	SKEP_BENCH_ONLY=idle          the 20 applications' idle window alone, SAMPLES windows
 //	SKEP_BENCH_GO=bin/bench-go.txt  the Go benchmarks' output, added to the table
 //	SKEP_BENCH_LOG=debug          more progress on stderr
 //
@@ -54,8 +55,10 @@ func BenchmarkSwarm(b *testing.B) {
 		opts.ScaleOnly = true
 	case "deploy":
 		opts.DeployOnly = true
+	case "idle":
+		opts.IdleOnly = true
 	default:
-		b.Fatalf("SKEP_BENCH_ONLY=%q: the parts that run alone are scale and deploy", v)
+		b.Fatalf("SKEP_BENCH_ONLY=%q: the parts that run alone are scale, deploy and idle", v)
 	}
 	if v := os.Getenv("SKEP_BENCH_SCALE"); v != "" {
 		opts.Scale = atoi(b, "SKEP_BENCH_SCALE", v)
