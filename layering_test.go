@@ -25,7 +25,7 @@ const module = "github.com/skep-cd/skep/"
 // (artifact, render, chart, stack, plan, health, apply, hook, prune, preview)
 // and records (notify, store) → adapters (swarm, gitsource, chartrepo)
 // and leaves (wire, outcome, configfile, secret, sops, version, window,
-// egress, memtrim). The loop never
+// egress, memtrim, tickgrid). The loop never
 // imports the face.
 var allowed = map[string][]string{
 	"cmd/skep":          {"cli"},
@@ -33,7 +33,7 @@ var allowed = map[string][]string{
 	"client":            {"wire"},
 	"api":               {"appset", "artifact", "configfile", "notify", "plan", "reconcile", "secret", "stack", "store", "version", "wire"},
 	"api/authtest":      {"api"},
-	"reconcile":         {"apply", "appset", "artifact", "chart", "chartrepo", "gitsource", "health", "hook", "notify", "outcome", "plan", "preview", "prune", "render", "sops", "stack", "swarm", "version", "window"},
+	"reconcile":         {"apply", "appset", "artifact", "chart", "chartrepo", "gitsource", "health", "hook", "notify", "outcome", "plan", "preview", "prune", "render", "sops", "stack", "swarm", "tickgrid", "version", "window"},
 	"render":            {"sops"},
 	"chart":             {"configfile", "render", "version"},
 	"chartrepo":         {"secret"},
@@ -49,8 +49,8 @@ var allowed = map[string][]string{
 	"notify":            {"configfile", "secret", "wire"},
 	"notify/notifytest": {"notify"},
 	"store":             {"notify"},
-	"appset":            {"configfile", "window"},
-	"swarm":             {"configfile"},
+	"appset":            {"configfile", "tickgrid", "window"},
+	"swarm":             {"configfile", "tickgrid"},
 	"gitsource":         {"configfile", "secret"},
 	"wire":              {},
 	"outcome":           {},
@@ -59,7 +59,8 @@ var allowed = map[string][]string{
 	"sops":              {},
 	"version":           {},
 	"egress":            {},
-	"memtrim":           {},
+	"memtrim":           {"tickgrid"},
+	"tickgrid":          {},
 	"window":            {},
 	"golden":            {},
 	"demo":              {"githttp", "stack"},

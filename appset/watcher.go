@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/skep-cd/skep/tickgrid"
 )
 
 // Watcher keeps the last good app set of a Source. A reload swaps in a new
@@ -108,7 +110,9 @@ func (w *Watcher) Run(ctx context.Context, interval time.Duration, onChange func
 	if interval <= 0 {
 		interval = DefaultInterval
 	}
-	ticker := time.NewTicker(interval)
+	// On interval's grid (package tickgrid), so that the re-read comes
+	// due with the applications' ticks of the same interval.
+	ticker := time.NewTimer(tickgrid.Until(time.Now(), interval))
 	defer ticker.Stop()
 	var reported Snapshot
 	first := true
@@ -132,6 +136,7 @@ func (w *Watcher) Run(ctx context.Context, interval time.Duration, onChange func
 		case <-ctx.Done():
 			return
 		case <-ticker.C:
+			ticker.Reset(tickgrid.Until(time.Now(), interval))
 		case <-w.wake:
 		}
 	}

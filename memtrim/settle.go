@@ -5,6 +5,8 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"time"
+
+	"github.com/skep-cd/skep/tickgrid"
 )
 
 // Settle returns memory to the kernel once a burst of work is over: a
@@ -44,7 +46,9 @@ func (s Settle) Run(ctx context.Context, done func(Trim)) {
 	if s.Every <= 0 {
 		return
 	}
-	t := time.NewTicker(s.Every)
+	// On Every's grid (package tickgrid): the read comes due with the
+	// controller's other periodic work, not at a wake-up of its own.
+	t := time.NewTimer(tickgrid.Until(time.Now(), s.Every))
 	defer t.Stop()
 	st := settler{policy: s}
 	st.check(readAllocs()) // the start is the first mark
@@ -53,6 +57,7 @@ func (s Settle) Run(ctx context.Context, done func(Trim)) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			t.Reset(tickgrid.Until(time.Now(), s.Every))
 		}
 		allocs := readAllocs()
 		since := allocs - st.atTrim

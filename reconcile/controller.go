@@ -24,6 +24,7 @@ import (
 	"github.com/skep-cd/skep/sops"
 	"github.com/skep-cd/skep/stack"
 	"github.com/skep-cd/skep/swarm"
+	"github.com/skep-cd/skep/tickgrid"
 )
 
 // DefaultAppSetInterval is how often the app-set source is re-read.
@@ -269,7 +270,9 @@ func (c *Controller) followSwarm(ctx context.Context, d *destination) {
 	if !errors.Is(d.live.Current().Err(), swarm.ErrNotListed) {
 		observe()
 	}
-	tick := time.NewTicker(c.interval)
+	// On the app set's grid: the prune check comes due with the ticks
+	// and the re-read, not at a wake-up of its own.
+	tick := time.NewTimer(tickgrid.Until(time.Now(), c.interval))
 	defer tick.Stop()
 	for {
 		select {
@@ -281,6 +284,7 @@ func (c *Controller) followSwarm(ctx context.Context, d *destination) {
 			}
 			observe()
 		case <-tick.C:
+			tick.Reset(tickgrid.Until(time.Now(), c.interval))
 			if c.Loaded() {
 				c.pruneReleases(ctx, d)
 				c.status.SetPruneChecked(c.now())

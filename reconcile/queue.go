@@ -3,12 +3,12 @@ package reconcile
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/skep-cd/skep/appset"
 	"github.com/skep-cd/skep/outcome"
+	"github.com/skep-cd/skep/tickgrid"
 	"github.com/skep-cd/skep/window"
 )
 
@@ -44,7 +44,7 @@ type Request struct {
 }
 
 // worker runs one application's reconciles, one at a time, on the
-// application's interval with jitter, backing off while it fails. Requests
+// application's interval (on its grid, package tickgrid), backing off while it fails. Requests
 // that arrive while a reconcile runs are coalesced into one. A waiting
 // worker has no goroutine: its next tick is a timer, and a tick or a
 // request runs on a goroutine of its own (see Controller.serve), so that
@@ -134,30 +134,21 @@ func backoff(failures int, limit time.Duration) time.Duration {
 	return min(d, limit)
 }
 
-// jitter spreads d by up to ±10 % so that many applications on one interval
-// do not reconcile in lockstep.
-func jitter(d time.Duration) time.Duration {
-	if d <= 0 {
-		return d
-	}
-	spread := int64(d) / 5
-	return d - time.Duration(spread/2) + time.Duration(rand.Int64N(spread+1))
-}
-
-// tickGrid is what the ticks of all applications are aligned to: the
-// ticks due within one grid step run together after one wake-up of the
-// scheduler, and share one ls-remote per repository, instead of a wake-up
-// each (at 500 applications, most of what a controller at rest spent).
+// tickGrid is what the delays that are not an interval's (a retry, a
+// window about to close) are rounded to: ticks due within one grid step
+// run together after one wake-up of the scheduler, and share one
+// ls-remote per repository, instead of a wake-up each.
 const tickGrid = time.Second
 
 // onGrid returns d moved, by half a grid step at most, so that it ends on
-// a multiple of tickGrid; delays shorter than ten steps (retries, a window
-// about to open) are kept as they are.
+// an instant of tickGrid's grid (package tickgrid), which an interval of
+// whole seconds is on too; delays shorter than ten steps (retries, a
+// window about to open) are kept as they are.
 func onGrid(now time.Time, d time.Duration) time.Duration {
 	if d < 10*tickGrid {
 		return d
 	}
-	return now.Add(d).Round(tickGrid).Sub(now)
+	return tickgrid.Round(now.Add(d), tickGrid).Sub(now)
 }
 
 // enqueue queues req for the worker, merging it into a queued request when
@@ -366,7 +357,11 @@ func (c *Controller) serve(w *worker, ticked bool) {
 // nextTick is how long after a reconcile of app that ended with err the
 // next tick runs.
 func (c *Controller) nextTick(app appset.Application, req Request, err error, st *appState) time.Duration {
-	next := jitter(app.SyncPolicy.Interval)
+	// The applications of one interval tick together, on the interval's
+	// grid, and with the swarm's resync and the app set's re-read when
+	// those share it: a controller at rest wakes once an interval, not
+	// once per application (docs/performance.md, "Ticks together").
+	next := tickgrid.Until(time.Now(), app.SyncPolicy.Interval)
 	switch outcome.Of(err) {
 	case outcome.OK:
 		st.failures = 0

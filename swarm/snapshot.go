@@ -20,6 +20,8 @@ import (
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/swarm"
 	"github.com/docker/docker/api/types/volume"
+
+	"github.com/skep-cd/skep/tickgrid"
 )
 
 // ErrNotListed is the read error of a Snapshot taken before the Watcher
@@ -174,7 +176,8 @@ type WatcherOptions struct {
 	// other nodes raise no event on this one. Default 30s. While the
 	// events stream works, a resync lists the tasks and nodes alone (and
 	// the services when they moved), since every other kind raises an
-	// event when it changes.
+	// event when it changes; and none is made while the swarm is this
+	// one node and every task has arrived (Snapshot.tasksSettled).
 	Resync time.Duration
 	// FullResync bounds how long the snapshot goes without a full relist
 	// while no event asks for one, in case the stream lost an event.
@@ -385,7 +388,10 @@ func (w *Watcher) follow(ctx context.Context, msgs <-chan events.Message, errs <
 	defer timer.Stop()
 	svcTimer.Stop()
 	defer svcTimer.Stop()
-	resync := time.NewTicker(w.opts.Resync)
+	// On the Resync's grid (package tickgrid): at rest, the task relist
+	// comes due with the applications' ticks when their interval is a
+	// multiple of it, not at a wake-up of its own.
+	resync := time.NewTimer(tickgrid.Until(time.Now(), w.opts.Resync))
 	defer resync.Stop()
 	arm := func(at time.Time) {
 		if timerArmed {
@@ -438,12 +444,13 @@ func (w *Watcher) follow(ctx context.Context, msgs <-chan events.Message, errs <
 			lastServices = time.Now()
 			w.refreshServices(ctx)
 		case <-resync.C:
+			resync.Reset(tickgrid.Until(time.Now(), w.opts.Resync))
 			// A full relist that is due anyway covers the resync; one only
 			// every FullResync otherwise: the tasks are what moves unseen.
 			if timerArmed {
 				continue
 			}
-			if time.Since(lastStart) < w.opts.FullResync && w.refreshTasks(ctx) {
+			if time.Since(lastStart) < w.opts.FullResync && (w.keepSettledTasks() || w.refreshTasks(ctx)) {
 				continue
 			}
 			arm(lastStart.Add(w.opts.MinInterval))
@@ -731,4 +738,50 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// keepSettledTasks moves the current snapshot's TasksAt to now, without
+// a list, when its tasks are settled (see Snapshot.tasksSettled): the
+// events would have told of any change since. Health ages task failures
+// by TasksAt. It reports whether it did.
+func (w *Watcher) keepSettledTasks() bool {
+	cur := w.Current()
+	if cur.takenAt.IsZero() || !cur.tasksSettled() {
+		return false
+	}
+	cur.tasksAt = time.Now()
+	w.current.Store(&cur)
+	return true
+}
+
+// tasksSettled says that no task of s can change without an event on
+// the stream Watcher follows: the swarm is one node, the Engine the
+// stream comes from, whose containers raise start, die, OOM and health
+// events; and every task has arrived where it was going (running as
+// desired, or ended). A task on its way can move without one: rejected
+// before it had a container, or left pending for want of a node.
+func (s Snapshot) tasksSettled() bool {
+	if s.err != nil || len(s.nodes) != 1 {
+		return false
+	}
+	for _, t := range s.tasks {
+		if t.DesiredState == swarm.TaskStateRunning {
+			if t.Status.State != swarm.TaskStateRunning {
+				return false
+			}
+		} else if !taskEnded(t.Status.State) {
+			return false
+		}
+	}
+	return true
+}
+
+// taskEnded says a task in state st will not move again.
+func taskEnded(st swarm.TaskState) bool {
+	switch st {
+	case swarm.TaskStateComplete, swarm.TaskStateShutdown, swarm.TaskStateFailed,
+		swarm.TaskStateRejected, swarm.TaskStateRemove, swarm.TaskStateOrphaned:
+		return true
+	}
+	return false
 }

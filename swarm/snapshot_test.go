@@ -18,6 +18,7 @@ import (
 	"github.com/docker/docker/api/types/volume"
 
 	"github.com/skep-cd/skep/harness"
+	"github.com/skep-cd/skep/tickgrid"
 )
 
 // runWatcher starts w.Run and, at cleanup, cancels it and checks it
@@ -118,6 +119,7 @@ type fakeReader struct {
 	errs     chan error
 	services []swarm.Service
 	tasks    []swarm.Task
+	nodes    []swarm.Node
 }
 
 func newFakeReader() *fakeReader { return &fakeReader{} }
@@ -171,7 +173,9 @@ func (f *fakeReader) SecretList(context.Context, swarm.SecretListOptions) ([]swa
 	return nil, nil
 }
 func (f *fakeReader) NodeList(context.Context, swarm.NodeListOptions) ([]swarm.Node, error) {
-	return nil, nil
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.nodes, nil
 }
 func (f *fakeReader) VolumeList(context.Context, volume.ListOptions) (volume.ListResponse, error) {
 	return volume.ListResponse{}, nil
@@ -278,9 +282,81 @@ func TestWatcherRelistsServicesAtOnceForAServiceEventWhileAFullRelistWaits(t *te
 // the rest to the events, but for one full relist every FullResync; a
 // task that moved wakes subscribers without moving TakenAt, which only a
 // full relist does.
+// On a swarm of one node, the Engine whose events the watcher follows,
+// a task that arrived (running as desired, or ended) only moves with an
+// event: the resync lists nothing while every task has, and moves TasksAt
+// (by which health ages failures) all the same. A task on its way
+// (starting, pending) brings the task lists back.
+func TestWatcherLeavesSettledTasksOfOneNodeToTheEvents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeReader()
+		running := func(id string, state swarm.TaskState) swarm.Task {
+			return swarm.Task{ID: id, ServiceID: "a", DesiredState: swarm.TaskStateRunning, Status: swarm.TaskStatus{State: state}}
+		}
+		f.set(func(f *fakeReader) {
+			f.nodes = []swarm.Node{{ID: "n1"}}
+			f.tasks = []swarm.Task{running("t1", swarm.TaskStateRunning),
+				{ID: "t0", ServiceID: "a", DesiredState: swarm.TaskStateShutdown, Status: swarm.TaskStatus{State: swarm.TaskStateFailed}}}
+		})
+		// Start on the resync's grid: the resyncs then come every 30 s
+		// from the start.
+		time.Sleep(tickgrid.Until(time.Now(), 30*time.Second))
+		w := NewWatcher(f, WatcherOptions{Resync: 30 * time.Second, FullResync: 5 * time.Minute})
+		ctx, cancel, done := runWatcher(t, w)
+		synctest.Wait()
+		first := w.Current()
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		if tasks := f.taskLists(); tasks != 1 {
+			t.Errorf("%d task lists after 2m at rest on one node, want 1 (the first full relist)", tasks)
+		}
+		if now := w.Current(); !now.TasksAt().After(first.TasksAt().Add(time.Minute)) || now.Version() != first.Version() {
+			t.Errorf("TasksAt %v → %v, version %d → %d: want TasksAt moved by the resyncs, the version kept",
+				first.TasksAt(), now.TasksAt(), first.Version(), now.Version())
+		}
+
+		// An update starts a task: its container's event brings a relist,
+		// and the resyncs list the tasks again until it runs.
+		f.set(func(f *fakeReader) { f.tasks = append(f.tasks, running("t2", swarm.TaskStateStarting)) })
+		f.send(ctx, events.Message{Type: events.ContainerEventType, Action: events.ActionCreate})
+		time.Sleep(time.Second)
+		synctest.Wait()
+		before := f.taskLists()
+		if before != 2 {
+			t.Fatalf("%d task lists after the event, want 2", before)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if after := f.taskLists(); after != before+2 {
+			t.Errorf("%d task lists a minute after a task started, want %d: a resync every 30s", after, before+2)
+		}
+		// A second node: its tasks raise no event here.
+		f.set(func(f *fakeReader) {
+			f.tasks = f.tasks[:2]
+			f.nodes = append(f.nodes, swarm.Node{ID: "n2"})
+		})
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if n := len(w.Current().TasksOf("a")); n != 2 {
+			t.Fatalf("the resync saw %d tasks of a, want 2", n)
+		}
+		before = f.taskLists()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if after := f.taskLists(); after != before+2 {
+			t.Errorf("%d task lists a minute on with two nodes, want %d", after, before+2)
+		}
+		cancel()
+		<-done
+	})
+}
+
 func TestWatcherResyncsTheTasksAloneBetweenFullRelists(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeReader()
+		// Start on the resync's grid: the resyncs then come every 30 s
+		// from the start.
+		time.Sleep(tickgrid.Until(time.Now(), 30*time.Second))
 		w := NewWatcher(f, WatcherOptions{Resync: 30 * time.Second, FullResync: 5 * time.Minute})
 		ctx, cancel, done := runWatcher(t, w)
 		synctest.Wait()
