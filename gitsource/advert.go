@@ -110,12 +110,21 @@ type readCloser struct {
 	io.Closer
 }
 
+// maxIdlePerHost is how many idle connections to one host the git client
+// keeps: at least as many as a cache's calls to one host run at once
+// (Options.MaxPerHost), or every tick whose ls-remotes ran together
+// dials anew all but net/http's default of 2.
+const maxIdlePerHost = 16
+
 // go-git picks a transport by URL scheme from one table per process; this
 // package is the process's only go-git user. The client is go-git's own
-// default (http.DefaultTransport, its redirect policy) with the
+// default (its redirect policy; http.DefaultTransport's settings, in a
+// pool of its own that keeps maxIdlePerHost idle connections) with the
 // advertisement step above in front.
 func init() {
-	c := githttp.NewClient(&http.Client{Transport: advertTransport{next: http.DefaultTransport}})
+	pool := http.DefaultTransport.(*http.Transport).Clone()
+	pool.MaxIdleConnsPerHost = maxIdlePerHost
+	c := githttp.NewClient(&http.Client{Transport: advertTransport{next: pool}})
 	client.InstallProtocol("http", c)
 	client.InstallProtocol("https", c)
 }

@@ -1,10 +1,13 @@
 package gitsource
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -122,5 +125,50 @@ func TestARedirectedRepositoryIsFetchedWhereItMoved(t *testing.T) {
 	}
 	if got := server.count("/info/refs"); got != 2 {
 		t.Errorf("server saw %d ref advertisements, want 2: a redirected answer is not kept", got)
+	}
+}
+
+// The ls-remotes of one tick run together, up to the per-host limit; the
+// next tick's reuse their connections instead of dialling all but two
+// anew (net/http's default idle connections per host).
+func TestLsRemotesThatRanTogetherKeepTheirConnections(t *testing.T) {
+	const n = DefaultMaxPerHost
+	root := t.TempDir()
+	var urls []string
+	server := serveHTTP(t, root, "", "", "")
+	for i := range n {
+		newHistory(t, filepath.Join(root, fmt.Sprintf("app%d", i)))
+		urls = append(urls, fmt.Sprintf("%s/app%d", server.URL, i))
+	}
+	// Each request waits until every request of its tick has arrived, so
+	// that the tick holds n connections at once.
+	var arrived, due atomic.Int64
+	server.before = func() {
+		arrived.Add(1)
+		for deadline := time.Now().Add(10 * time.Second); arrived.Load() < due.Load() && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	c := newCache(t, Options{})
+	tick := func() {
+		due.Add(n)
+		var wg sync.WaitGroup
+		for _, url := range urls {
+			wg.Go(func() {
+				c.Forget(url)
+				if _, err := c.ListRefs(t.Context(), url); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	tick()
+	if got := server.conns.Load(); got != n {
+		t.Fatalf("the first tick opened %d connections, want %d: its ls-remotes did not run together", got, n)
+	}
+	tick()
+	if got := server.conns.Load() - n; got != 0 {
+		t.Errorf("the second tick opened %d connections, want 0: the first tick's were not kept", got)
 	}
 }

@@ -122,6 +122,11 @@ func (r *testRepo) bareCopy(dir string) string {
 type gitServer struct {
 	URL      string
 	requests sync.Map // suffix → *atomic.Int64
+	// conns counts the connections clients opened.
+	conns atomic.Int64
+	// before, when set before the first request, runs at the start of
+	// each request.
+	before func()
 }
 
 func serveHTTP(t testing.TB, root, user, password, token string) *gitServer {
@@ -134,7 +139,10 @@ func serveHTTP(t testing.TB, root, user, password, token string) *gitServer {
 		Stderr:     io.Discard, // "Not a git repository" for the missing-repository tests
 	}
 	s := &gitServer{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if s.before != nil {
+			s.before()
+		}
 		if user != "" {
 			u, p, basic := req.BasicAuth()
 			bearer := token != "" && req.Header.Get("Authorization") == "Bearer "+token
@@ -152,6 +160,12 @@ func serveHTTP(t testing.TB, root, user, password, token string) *gitServer {
 		}
 		backend.ServeHTTP(w, req)
 	}))
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			s.conns.Add(1)
+		}
+	}
+	srv.Start()
 	t.Cleanup(srv.Close)
 	s.URL = srv.URL
 	return s
