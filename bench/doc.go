@@ -10,7 +10,9 @@
 // measures idle Engine requests, CPU and RSS at 20 applications and at a
 // larger scale point, the first deploy of 20 stacks, a webhook push, the
 // polling floor and an out-of-band change corrected. Options.DeployOnly
-// runs the first deploy alone, several times, for a median.
+// runs the first deploy alone, several times, for a median;
+// Options.IdleOnly the idle window at 20 applications, several windows
+// on one controller.
 //
 // Soak runs the same parts under load for a fixed time (issue 18, `make
 // soak`; docs/reliability.md): commits announced by webhooks, out-of-band
