@@ -26,6 +26,15 @@ func TestBackoffDoublesAndCaps(t *testing.T) {
 	}
 }
 
+func TestJitterStaysWithinTenPercent(t *testing.T) {
+	for range 1000 {
+		got := jitter(time.Minute)
+		if got < 54*time.Second || got > 66*time.Second {
+			t.Fatalf("jitter(1m) = %s, outside ±10%%", got)
+		}
+	}
+}
+
 func TestEnqueueCoalescesAndKeepsTheSync(t *testing.T) {
 	w := &worker{}
 	w.enqueue(Request{})
