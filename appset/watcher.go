@@ -111,7 +111,7 @@ func (w *Watcher) Run(ctx context.Context, interval time.Duration, onChange func
 		interval = DefaultInterval
 	}
 	// On interval's grid (package tickgrid), so that the re-read comes
-	// due with the applications' ticks of the same interval.
+	// due with the controller's other periodic work of that period.
 	ticker := time.NewTimer(tickgrid.Until(time.Now(), interval))
 	defer ticker.Stop()
 	var reported Snapshot

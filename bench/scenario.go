@@ -216,11 +216,7 @@ func (e *env) small(r *Report) {
 	r.Polling = e.polling(ctx, ctrl, apps, appsFile)
 
 	ctrl.Stop(e.tb)
-	stacks := []string{apps[0].docker}
-	for _, a := range apps {
-		stacks = append(stacks, a.release)
-	}
-	e.removeStacks(ctx, stacks...)
+	e.removeStacks(ctx, append([]string{apps[0].docker}, releases(apps)...)...)
 }
 
 // smallSet is the 20 applications, the first half with two services,
@@ -268,11 +264,7 @@ func (e *env) firstDeploys(r *Report) {
 		r.FirstDeploys = append(r.FirstDeploys, took)
 		e.log.Info("first deploy", "sample", k+1, "every_service_exists", took)
 		ctrl.Stop(e.tb)
-		releases := make([]string, len(apps))
-		for i, a := range apps {
-			releases[i] = a.release
-		}
-		e.removeStacks(ctx, releases...)
+		e.removeStacks(ctx, releases(apps)...)
 	}
 }
 
@@ -297,11 +289,16 @@ func (e *env) idleWindows(r *Report) {
 	slices.SortFunc(byCPU, func(a, b Idle) int { return cmp.Compare(a.CPU, b.CPU) })
 	r.SmallIdle = byCPU[len(byCPU)/2]
 	ctrl.Stop(e.tb)
-	releases := make([]string, len(apps))
+	e.removeStacks(ctx, releases(apps)...)
+}
+
+// releases names the stacks Skep deploys for apps.
+func releases(apps []app) []string {
+	out := make([]string, len(apps))
 	for i, a := range apps {
-		releases[i] = a.release
+		out[i] = a.release
 	}
-	e.removeStacks(ctx, releases...)
+	return out
 }
 
 // large measures idle cost and memory at opts.Scale applications of

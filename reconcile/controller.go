@@ -270,8 +270,8 @@ func (c *Controller) followSwarm(ctx context.Context, d *destination) {
 	if !errors.Is(d.live.Current().Err(), swarm.ErrNotListed) {
 		observe()
 	}
-	// On the app set's grid: the prune check comes due with the ticks
-	// and the re-read, not at a wake-up of its own.
+	// On the app set's grid: the prune check comes due with the re-read,
+	// not at a wake-up of its own.
 	tick := time.NewTimer(tickgrid.Until(time.Now(), c.interval))
 	defer tick.Stop()
 	for {

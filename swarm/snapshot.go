@@ -389,8 +389,8 @@ func (w *Watcher) follow(ctx context.Context, msgs <-chan events.Message, errs <
 	svcTimer.Stop()
 	defer svcTimer.Stop()
 	// On the Resync's grid (package tickgrid): at rest, the task relist
-	// comes due with the applications' ticks when their interval is a
-	// multiple of it, not at a wake-up of its own.
+	// comes due with the controller's other periodic work, not at a
+	// wake-up of its own.
 	resync := time.NewTimer(tickgrid.Until(time.Now(), w.opts.Resync))
 	defer resync.Stop()
 	arm := func(at time.Time) {
