@@ -45,16 +45,18 @@ staticcheck:
 lint: fmt-check vet staticcheck
 
 # Every test, with a real swarm required: a missing swarm fails, never skips.
+# scripts/go-test ends a failed run with what failed, so that the tail of
+# the output names it.
 test: swarm-up swarm2-up lint
 	$(GO) test -race -p 2 -run '^$$' ./... >/dev/null
-	SKEP_REQUIRE_SWARM=1 $(GO) test $(TEST_FLAGS) ./...
+	SKEP_REQUIRE_SWARM=1 GO=$(GO) scripts/go-test $(TEST_FLAGS) ./...
 
 # The whole fault suite (docs/reliability.md): the controller, the daemon,
 # git, the registry, the store and notifiers broken mid-work, about seven
 # minutes. make test runs only its fast cases; this runs every one. The
 # daemon case restarts the second swarm's Engine (never the main one).
 faults: swarm-up swarm2-up
-	SKEP_REQUIRE_SWARM=1 SKEP_FAULTS=1 $(GO) test $(TEST_FLAGS) -run '^TestFault' ./cli/
+	SKEP_REQUIRE_SWARM=1 SKEP_FAULTS=1 GO=$(GO) scripts/go-test $(TEST_FLAGS) -run '^TestFault' ./cli/
 
 # Unit tests only: integration tests skip without a swarm.
 unit:
