@@ -419,7 +419,7 @@ func (e *faultEnv) waitConverged(t *testing.T, commit, image string, timeout tim
 	harness.Eventually(t, timeout, func(ctx context.Context) (bool, string) {
 		a := e.app(t).Application
 		if a.Sync != "synced" || a.DeployedRevision != commit || a.Health != "healthy" && !e.anyHealth {
-			return false, fmt.Sprintf("application %s, %s at %.12s (want %.12s), last error %q", a.Sync, a.Health, a.DeployedRevision, commit, a.LastError)
+			return false, fmt.Sprintf("application %s, %s (%s) at %.12s (want %.12s), last error %q", a.Sync, a.Health, a.HealthMessage, a.DeployedRevision, commit, a.LastError)
 		}
 		var err error
 		if objs, err = listObjects(ctx, e.docker, e.ns); err != nil {

@@ -146,6 +146,12 @@ func TestFaultControllerKilledMidApplyLosesNothing(t *testing.T) {
 		if len(h.Syncs) == 0 || h.Syncs[0].Revision != third || h.Syncs[0].Outcome != "interrupted" || h.Syncs[0].FinishedAt == nil {
 			t.Errorf("newest sync %+v, want the one at %.12s interrupted, with an end", h.Syncs[:min(1, len(h.Syncs))], third)
 		}
+		// The restarted controller prunes the settings config the third
+		// commit replaced, and tells it once: a second prune on a snapshot
+		// that still shows the config finds it gone and tells nothing.
+		if evs := e.events(t, "resources-pruned"); len(evs) != 1 {
+			t.Errorf("resources-pruned events %+v, want one, for the replaced settings config", evs)
+		}
 	})
 
 	t.Run("restarted on an empty data directory: a no-op that keeps everything", func(t *testing.T) {

@@ -19,11 +19,15 @@ type Deleter interface {
 	VolumeRemove(ctx context.Context, volumeID string, force bool) error
 }
 
-// Result reports what Execute did: the objects deleted (or found gone
-// already) and those it could not delete, each in delete order.
+// Result reports what Execute did, each list in delete order: the objects
+// it deleted, those found gone already, and those it could not delete.
 type Result struct {
 	Deleted []Object
-	Failed  []Failure
+	// Gone were removed before Execute came to them (by an earlier prune
+	// whose deletions the live snapshot did not show yet, or by hand):
+	// nothing of the plan is left there, yet Execute deleted nothing.
+	Gone   []Object
+	Failed []Failure
 }
 
 // Failure is one object Execute did not delete. InUse says the Engine
@@ -47,8 +51,8 @@ func (r Result) Err() error {
 // Execute deletes the objects p marks Delete: services first, then
 // networks, configs, secrets and volumes. It neither waits nor retries: a
 // deletion that fails is reported in the Result and the rest go on, so one
-// object in use never holds the others. An object already gone counts as
-// deleted. An item whose labels do not name p.Owner is refused, whatever
+// object in use never holds the others. An object already gone is no
+// failure; it is reported in Gone. An item whose labels do not name p.Owner is refused, whatever
 // the plan says. When ctx ends, the remaining objects are reported failed.
 // Execute never returns an error of its own; check Result.Failed.
 func Execute(ctx context.Context, eng Deleter, p Plan) Result {
@@ -67,8 +71,10 @@ func Execute(ctx context.Context, eng Deleter, p Plan) Result {
 		}
 		err := remove(ctx, eng, obj)
 		switch {
-		case err == nil, cerrdefs.IsNotFound(err):
+		case err == nil:
 			r.Deleted = append(r.Deleted, obj)
+		case cerrdefs.IsNotFound(err):
+			r.Gone = append(r.Gone, obj)
 		default:
 			r.Failed = append(r.Failed, Failure{Object: obj, Err: err, InUse: inUse(err)})
 		}

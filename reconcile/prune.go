@@ -113,6 +113,11 @@ func (c *Controller) execute(ctx context.Context, app, swarmName, commit string,
 		p = p.Protect(prune.KindService, c.self.ServiceID, "the controller's own service is never pruned")
 	}
 	res := prune.Execute(ctx, c.dest(swarmName).engine, p)
+	if len(res.Gone) > 0 {
+		// Only what this prune deleted is told: a second prune on a snapshot
+		// that still shows the first one's deletions finds them gone.
+		c.log.Debug("prune found objects gone already", "app", app, "objects", describeObjects(res.Gone))
+	}
 	ev := notify.Event{Application: app, Revision: commit, Swarm: swarmName, Actor: notify.ActorFrom(ctx), At: c.now()}
 	if len(res.Deleted) > 0 {
 		ev.Type, ev.Message = notify.ResourcesPruned, "deleted "+describeObjects(res.Deleted)
