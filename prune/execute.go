@@ -52,8 +52,9 @@ func (r Result) Err() error {
 // networks, configs, secrets and volumes. It neither waits nor retries: a
 // deletion that fails is reported in the Result and the rest go on, so one
 // object in use never holds the others. An object already gone is no
-// failure; it is reported in Gone. An item whose labels do not name p.Owner is refused, whatever
-// the plan says. When ctx ends, the remaining objects are reported failed.
+// failure; it is reported in Gone. An item whose labels do not name
+// p.Owner is refused, whatever the plan says. When ctx ends, the remaining
+// objects are reported failed.
 // Execute never returns an error of its own; check Result.Failed.
 func Execute(ctx context.Context, eng Deleter, p Plan) Result {
 	var r Result
