@@ -31,6 +31,19 @@ func runWatcher(t *testing.T, w *Watcher) (context.Context, context.CancelFunc, 
 	return ctx, cancel, done
 }
 
+// runOnResyncGrid runs, in a synctest bubble, a Watcher of f with a 30 s
+// resync and a 5 minute full relist, started on the resync's grid so that
+// the resyncs come every 30 s from its start, and waits for its first
+// snapshot.
+func runOnResyncGrid(t *testing.T, f *fakeReader) (*Watcher, context.Context, context.CancelFunc, <-chan error) {
+	t.Helper()
+	time.Sleep(tickgrid.Until(time.Now(), 30*time.Second))
+	w := NewWatcher(f, WatcherOptions{Resync: 30 * time.Second, FullResync: 5 * time.Minute})
+	ctx, cancel, done := runWatcher(t, w)
+	synctest.Wait()
+	return w, ctx, cancel, done
+}
+
 func TestWatcherOnSwarmSeesOutOfBandChangesAndStops(t *testing.T) {
 	cli := harness.RequireSwarm(t)
 	// A resync of an hour: only the events stream can make changes seen.
@@ -298,12 +311,7 @@ func TestWatcherLeavesSettledTasksOfOneNodeToTheEvents(t *testing.T) {
 			f.tasks = []swarm.Task{running("t1", swarm.TaskStateRunning),
 				{ID: "t0", ServiceID: "a", DesiredState: swarm.TaskStateShutdown, Status: swarm.TaskStatus{State: swarm.TaskStateFailed}}}
 		})
-		// Start on the resync's grid: the resyncs then come every 30 s
-		// from the start.
-		time.Sleep(tickgrid.Until(time.Now(), 30*time.Second))
-		w := NewWatcher(f, WatcherOptions{Resync: 30 * time.Second, FullResync: 5 * time.Minute})
-		ctx, cancel, done := runWatcher(t, w)
-		synctest.Wait()
+		w, ctx, cancel, done := runOnResyncGrid(t, f)
 		first := w.Current()
 		time.Sleep(2 * time.Minute)
 		synctest.Wait()
@@ -354,12 +362,7 @@ func TestWatcherLeavesSettledTasksOfOneNodeToTheEvents(t *testing.T) {
 func TestWatcherResyncsTheTasksAloneBetweenFullRelists(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeReader()
-		// Start on the resync's grid: the resyncs then come every 30 s
-		// from the start.
-		time.Sleep(tickgrid.Until(time.Now(), 30*time.Second))
-		w := NewWatcher(f, WatcherOptions{Resync: 30 * time.Second, FullResync: 5 * time.Minute})
-		ctx, cancel, done := runWatcher(t, w)
-		synctest.Wait()
+		w, ctx, cancel, done := runOnResyncGrid(t, f)
 		first := w.Current()
 		time.Sleep(45 * time.Second)
 		synctest.Wait()
