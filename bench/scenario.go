@@ -53,6 +53,10 @@ type Options struct {
 	// windows one after the other on one controller: idle CPU moves from
 	// one window to the next by more than a target's margin.
 	IdleOnly bool
+	// PollOnly measures polling at the interval floor alone, Samples
+	// pushes, on the 20 applications deployed and settled: the row whose
+	// median moves most with how the pushes' phases fell.
+	PollOnly bool
 	// GoResults names a file of `go test -bench` output whose results for
 	// render, convert and plan, live drift and the event fan-out join the
 	// table. Empty leaves them out.
@@ -138,10 +142,12 @@ func Run(tb testing.TB, cli *client.Client, opts Options) *Report {
 		e.firstDeploys(r)
 	case opts.IdleOnly:
 		e.idleWindows(r)
+	case opts.PollOnly:
+		e.pollingAlone(r)
 	case !opts.ScaleOnly:
 		e.small(r)
 	}
-	if opts.Scale > 0 && !opts.DeployOnly && !opts.IdleOnly {
+	if opts.Scale > 0 && !opts.DeployOnly && !opts.IdleOnly && !opts.PollOnly {
 		e.large(r)
 	}
 	if opts.GoResults != "" {
@@ -288,6 +294,22 @@ func (e *env) idleWindows(r *Report) {
 	byCPU := slices.Clone(r.IdleWindows)
 	slices.SortFunc(byCPU, func(a, b Idle) int { return cmp.Compare(a.CPU, b.CPU) })
 	r.SmallIdle = byCPU[len(byCPU)/2]
+	ctrl.Stop(e.tb)
+	e.removeStacks(ctx, releases(apps)...)
+}
+
+// pollingAlone deploys the 20 applications with Skep alone, lets them
+// settle, and measures polling.
+func (e *env) pollingAlone(r *Report) {
+	ctx := e.tb.Context()
+	apps := e.smallSet("")
+	dir := e.tb.TempDir()
+	appsFile := e.pushApps(dir, apps)
+	ctrl := e.startController(dir, appsFile)
+	e.waitDeployed(ctx, serviceNames(apps, false), ctrl.Started)
+	e.settle(ctx, ctrl, len(apps))
+	e.log.Info("polling at the interval floor", "samples", e.opts.Samples)
+	r.Polling = e.polling(ctx, ctrl, apps, appsFile)
 	ctrl.Stop(e.tb)
 	e.removeStacks(ctx, releases(apps)...)
 }
@@ -622,16 +644,17 @@ func (e *env) polling(ctx context.Context, ctrl *Controller, apps []app, appsFil
 	}
 	a := changed[0]
 	var out []Poll
-	// Random phases, stratified: one in each of Samples equal slices of
-	// the interval, taken in a shuffled order. The median then measures
-	// the polling rather than how 10 uniform draws happened to fall
-	// (their median's standard error is 1.6 s at a 10 s interval). A
-	// phase is counted from a tick of the application, seen as its
+	// Random phases, stratified and antithetic: one in each of Samples
+	// equal slices of the interval, taken in a shuffled order, each
+	// slice's draw u mirrored as 1-u in the mirror slice. The median then
+	// measures the polling rather than how 10 uniform draws happened to
+	// fall (their median's standard error is 1.6 s at a 10 s interval;
+	// stratified alone, the two middle draws still moved it by 0.2 s).
+	// A phase is counted from a tick of the application, seen as its
 	// ls-remote at the git proxy: a wake by the swarm does not move the
 	// ticks, so the end of the last rollout says nothing of where they are.
-	strata := rand.Perm(e.opts.Samples)
-	for i := range e.opts.Samples {
-		phase := time.Duration((float64(strata[i]) + rand.Float64()) / float64(e.opts.Samples) * float64(pollInterval))
+	phases := antitheticPhases(e.opts.Samples, pollInterval)
+	for i, phase := range phases {
 		tick := e.nextTick(ctx, a)
 		select {
 		case <-ctx.Done():
@@ -642,7 +665,30 @@ func (e *env) polling(ctx context.Context, ctrl *Controller, apps []app, appsFil
 		a.repo.Commit(e.tb, "main", map[string]string{"compose.yaml": compose(a, e.image, e.rev)})
 		pushed := time.Now()
 		at := e.updated(ctx, a.release+"_web", pushed)
-		out = append(out, pollSample(e.gitProxy.Requests("/"+a.repo.Name+".git/", pushed, at), pushed, at))
+		p := pollSample(e.gitProxy.Requests("/"+a.repo.Name+".git/", pushed, at), pushed, at)
+		e.log.Info("polled", "sample", i+1, "phase", phase.Round(time.Millisecond), "latency", p.Latency.Round(time.Millisecond),
+			"after_tick", p.AfterTick.Round(time.Millisecond), "tick_after_phase_tick", (pushed.Sub(tick) + p.Latency - p.AfterTick).Round(time.Millisecond), "missed", p.Missed)
+		out = append(out, p)
+	}
+	return out
+}
+
+// antitheticPhases returns n phases within interval in a shuffled order:
+// one drawn in each of n equal slices, the draw u of slice k mirrored as
+// 1-u in slice n-1-k, so that each pair of mirror slices averages to half
+// the interval (the middle slice of an odd n draws at its centre).
+func antitheticPhases(n int, interval time.Duration) []time.Duration {
+	u := make([]float64, n)
+	for k := range n / 2 {
+		u[k] = rand.Float64()
+		u[n-1-k] = 1 - u[k]
+	}
+	if n%2 == 1 {
+		u[n/2] = 0.5
+	}
+	out := make([]time.Duration, n)
+	for i, k := range rand.Perm(n) {
+		out[i] = time.Duration((float64(k) + u[k]) / float64(n) * float64(interval))
 	}
 	return out
 }

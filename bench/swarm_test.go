@@ -24,6 +24,7 @@ import (
 //	SKEP_BENCH_ONLY=scale         the larger scale point alone
 //	SKEP_BENCH_ONLY=deploy        Skep's first deploy of the 20 applications alone, SAMPLES times
 //	SKEP_BENCH_ONLY=idle          the 20 applications' idle window alone, SAMPLES windows
+//	SKEP_BENCH_ONLY=polling       polling at the interval floor alone, SAMPLES pushes
 //	SKEP_BENCH_GO=bin/bench-go.txt  the Go benchmarks' output, added to the table
 //	SKEP_BENCH_LOG=debug          more progress on stderr
 //
@@ -57,8 +58,10 @@ func BenchmarkSwarm(b *testing.B) {
 		opts.DeployOnly = true
 	case "idle":
 		opts.IdleOnly = true
+	case "polling":
+		opts.PollOnly = true
 	default:
-		b.Fatalf("SKEP_BENCH_ONLY=%q: the parts that run alone are scale, deploy and idle", v)
+		b.Fatalf("SKEP_BENCH_ONLY=%q: the parts that run alone are scale, deploy, idle and polling", v)
 	}
 	if v := os.Getenv("SKEP_BENCH_SCALE"); v != "" {
 		opts.Scale = atoi(b, "SKEP_BENCH_SCALE", v)

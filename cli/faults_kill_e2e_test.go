@@ -162,7 +162,7 @@ func TestFaultControllerKilledMidApplyLosesNothing(t *testing.T) {
 		e.current.stop(t, syscall.SIGTERM, 30*time.Second)
 		start := time.Now()
 		e.startController(t, filepath.Join(e.dir, "empty"))
-		// Two reconciles at least (the interval is 10s, ±10 %), so that a
+		// Two reconciles at least (the interval is 10s), so that a
 		// correction or a prune would have happened.
 		harness.Eventually(t, time.Minute, func(context.Context) (bool, string) {
 			a := e.app(t).Application

@@ -251,7 +251,7 @@ func TestAutomatedAppDeploysAndFollowsAnImageCommit(t *testing.T) {
 	}
 
 	second := e.repo.Commit(t, "main", map[string]string{".env": "IMAGE=" + e.v2 + "\n"})
-	e.waitImage(t, e.v2, 40*time.Second) // one interval (10s ± jitter) plus the ref cache
+	e.waitImage(t, e.v2, 40*time.Second) // one interval (10s) plus the ref cache
 	harness.Eventually(t, 2*time.Minute, func(ctx context.Context) (bool, string) {
 		body := harness.HTTPGet(t, fmt.Sprintf("http://127.0.0.1:%d/", port), time.Minute)
 		return strings.Contains(body, `"v2"`), "answered " + body
@@ -457,7 +457,7 @@ func TestForeignReleaseIsRefusedOnceNotEveryTick(t *testing.T) {
 	if !strings.Contains(st.LastError, "not created by skep") {
 		t.Errorf("status error = %q, want the foreign service named", st.LastError)
 	}
-	// Two more intervals (10s each, with jitter) pass without a change.
+	// Two more intervals (10s each) pass without a change.
 	waitStatus(t, ctrl, "web", time.Minute, func(s reconcile.AppStatus) bool {
 		return s.LastReconcile.After(st.LastReconcile.Add(21 * time.Second))
 	})

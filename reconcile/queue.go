@@ -45,7 +45,7 @@ type Request struct {
 }
 
 // worker runs one application's reconciles, one at a time, on the
-// application's interval with jitter, backing off while it fails. Requests
+// application's interval at a phase of its own, backing off while it fails. Requests
 // that arrive while a reconcile runs are coalesced into one. A waiting
 // worker has no goroutine: its next tick is a timer, and a tick or a
 // request runs on a goroutine of its own (see Controller.serve), so that
@@ -96,6 +96,9 @@ type appState struct {
 	resolved resolvedCommit
 	// quietInputs keeps parts of the quiet key from one tick to the next.
 	quietInputs quietInputs
+	// phase is where in each interval the application's ticks fall, in
+	// [0, 1) (see phased); drawn as its worker starts.
+	phase float64
 	// sub holds the state of each release of a release file, by release.
 	sub map[string]*appState
 }
@@ -135,14 +138,15 @@ func backoff(failures int, limit time.Duration) time.Duration {
 	return min(d, limit)
 }
 
-// jitter spreads d by up to ±10 % so that many applications on one interval
-// do not reconcile in lockstep.
-func jitter(d time.Duration) time.Duration {
-	if d <= 0 {
-		return d
-	}
-	spread := int64(d) / 5
-	return d - time.Duration(spread/2) + time.Duration(rand.Int64N(spread+1))
+// phased is how long from now until the next tick of an application
+// whose ticks fall at phase (in [0, 1)) of each interval, on
+// tickgrid's grid moved by that share of the interval in whole grid
+// steps: a tick that ran on time is followed by the next exactly one
+// interval later, and the applications of one interval take turns
+// instead of ticking in lockstep. Each worker draws its phase once.
+func phased(now time.Time, interval time.Duration, phase float64) time.Duration {
+	offset := time.Duration(phase * float64(interval)).Truncate(tickGrid)
+	return tickgrid.NextAt(now, interval, offset).Sub(now)
 }
 
 // tickGrid is what the ticks of all applications are aligned to: the
@@ -262,7 +266,7 @@ func (c *Controller) ReconcileOnce(ctx context.Context, name string, req Request
 // c.mu is held.
 func (c *Controller) startWorker(ctx context.Context, name string) {
 	ctx, cancel := context.WithCancel(ctx)
-	w := &worker{name: name, ctx: ctx, cancel: cancel}
+	w := &worker{name: name, ctx: ctx, cancel: cancel, st: appState{phase: rand.Float64()}}
 	w.start = func() {
 		c.wg.Add(1)
 		go c.serve(w, false)
@@ -368,10 +372,12 @@ func (c *Controller) serve(w *worker, ticked bool) {
 // nextTick is how long after a reconcile of app that ended with err the
 // next tick runs.
 func (c *Controller) nextTick(app appset.Application, req Request, err error, st *appState) time.Duration {
-	// Spread, not on the interval's grid: a thousand applications ticking
-	// at one instant held a third more memory at rest (docs/performance.md,
-	// "Ticks together").
-	next := jitter(app.SyncPolicy.Interval)
+	// Each application at its own phase of the interval, not all on the
+	// interval's grid: a thousand applications ticking at one instant held
+	// a third more memory at rest (docs/performance.md, "Ticks together").
+	// A fixed phase rather than a random spread of each delay: the time
+	// from a push to the tick that sees it then depends on the push alone.
+	next := phased(time.Now(), app.SyncPolicy.Interval, st.phase)
 	switch outcome.Of(err) {
 	case outcome.OK:
 		st.failures = 0

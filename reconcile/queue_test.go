@@ -26,12 +26,32 @@ func TestBackoffDoublesAndCaps(t *testing.T) {
 	}
 }
 
-func TestJitterStaysWithinTenPercent(t *testing.T) {
-	for range 1000 {
-		got := jitter(time.Minute)
-		if got < 54*time.Second || got > 66*time.Second {
-			t.Fatalf("jitter(1m) = %s, outside ±10%%", got)
+func TestPhasedTicksKeepTheirIntervalAndTakeTurns(t *testing.T) {
+	interval := 10 * time.Second
+	start := time.Now()
+	for _, phase := range []float64{0, 0.25, 0.5, 0.999} {
+		// A tick that ran on time, whatever it took up to half an
+		// interval, is followed by the next exactly one interval later.
+		tick := start.Add(phased(start, interval, phase))
+		for _, took := range []time.Duration{0, time.Millisecond, 300 * time.Millisecond, 4 * time.Second} {
+			if next := tick.Add(took).Add(phased(tick.Add(took), interval, phase)); next.Sub(tick) != interval {
+				t.Errorf("phase %.3f: a tick that took %s is followed %s later, want %s", phase, took, next.Sub(tick), interval)
+			}
 		}
+		if rest := tickgrid.Round(tick, tickGrid).Sub(tick); rest != 0 {
+			t.Errorf("phase %.3f: the tick is %s off the %s grid", phase, rest, tickGrid)
+		}
+		// A run off the phase (a sync, a wake) keeps the phase.
+		wake := tick.Add(3700 * time.Millisecond)
+		if next := wake.Add(phased(wake, interval, phase)); next.Sub(tick) != interval {
+			t.Errorf("phase %.3f: after a run 3.7s past the tick, the next is %s after it, want %s", phase, next.Sub(tick), interval)
+		}
+	}
+	// Two applications half a phase apart tick half an interval apart.
+	a := start.Add(phased(start, interval, 0.1))
+	b := start.Add(phased(start, interval, 0.6))
+	if gap := (b.Sub(a) + interval) % interval; gap != interval/2 {
+		t.Errorf("phases 0.1 and 0.6 tick %s apart, want %s", gap, interval/2)
 	}
 }
 

@@ -27,6 +27,13 @@ func Next(now time.Time, period time.Duration) time.Time {
 	return origin.Add((k + 1) * period)
 }
 
+// NextAt is Next on period's grid moved by offset: the first instant
+// origin + offset + k·period later than now + period/2. Loops of one
+// period with different offsets take turns instead of coming due together.
+func NextAt(now time.Time, period, offset time.Duration) time.Time {
+	return Next(now.Add(-offset), period).Add(offset)
+}
+
 // Until is how long from now until Next(now, period).
 func Until(now time.Time, period time.Duration) time.Duration {
 	return Next(now, period).Sub(now)

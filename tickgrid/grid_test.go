@@ -81,3 +81,19 @@ func TestRoundIsTheNearestInstant(t *testing.T) {
 		t.Fatalf("Round moved a 30 s grid instant by %s", got.Sub(at))
 	}
 }
+
+func TestNextAtIsNextMovedByTheOffset(t *testing.T) {
+	period := 30 * time.Second
+	for _, offset := range []time.Duration{0, 7 * time.Second, period - time.Second} {
+		for _, at := range []time.Duration{-period, 0, time.Second, 14 * time.Second, 16 * time.Second, 95 * time.Second} {
+			now := origin.Add(at)
+			next := NextAt(now, period, offset)
+			if since := next.Sub(origin) - offset; since%period != 0 {
+				t.Errorf("NextAt(origin+%s, %s, %s) = origin+%s, not on the grid moved by the offset", at, period, offset, next.Sub(origin))
+			}
+			if wait := next.Sub(now); wait <= period/2 || wait > period+period/2 {
+				t.Errorf("NextAt(origin+%s, %s, %s) is %s away, want in (%s, %s]", at, period, offset, wait, period/2, period+period/2)
+			}
+		}
+	}
+}
