@@ -79,7 +79,7 @@ fuzz:
 # bin/bench-go.txt), then the measurements on the local swarm side by side
 # with `docker stack deploy`, printed as one table. It takes about 30
 # minutes; BENCH_IDLE, BENCH_SAMPLES and BENCH_SCALE (-1 skips the large
-# scale point) shorten it; BENCH_ONLY=scale, deploy or idle measures one part
+# scale point) shorten it; BENCH_ONLY=scale, deploy, idle or polling measures one part
 # alone (docs/performance.md).
 BENCH_PKGS ?= ./stack ./plan ./notify ./gitsource
 BENCH_IDLE ?= 5m

@@ -265,3 +265,27 @@ func TestPeakRSSRowOnlyWhenRead(t *testing.T) {
 		t.Errorf("peak row %+v (found %v), want 300.0 MiB for 1000 apps × 10 services, no verdict", row, found)
 	}
 }
+
+func TestNoOpTickRowsJudgeTheTickAndShowTheServerApart(t *testing.T) {
+	for _, tc := range []struct {
+		tick, server float64 // ns per tick
+		pass         bool
+	}{{300e3, 2e6, true}, {650e3, 10e3, false}} {
+		r := &Report{Go: map[string]map[string]float64{"BenchmarkQuietTick": {"cpu-ns/op": tc.tick, "git-server-cpu-ns/op": tc.server}}}
+		var tick, server *Row
+		for _, row := range r.Rows() {
+			switch {
+			case strings.HasPrefix(row.Measurement, "CPU of one no-op tick"):
+				tick = &row
+			case strings.HasPrefix(row.Measurement, "No-op tick: the git server's CPU"):
+				server = &row
+			}
+		}
+		if tick == nil || tick.Pass == nil || *tick.Pass != tc.pass {
+			t.Errorf("tick %.0f ns: row %+v, want judged pass=%t", tc.tick, tick, tc.pass)
+		}
+		if server == nil || server.Pass != nil || server.Skep != millis(time.Duration(tc.server)) {
+			t.Errorf("server %.0f ns: row %+v, want %s and no verdict", tc.server, server, millis(time.Duration(tc.server)))
+		}
+	}
+}

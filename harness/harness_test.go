@@ -239,3 +239,44 @@ func TestRequireSwarmFailsWhenRequiredAndNoEngineAnswers(t *testing.T) {
 }
 
 func plumbingName(s string) plumbing.ReferenceName { return plumbing.ReferenceName(s) }
+
+func TestGitServerProcessServesTheRepositoriesAndCountsItsCPU(t *testing.T) {
+	srv := StartGitServer(t, GitServerOptions{})
+	repo := srv.CreateRepo(t, "app")
+	head := repo.Commit(t, "main", map[string]string{"compose.yaml": "services: {}\n"})
+	proc := StartGitServerProcess(t, srv.Root)
+	if proc.URL == srv.URL {
+		t.Fatalf("the process serves at the in-process server's address %s", proc.URL)
+	}
+	before := proc.CPU(t)
+	url := strings.Replace(repo.URL, srv.URL, proc.URL, 1)
+	for range 20 {
+		remote := git.NewRemote(nil, &config.RemoteConfig{Name: "origin", URLs: []string{url}})
+		refs, err := remote.ListContext(t.Context(), &git.ListOptions{})
+		if err != nil {
+			t.Fatalf("ls-remote %s: %v", url, err)
+		}
+		found := false
+		for _, r := range refs {
+			found = found || r.Name() == plumbing.NewBranchReferenceName("main") && r.Hash().String() == head
+		}
+		if !found {
+			t.Fatalf("ls-remote %s: no main at %s in %v", url, head, refs)
+		}
+	}
+	if srv.RefAdvertisements() != 0 {
+		t.Errorf("the in-process server answered %d ref advertisements, want 0", srv.RefAdvertisements())
+	}
+	// 20 ref advertisements, each a `git http-backend` the process waited
+	// for, take more than the clock tick of /proc's accounting.
+	if after := proc.CPU(t); after <= before {
+		t.Errorf("server process CPU %s after 20 ls-remotes, %s before: not counted", after, before)
+	}
+}
+
+func TestMain(m *testing.M) {
+	if ServeGitProcess() {
+		return
+	}
+	os.Exit(m.Run())
+}
