@@ -133,7 +133,10 @@ func (e *env) controller(t testing.TB, source appset.Source) *reconcile.Controll
 // and Remotes from opts.
 func (e *env) controllerWith(t testing.TB, source appset.Source, opts reconcile.Options) *reconcile.Controller {
 	t.Helper()
-	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	git, err := gitsource.New(gitsource.Options{Dir: t.TempDir(), Logger: logger, RefsMaxAge: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package reconcile_test
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"syscall"
 	"testing"
@@ -47,7 +48,10 @@ func BenchmarkQuietTick(b *testing.B) {
 	if apps = strings.Replace(apps, e.git.URL, server.URL, 1); !strings.Contains(apps, server.URL) {
 		b.Fatalf("the app set does not name the git server process:\n%s", apps)
 	}
-	ctrl := e.controllerWith(b, appset.FileSource{Path: writeFile(b, b.TempDir(), "apps.yaml", apps)}, reconcile.Options{Observer: obs})
+	ctrl := e.controllerWith(b, appset.FileSource{Path: writeFile(b, b.TempDir(), "apps.yaml", apps)}, reconcile.Options{Observer: obs,
+		// At the controller's default level, as `skep controller` runs:
+		// the tests' debug lines are not what a tick costs.
+		Logger: slog.New(slog.NewTextHandler(b.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))})
 	run(b, ctrl)
 	waitStatus(b, ctrl, "web", 3*time.Minute, func(s reconcile.AppStatus) bool {
 		return s.Sync == reconcile.Synced && s.Health == health.Healthy
