@@ -274,10 +274,34 @@ func (e *env) firstDeploys(r *Report) {
 	}
 }
 
-// idleWindows deploys the 20 applications with Skep alone, lets them
-// settle, and measures Samples idle windows one after the other; the
-// window of median CPU stands as SmallIdle.
+// idleWindows measures, on the 20 applications deployed by Skep alone
+// and settled, Samples idle windows one after the other; the window of
+// median CPU stands as SmallIdle.
 func (e *env) idleWindows(r *Report) {
+	e.onSettledSmallSet(func(ctrl *Controller, apps []app, _ string) {
+		for k := range e.opts.Samples {
+			e.log.Info("idle", "applications", len(apps), "window", e.opts.Idle, "sample", k+1)
+			r.IdleWindows = append(r.IdleWindows, e.idle(ctrl, len(apps)))
+		}
+	})
+	byCPU := slices.Clone(r.IdleWindows)
+	slices.SortFunc(byCPU, func(a, b Idle) int { return cmp.Compare(a.CPU, b.CPU) })
+	r.SmallIdle = byCPU[len(byCPU)/2]
+}
+
+// pollingAlone measures polling on the 20 applications deployed by Skep
+// alone and settled.
+func (e *env) pollingAlone(r *Report) {
+	e.onSettledSmallSet(func(ctrl *Controller, apps []app, appsFile string) {
+		e.log.Info("polling at the interval floor", "samples", e.opts.Samples)
+		r.Polling = e.polling(e.tb.Context(), ctrl, apps, appsFile)
+	})
+}
+
+// onSettledSmallSet deploys the 20 applications with Skep alone, lets
+// them settle, runs measure, then stops the controller and removes the
+// stacks.
+func (e *env) onSettledSmallSet(measure func(ctrl *Controller, apps []app, appsFile string)) {
 	ctx := e.tb.Context()
 	apps := e.smallSet("")
 	dir := e.tb.TempDir()
@@ -287,29 +311,7 @@ func (e *env) idleWindows(r *Report) {
 	// running containers of earlier samples.
 	e.waitDeployed(ctx, serviceNames(apps, false), ctrl.Started)
 	e.settle(ctx, ctrl, len(apps))
-	for k := range e.opts.Samples {
-		e.log.Info("idle", "applications", len(apps), "window", e.opts.Idle, "sample", k+1)
-		r.IdleWindows = append(r.IdleWindows, e.idle(ctrl, len(apps)))
-	}
-	byCPU := slices.Clone(r.IdleWindows)
-	slices.SortFunc(byCPU, func(a, b Idle) int { return cmp.Compare(a.CPU, b.CPU) })
-	r.SmallIdle = byCPU[len(byCPU)/2]
-	ctrl.Stop(e.tb)
-	e.removeStacks(ctx, releases(apps)...)
-}
-
-// pollingAlone deploys the 20 applications with Skep alone, lets them
-// settle, and measures polling.
-func (e *env) pollingAlone(r *Report) {
-	ctx := e.tb.Context()
-	apps := e.smallSet("")
-	dir := e.tb.TempDir()
-	appsFile := e.pushApps(dir, apps)
-	ctrl := e.startController(dir, appsFile)
-	e.waitDeployed(ctx, serviceNames(apps, false), ctrl.Started)
-	e.settle(ctx, ctrl, len(apps))
-	e.log.Info("polling at the interval floor", "samples", e.opts.Samples)
-	r.Polling = e.polling(ctx, ctrl, apps, appsFile)
+	measure(ctrl, apps, appsFile)
 	ctrl.Stop(e.tb)
 	e.removeStacks(ctx, releases(apps)...)
 }
