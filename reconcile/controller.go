@@ -99,19 +99,22 @@ type Options struct {
 // Controller keeps every application of an app set at what git declares.
 // Its methods are safe for concurrent use.
 type Controller struct {
-	id        string
-	git       *gitsource.Cache
-	dests     map[string]*destination // by name; "" is the local swarm. Fixed at New.
-	notifier  *notify.Registry
-	log       *slog.Logger
-	now       func() time.Time
-	watcher   *appset.Watcher
-	interval  time.Duration
-	source    string
-	status    *Statuses
-	observer  Observer
-	appSet    appset.Source
-	syncs     atomic.Uint64 // last sync id handed out
+	id       string
+	git      *gitsource.Cache
+	dests    map[string]*destination // by name; "" is the local swarm. Fixed at New.
+	notifier *notify.Registry
+	log      *slog.Logger
+	now      func() time.Time
+	watcher  *appset.Watcher
+	interval time.Duration
+	source   string
+	status   *Statuses
+	observer Observer
+	appSet   appset.Source
+	syncs    atomic.Uint64 // last sync id handed out
+	// loaded is set once a valid app set has been taken in: its
+	// applications have their workers (see Loaded).
+	loaded    atomic.Bool
 	pruneApps bool
 	ownStack  string
 	self      swarm.Self
@@ -299,11 +302,17 @@ func (c *Controller) LoadAppSet(ctx context.Context) (appset.Snapshot, error) {
 	_, err := c.watcher.Reload(ctx)
 	snap := c.watcher.Current()
 	c.setApps(snap)
+	if snap.Set != nil {
+		c.loaded.Store(true)
+	}
 	return snap, err
 }
 
-// Loaded reports whether a valid app set has been loaded.
-func (c *Controller) Loaded() bool { return c.watcher.Current().Set != nil }
+// Loaded reports whether a valid app set has been taken in: by Run, its
+// applications' workers have started, so a sync or refresh asked for the
+// moment it turns true finds them (the watcher's own snapshot comes
+// before that).
+func (c *Controller) Loaded() bool { return c.loaded.Load() }
 
 // onAppSet takes in a new app-set snapshot: workers start for new
 // applications under ctx (Run's), stop for those that left, and get a tick
@@ -341,6 +350,7 @@ func (c *Controller) onAppSet(ctx context.Context, snap appset.Snapshot) {
 		}
 		c.startWorker(ctx, name)
 	}
+	c.loaded.Store(true)
 }
 
 // setApps records the app-set source's state and, when snap holds a valid
