@@ -45,12 +45,12 @@ type Request struct {
 }
 
 // worker runs one application's reconciles, one at a time, on the
-// application's interval at a phase of its own, backing off while it fails. Requests
-// that arrive while a reconcile runs are coalesced into one. A waiting
-// worker has no goroutine: its next tick is a timer, and a tick or a
-// request runs on a goroutine of its own (see Controller.serve), so that
-// a tick wakes one goroutine, not a worker and a runner, and a thousand
-// waiting applications hold no stacks.
+// application's interval at a phase of its own, backing off while it
+// fails. Requests that arrive while a reconcile runs are coalesced into
+// one. A waiting worker has no goroutine: its next tick is a timer, and a
+// tick or a request runs on a goroutine of its own (see Controller.serve),
+// so that a tick wakes one goroutine, not a worker and a runner, and a
+// thousand waiting applications hold no stacks.
 type worker struct {
 	name   string
 	ctx    context.Context
