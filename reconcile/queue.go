@@ -296,6 +296,7 @@ func (c *Controller) tick(w *worker) {
 // decides when the next tick runs.
 func (c *Controller) serve(w *worker, ticked bool) {
 	defer c.wg.Done()
+	growStack(0)
 	st := &w.st
 	for {
 		w.mu.Lock()
