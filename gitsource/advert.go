@@ -24,8 +24,8 @@ import (
 // now, as it does for any stateless HTTP fetch.
 
 // maxAdvert is the largest advertisement kept for reuse; a larger one
-// (tens of thousands of refs) is passed on, read once, and asked again by
-// the fetch.
+// (tens of thousands of refs) is decoded as it streams in, not kept, and
+// asked again by the fetch.
 const maxAdvert = 4 << 20
 
 // advert is one ref advertisement as the remote sent it.
@@ -46,14 +46,11 @@ func (a *advert) response(req *http.Request) *http.Response {
 	}
 }
 
-// advertCall is what one remote call asks of advertTransport, carried in
-// its context: keep the advertisement it receives (an ls-remote), or be
-// served one instead of asking (a fetch). One call's requests are sent
-// one after the other, so it needs no lock.
+// advertCall carries, in a fetch's context, the advertisement that
+// advertTransport serves its first advertisement request. One call's
+// requests are sent one after the other, so it needs no lock.
 type advertCall struct {
-	record bool
-	got    *advert // what a recording call received
-	serve  *advert // what a serving call's first advertisement request gets
+	serve *advert
 }
 
 type advertKey struct{}
@@ -63,38 +60,18 @@ func withAdvertCall(ctx context.Context, call *advertCall) context.Context {
 	return context.WithValue(ctx, advertKey{}, call)
 }
 
-// advertTransport passes every request on unchanged, except the
-// upload-pack advertisement of a call that carries an advertCall.
+// advertTransport passes every request on unchanged, except the first
+// upload-pack advertisement of a call that carries one to serve.
 type advertTransport struct{ next http.RoundTripper }
 
 func (t advertTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	call, _ := req.Context().Value(advertKey{}).(*advertCall)
-	if call == nil || !isUploadPackAdvert(req) {
+	if call == nil || call.serve == nil || !isUploadPackAdvert(req) {
 		return t.next.RoundTrip(req)
 	}
-	if a := call.serve; a != nil {
-		call.serve = nil
-		return a.response(req), nil
-	}
-	res, err := t.next.RoundTrip(req)
-	// A redirected repository is not kept: go-git moves its endpoint by
-	// the answer's URL, which a kept answer would no longer carry.
-	if err != nil || !call.record || req.Response != nil || res.StatusCode != http.StatusOK {
-		return res, err
-	}
-	body, err := io.ReadAll(io.LimitReader(res.Body, maxAdvert+1))
-	if err != nil {
-		_ = res.Body.Close()
-		return nil, err
-	}
-	if len(body) > maxAdvert {
-		res.Body = readCloser{io.MultiReader(bytes.NewReader(body), res.Body), res.Body}
-		return res, nil
-	}
-	_ = res.Body.Close()
-	call.got = &advert{header: res.Header.Clone(), body: body}
-	res.Body, res.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
-	return res, nil
+	a := call.serve
+	call.serve = nil
+	return a.response(req), nil
 }
 
 // isUploadPackAdvert reports whether req asks for the refs a fetch or an
@@ -104,27 +81,27 @@ func isUploadPackAdvert(req *http.Request) bool {
 		req.URL.Query().Get("service") == "git-upload-pack"
 }
 
-// readCloser reads from one reader and closes another.
-type readCloser struct {
-	io.Reader
-	io.Closer
-}
-
 // maxIdlePerHost is how many idle connections to one host the git client
 // keeps: at least as many as a cache's calls to one host run at once
 // (Options.MaxPerHost), or every tick whose ls-remotes ran together
 // dials anew all but net/http's default of 2.
 const maxIdlePerHost = 16
 
-// go-git picks a transport by URL scheme from one table per process; this
-// package is the process's only go-git user. The client is go-git's own
-// default (its redirect policy; http.DefaultTransport's settings, in a
-// pool of its own that keeps maxIdlePerHost idle connections) with the
-// advertisement step above in front.
-func init() {
+// gitPool holds the connections of every HTTP request to a git remote:
+// http.DefaultTransport's settings, keeping maxIdlePerHost idle
+// connections per host.
+var gitPool = func() *http.Transport {
 	pool := http.DefaultTransport.(*http.Transport).Clone()
 	pool.MaxIdleConnsPerHost = maxIdlePerHost
-	c := githttp.NewClient(&http.Client{Transport: advertTransport{next: pool}})
+	return pool
+}()
+
+// go-git picks a transport by URL scheme from one table per process; this
+// package is the process's only go-git user. The client is go-git's own
+// default (its redirect policy) on gitPool, with the advertisement step
+// above in front.
+func init() {
+	c := githttp.NewClient(&http.Client{Transport: advertTransport{next: gitPool}})
 	client.InstallProtocol("http", c)
 	client.InstallProtocol("https", c)
 }

@@ -143,7 +143,7 @@ func TestLsRemotesThatRanTogetherKeepTheirConnections(t *testing.T) {
 	// Each request waits until every request of its tick has arrived, so
 	// that the tick holds n connections at once.
 	var arrived, due atomic.Int64
-	server.before = func() {
+	server.before = func(*http.Request) {
 		arrived.Add(1)
 		for deadline := time.Now().Add(10 * time.Second); arrived.Load() < due.Load() && time.Now().Before(deadline); {
 			time.Sleep(time.Millisecond)

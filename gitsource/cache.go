@@ -89,6 +89,7 @@ type Cache struct {
 	hosts map[string]chan struct{} // per-host semaphores
 
 	listRefs, fetches, exports atomic.Int64
+	decodes                    atomic.Int64 // HTTP ref advertisements decoded (lsremote_http.go)
 }
 
 // repo is the state of one repository URL.
@@ -106,6 +107,10 @@ type repo struct {
 	refsErr  error
 	refsAt   time.Time
 	advert   *advert // the HTTP advertisement refs came from; nil for other transports
+
+	// Held under refsLock, like the ls-remote that sets them.
+	decoded    *decodedAdvert // the last HTTP advertisement decoded, by hash
+	redirected bool           // the remote redirected an ls-remote: go-git lists it
 }
 
 // Stats counts remote calls and exports since New. Tests use it to prove
@@ -320,8 +325,8 @@ func (c *Cache) freshAdvert(r *repo) *advert {
 
 // lsRemote asks r's remote for its refs, and returns with them the HTTP
 // advertisement they came from, for the fetch that may follow (nil over
-// other transports). It uses a throwaway in-memory remote, so listing
-// never takes r.lock and never waits for a fetch.
+// other transports). It never takes r.lock, so listing never waits for a
+// fetch.
 func (c *Cache) lsRemote(ctx context.Context, r *repo) (Refs, *advert, error) {
 	if err := c.allowed(ctx, r); err != nil {
 		return Refs{}, nil, &RemoteError{Op: "ls-remote", Repo: r.name(), Err: err}
@@ -339,21 +344,38 @@ func (c *Cache) lsRemote(ctx context.Context, r *repo) (Refs, *advert, error) {
 	c.listRefs.Add(1)
 	call, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	rec := &advertCall{record: true}
-	remote := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{r.loc.transport}})
-	list, err := remote.ListContext(withAdvertCall(call, rec), &git.ListOptions{Auth: auth, PeelingOption: git.AppendPeeled})
+	refs, adv, err := c.listRemote(call, r, auth)
 	err = c.timedOut(ctx, call, err)
+	if err != nil {
+		return Refs{}, nil, &RemoteError{Op: "ls-remote", Repo: r.name(), Err: classify(err, auth)}
+	}
+	c.log.DebugContext(ctx, "git ls-remote", "repo", r.name(), "refs", len(refs.byName), "duration", time.Since(start))
+	return refs, adv, nil
+}
+
+// listRemote is an ls-remote's request: lsRemoteHTTP's over http(s), until
+// the remote redirects; go-git's Remote.List over other transports and
+// after a redirect, with no advertisement to keep.
+func (c *Cache) listRemote(ctx context.Context, r *repo, auth transport.AuthMethod) (Refs, *advert, error) {
+	if ha, ok := httpAuth(auth); ok && !r.redirected && (r.loc.scheme == "http" || r.loc.scheme == "https") {
+		refs, adv, err := c.lsRemoteHTTP(ctx, r, ha)
+		if !errors.Is(err, errRedirected) {
+			return refs, adv, err
+		}
+		r.redirected = true
+		c.log.InfoContext(ctx, "git remote redirects; following it from now on", "repo", r.name())
+	}
+	remote := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{r.loc.transport}})
+	list, err := remote.ListContext(ctx, &git.ListOptions{Auth: auth, PeelingOption: git.AppendPeeled})
 	// go-git reports a repository with no commits as an error; to us it
 	// is a remote with no refs, where every revision is not found.
 	if errors.Is(err, transport.ErrEmptyRemoteRepository) {
 		list, err = nil, nil
 	}
 	if err != nil {
-		return Refs{}, nil, &RemoteError{Op: "ls-remote", Repo: r.name(), Err: classify(err, auth)}
+		return Refs{}, nil, err
 	}
-	refs := newRefs(list)
-	c.log.DebugContext(ctx, "git ls-remote", "repo", r.name(), "refs", len(refs.byName), "duration", time.Since(start))
-	return refs, rec.got, nil
+	return newRefs(list), nil, nil
 }
 
 // Resolve returns the full commit sha that revision names in repo: a

@@ -126,7 +126,7 @@ type gitServer struct {
 	conns atomic.Int64
 	// before, when set before the first request, runs at the start of
 	// each request.
-	before func()
+	before func(*http.Request)
 }
 
 func serveHTTP(t testing.TB, root, user, password, token string) *gitServer {
@@ -141,7 +141,7 @@ func serveHTTP(t testing.TB, root, user, password, token string) *gitServer {
 	s := &gitServer{}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if s.before != nil {
-			s.before()
+			s.before(req)
 		}
 		if user != "" {
 			u, p, basic := req.BasicAuth()
