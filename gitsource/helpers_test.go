@@ -127,9 +127,19 @@ type gitServer struct {
 	// before, when set before the first request, runs at the start of
 	// each request.
 	before func(*http.Request)
+	srv    *httptest.Server
 }
 
 func serveHTTP(t testing.TB, root, user, password, token string) *gitServer {
+	t.Helper()
+	s := newGitServer(t, root, user, password, token)
+	s.srv.Start()
+	s.URL = s.srv.URL
+	return s
+}
+
+// newGitServer is serveHTTP's server, not started yet.
+func newGitServer(t testing.TB, root, user, password, token string) *gitServer {
 	t.Helper()
 	execPath := runGit(t, root, "--exec-path")
 	backend := &cgi.Handler{
@@ -165,9 +175,8 @@ func serveHTTP(t testing.TB, root, user, password, token string) *gitServer {
 			s.conns.Add(1)
 		}
 	}
-	srv.Start()
 	t.Cleanup(srv.Close)
-	s.URL = srv.URL
+	s.srv = srv
 	return s
 }
 

@@ -17,8 +17,8 @@ import (
 
 // An ls-remote over smart HTTP is one GET of
 // <repo>/info/refs?service=git-upload-pack, and a quiet tick is little
-// more than that request. It is made here, on the connection pool go-git's
-// HTTP transport uses, rather than through go-git's Remote.List, which
+// more than that request. It is made here, on connections of its own
+// (lsremote_conn.go), rather than through go-git's Remote.List, which
 // builds a remote, a storage and a session for every call and decodes
 // every answer anew. An answer byte for byte the same as the one before
 // is not decoded again: its refs are those of the one before.
@@ -34,8 +34,9 @@ var errRedirected = errors.New("ls-remote was redirected")
 // uploadPackAdvert is what an ls-remote asks of a repository's URL.
 const uploadPackAdvert = "/info/refs?service=git-upload-pack"
 
-// lsRemoteClient makes the requests of lsRemoteHTTP. It follows no
-// redirect: the caller hands a redirected repository to go-git.
+// lsRemoteClient makes the requests of lsRemoteHTTP that go through a
+// proxy, on gitPool. It follows no redirect: the caller hands a
+// redirected repository to go-git.
 var lsRemoteClient = &http.Client{
 	Transport: gitPool,
 	CheckRedirect: func(*http.Request, []*http.Request) error {
@@ -75,7 +76,7 @@ func (c *Cache) lsRemoteHTTP(ctx context.Context, r *repo, auth githttp.AuthMeth
 	if auth != nil {
 		auth.SetAuth(req)
 	}
-	res, err := lsRemoteClient.Do(req)
+	res, err := lsRemoteConns.do(req)
 	if err != nil {
 		return Refs{}, nil, err
 	}
