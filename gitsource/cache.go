@@ -169,8 +169,7 @@ func (c *Cache) Stats() Stats {
 // repo returns the state of repoURL, creating its directory on first use.
 // Spellings of one URL that normalise alike share one repo and one clone.
 func (c *Cache) repo(repoURL string) (*repo, error) {
-	// Every tick asks by the same spelling; parsing it again each time
-	// was a tenth of the CPU of Forget and ListRefs.
+	// Every tick asks by the same spelling: it is parsed once.
 	c.mu.Lock()
 	r, ok := c.byURL[repoURL]
 	c.mu.Unlock()
