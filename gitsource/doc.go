@@ -5,9 +5,13 @@
 // Options.RefsMaxAge and shared by every application of the repository),
 // resolves revisions against that answer, and fetches only when a commit is
 // not in the local clone yet; over HTTP such a fetch starts from that
-// answer rather than asking for the refs again. Checkout pins a commit for one reconcile: its
-// files are exported once to an immutable directory keyed by sha and shared
-// by every reader. Symlinks are kept as symlinks; Tree.ReadFile and
+// answer rather than asking for the refs again. Over HTTP an ls-remote is
+// one GET on a connection kept for it, and an answer the same as the one
+// before is not decoded again; a remote that redirects is listed through
+// go-git, whose policy keeps credentials from another origin.
+//
+// Checkout pins a commit for one reconcile: its files are exported once
+// to an immutable directory keyed by sha and shared by every reader. Symlinks are kept as symlinks; Tree.ReadFile and
 // Cache.ReadFile refuse ".." and any symlink leading out of the tree.
 //
 // Remotes: https/http (basic auth or bearer token), ssh (private key, host
