@@ -3,9 +3,7 @@ package gitsource
 import (
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -106,14 +104,7 @@ func TestARedirectedRepositoryIsFetchedWhereItMoved(t *testing.T) {
 	server := serveHTTP(t, root, "", "", "")
 	// The old address answers every request with a redirect to the new
 	// one, as a forge does for a renamed repository.
-	old := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		to := server.URL + strings.Replace(r.URL.Path, "/old", "/app", 1)
-		if r.URL.RawQuery != "" {
-			to += "?" + r.URL.RawQuery
-		}
-		http.Redirect(w, r, to, http.StatusMovedPermanently)
-	}))
-	t.Cleanup(old.Close)
+	old := serveRedirect(t, server.URL, http.StatusMovedPermanently, nil)
 	c := newCache(t, Options{})
 	url := old.URL + "/old"
 	head, err := c.Resolve(t.Context(), url, "main")

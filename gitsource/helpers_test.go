@@ -180,6 +180,25 @@ func newGitServer(t testing.TB, root, user, password, token string) *gitServer {
 	return s
 }
 
+// serveRedirect answers every request with a redirect to the same path
+// under to, "/old" renamed "/app", as a forge does for a renamed
+// repository; seen, when set, sees each request first.
+func serveRedirect(t testing.TB, to string, status int, seen func(*http.Request)) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if seen != nil {
+			seen(r)
+		}
+		u := to + strings.Replace(r.URL.Path, "/old", "/app", 1)
+		if r.URL.RawQuery != "" {
+			u += "?" + r.URL.RawQuery
+		}
+		http.Redirect(w, r, u, status)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
 func (s *gitServer) count(suffix string) int64 {
 	n, ok := s.requests.Load(suffix)
 	if !ok {

@@ -3,9 +3,7 @@ package gitsource
 import (
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 )
@@ -61,20 +59,14 @@ func TestARedirectedLsRemoteCarriesNoCredentialToTheNewOrigin(t *testing.T) {
 		movedAuth = append(movedAuth, req.Header.Get("Authorization"))
 	}
 	var oldAsked, oldAuthorised int
-	old := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	old := serveRedirect(t, moved.URL, http.StatusFound, func(r *http.Request) {
 		mu.Lock()
+		defer mu.Unlock()
 		oldAsked++
 		if u, p, ok := r.BasicAuth(); ok && u == "ci" && p == "s3cret-pw" {
 			oldAuthorised++
 		}
-		mu.Unlock()
-		to := moved.URL + strings.Replace(r.URL.Path, "/old", "/app", 1)
-		if r.URL.RawQuery != "" {
-			to += "?" + r.URL.RawQuery
-		}
-		http.Redirect(w, r, to, http.StatusFound)
-	}))
-	t.Cleanup(old.Close)
+	})
 	password := writeFile(t, t.TempDir(), "password", "s3cret-pw\n")
 	creds := mustCredentials(t, fmt.Sprintf("credentials:\n  - urlPrefix: %s/old\n    username: ci\n    passwordFile: %s\n", old.URL, password))
 	c := newCache(t, Options{Credentials: creds})
