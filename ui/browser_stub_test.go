@@ -238,3 +238,40 @@ func checkCells(t *testing.T, p *page, selector string, want map[string]string) 
 		t.Errorf("%s has cells %q, want exactly %d", selector, got, len(want))
 	}
 }
+
+// A visitor who has not signed in sees the sign-in form and nothing that
+// needs a token: the [hidden] attribute must win over the header's own
+// display rules (nav is a flex box, buttons are inline blocks).
+func TestBrowserSignInPageShowsNoNavigationOrSignOut(t *testing.T) {
+	chromium := requireChromium(t)
+	stub := startStubAPI(t, artifactApps())
+	console := &consoleLog{}
+	p := &page{console: console, ctx: browser(t, chromium, console), dir: screenshotDir(t), base: stub.url}
+	shown := func(id string) string {
+		return `(() => { const e = document.getElementById('` + id + `'); return e.getClientRects().length > 0 && getComputedStyle(e).visibility !== 'hidden'; })()`
+	}
+
+	p.run(t, "load the page", chromedp.Navigate(stub.url+"/"))
+	p.waitFor(t, "the sign-in form", `document.querySelector('#token') !== null`, 20*time.Second)
+	for _, id := range []string{"nav", "signout"} {
+		if p.eval(t, shown(id)) {
+			t.Errorf("the sign-in page shows #%s to a visitor who is not signed in", id)
+		}
+	}
+	p.screenshot(t, "30-sign-in")
+
+	p.signIn(t, "any-token")
+	for _, id := range []string{"nav", "signout"} {
+		if !p.eval(t, shown(id)) {
+			t.Errorf("#%s is not shown once signed in", id)
+		}
+	}
+
+	p.run(t, "sign out", chromedp.Click(chromedp.ID("signout")))
+	p.waitFor(t, "the sign-in form again", `document.querySelector('#token') !== null`, 20*time.Second)
+	for _, id := range []string{"nav", "signout"} {
+		if p.eval(t, shown(id)) {
+			t.Errorf("#%s is still shown after signing out", id)
+		}
+	}
+}
