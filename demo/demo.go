@@ -143,10 +143,16 @@ func Run(ctx context.Context, eng Engine, opts Options) (err error) {
 		d.say("showcase done; cleaning up")
 		return nil
 	}
-	d.say("the demo keeps running; press Ctrl-C to stop it and remove everything it created")
-	// Not an error: Ctrl-C is how the user ends a demo that keeps running.
-	<-ctx.Done()
+	d.keepRunning(ctx)
 	return nil
+}
+
+// keepRunning tells the user how to end the demo and waits until ctx
+// ends. Not an error: Ctrl-C is how the user ends a demo that keeps
+// running.
+func (d *run) keepRunning(ctx context.Context) {
+	d.say("the demo keeps running; press Ctrl-C to stop it and remove everything it created")
+	<-ctx.Done()
 }
 
 // run is one demo run's state.
