@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -150,9 +151,27 @@ func Run(ctx context.Context, eng Engine, opts Options) (err error) {
 // keepRunning tells the user how to end the demo and waits until ctx
 // ends. Not an error: Ctrl-C is how the user ends a demo that keeps
 // running.
+// Its last line points at the web UI, where the synced commit and the
+// corrected drift are seen, with the token to sign in with.
 func (d *run) keepRunning(ctx context.Context) {
 	d.say("the demo keeps running; press Ctrl-C to stop it and remove everything it created")
+	d.say("see the sync and the drift correction in the web UI: open %s/#/app/demo and sign in with the token %s",
+		baseURL(d.opts.Listen), d.token)
 	<-ctx.Done()
+}
+
+// baseURL is the address a browser or the CLI on this machine reaches the
+// controller listening on listen at: an address of every interface (or a
+// port alone) is reached on loopback.
+func baseURL(listen string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "http://" + listen
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }
 
 // run is one demo run's state.
@@ -281,8 +300,8 @@ func (d *run) startController(ctx context.Context) error {
 		_ = logFile.Close()
 	}()
 	d.say("controller running (id %s), its log: %s", ControllerID, logPath)
-	d.say("API: http://%s  token: %s", d.opts.Listen, d.token)
-	d.say("try:  export SKEP_SERVER=http://%s SKEP_TOKEN_FILE=%s", d.opts.Listen, tokenFile)
+	d.say("API and web UI: %s  token: %s", baseURL(d.opts.Listen), d.token)
+	d.say("try:  export SKEP_SERVER=%s SKEP_TOKEN_FILE=%s", baseURL(d.opts.Listen), tokenFile)
 	d.say("      skep app list; skep app get demo; skep events --follow")
 	return nil
 }

@@ -58,3 +58,35 @@ func TestBuildImageRefusesADynamicallyLinkedBinary(t *testing.T) {
 		t.Fatal("requireStatic of a missing file succeeded")
 	}
 }
+
+func TestDemoThatKeepsRunningEndsByPointingAtTheUIWithTheToken(t *testing.T) {
+	var out strings.Builder
+	d := &run{opts: Options{Listen: "127.0.0.1:8080"}, out: &out, token: "0123abcd"}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the user's Ctrl-C, already pressed: keepRunning returns at once
+	d.keepRunning(ctx)
+	lines := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
+	last := lines[len(lines)-1]
+	for _, want := range []string{"web UI", "http://127.0.0.1:8080/#/app/demo", "0123abcd"} {
+		if !strings.Contains(last, want) {
+			t.Errorf("the demo's last line %q does not contain %q; output:\n%s", last, want, out.String())
+		}
+	}
+}
+
+func TestUIAddressIsOneABrowserCanOpen(t *testing.T) {
+	for _, tc := range []struct{ name, listen, want string }{
+		{"a loopback address is kept", "127.0.0.1:8080", "http://127.0.0.1:8080"},
+		{"a port alone means this machine", ":9090", "http://127.0.0.1:9090"},
+		{"every IPv4 interface means this machine", "0.0.0.0:8080", "http://127.0.0.1:8080"},
+		{"every IPv6 interface means this machine", "[::]:8080", "http://127.0.0.1:8080"},
+		{"a host name is kept", "skep.internal:8080", "http://skep.internal:8080"},
+		{"an IPv6 address keeps its brackets", "[::1]:8080", "http://[::1]:8080"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := baseURL(tc.listen); got != tc.want {
+				t.Errorf("baseURL(%q) = %q, want %q", tc.listen, got, tc.want)
+			}
+		})
+	}
+}
