@@ -76,6 +76,7 @@ func (c *Controller) observeLive(ctx context.Context, app appset.Application, d 
 		return err
 	}
 	out.liveDrift = false
+	out.synced = LastSync{Revision: d.commit, Actor: req.Actor, Trigger: TriggerDriftCorrection}
 	st.liveDrift = ""
 	c.status.Update(app.Name, func(s *AppStatus) { s.Findings = nil })
 	return nil

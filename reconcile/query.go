@@ -268,12 +268,17 @@ func (c *Controller) Unhold(ctx context.Context, name string) error {
 // Refresh forgets what is known of name's repository and queues a tick:
 // git is re-read; nothing is applied unless the application is automated.
 func (c *Controller) Refresh(_ context.Context, name string) error {
+	return c.refresh(name, Request{})
+}
+
+// refresh is Refresh with the tick req to queue.
+func (c *Controller) refresh(name string, req Request) error {
 	app, err := c.lookup(name)
 	if err != nil {
 		return err
 	}
 	c.git.Forget(app.Source.Repo)
-	_, _, err = c.enqueue(name, Request{})
+	_, _, err = c.enqueue(name, req)
 	return err
 }
 
@@ -285,7 +290,8 @@ type Refreshed struct {
 
 // RefreshRepository refreshes every application whose source matches
 // (repository URL and tracked revision), and reloads the app set now when
-// it comes from a matching git source.
+// it comes from a matching git source. It serves a forge's push webhook:
+// a sync the refresh leads to names the webhook as its trigger.
 func (c *Controller) RefreshRepository(ctx context.Context, matches func(repo, revision string) bool) Refreshed {
 	var out Refreshed
 	if c.MatchRepository(matches).AppSet {
@@ -297,7 +303,7 @@ func (c *Controller) RefreshRepository(ctx context.Context, matches func(repo, r
 	// Matched after the reload, so an application the push itself changed
 	// is refreshed with its new definition.
 	for _, name := range c.MatchRepository(matches).Applications {
-		if c.Refresh(ctx, name) == nil {
+		if c.refresh(name, Request{webhook: true}) == nil {
 			out.Applications = append(out.Applications, name)
 		}
 	}

@@ -42,6 +42,9 @@ type Request struct {
 	// resolved is what the swarm is compared with (appState.resolved).
 	// The interval's tick, which asks git, is never put off by one.
 	live bool
+	// webhook marks a wake by a forge's push webhook (RefreshRepository),
+	// so that a sync it leads to names it as its trigger.
+	webhook bool
 }
 
 // worker runs one application's reconciles, one at a time, on the
@@ -213,6 +216,7 @@ func merge(a, b Request) Request {
 		out.Actor = b.Actor
 	}
 	out.live = a.live && b.live // anything else asks git
+	out.webhook = a.webhook || b.webhook
 	return out
 }
 

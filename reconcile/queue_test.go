@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skep-cd/skep/apply"
 	"github.com/skep-cd/skep/tickgrid"
 )
 
@@ -141,5 +142,32 @@ func TestASwarmWakeMergedWithAnythingElseAsksGit(t *testing.T) {
 		if got := merge(tc.a, tc.b).live; got != tc.live {
 			t.Errorf("%s: merged live = %t, want %t", tc.name, got, tc.live)
 		}
+	}
+}
+
+func TestASyncNamesWhatStartedIt(t *testing.T) {
+	recorded := &apply.Revision{Number: 1, Commit: "old"}
+	hook := Request{webhook: true}
+	for _, tc := range []struct {
+		name     string
+		req      Request
+		recorded *apply.Revision
+		commit   string
+		want     Trigger
+	}{
+		{"a requested sync is a sync, whatever git did", Request{Sync: true, Actor: "alice"}, recorded, "new", TriggerSync},
+		{"a requested sync merged with a webhook is still a sync", merge(hook, Request{Sync: true, Actor: "alice"}), recorded, "new", TriggerSync},
+		{"a webhook's refresh is the webhook", hook, recorded, "new", TriggerWebhook},
+		{"a tick merged into a webhook's refresh is the webhook", merge(Request{}, hook), recorded, "new", TriggerWebhook},
+		{"a webhook's refresh merged into a tick is the webhook", merge(hook, Request{}), recorded, "new", TriggerWebhook},
+		{"a tick that found a new commit is git", Request{}, recorded, "new", TriggerGit},
+		{"a first install on a tick is git", Request{}, nil, "new", TriggerGit},
+		{"a tick that applied at the same commit is the interval", Request{}, recorded, "old", TriggerInterval},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := triggerOf(tc.req, tc.recorded, tc.commit); got != tc.want {
+				t.Errorf("triggerOf(%+v) = %q, want %q", tc.req, got, tc.want)
+			}
+		})
 	}
 }

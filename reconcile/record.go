@@ -70,7 +70,11 @@ func (c *Controller) record(app appset.Application, out Result, err error) {
 			}
 		}
 		if out.Applied {
-			s.Sync, s.Drift, s.DeployedRevision, s.LastSync = Synced, "", out.Commit, now
+			s.Sync, s.Drift, s.DeployedRevision = Synced, "", out.Commit
+		}
+		if out.synced.Trigger != "" {
+			s.LastSync = out.synced
+			s.LastSync.At = now
 		}
 		s.LastError, s.LastErrorClass = "", ""
 		if err != nil {

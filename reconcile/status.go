@@ -74,6 +74,41 @@ type SyncRecord struct {
 	Error      string
 }
 
+// Trigger says what started a sync. The zero value means no sync.
+type Trigger string
+
+// Triggers. Only TriggerSync is someone's request; the others are the
+// controller acting on its own.
+const (
+	// TriggerSync: a sync someone asked for (the API, the CLI, the UI, a
+	// rollback); the sync's actor names who.
+	TriggerSync Trigger = "sync"
+	// TriggerWebhook: a forge's push webhook woke the application and the
+	// controller applied what git now holds.
+	TriggerWebhook Trigger = "webhook"
+	// TriggerGit: the controller's own look at git found a commit other
+	// than the one deployed (or none deployed yet) and applied it.
+	TriggerGit Trigger = "git"
+	// TriggerInterval: the controller's own reconcile (its interval, an
+	// app-set change) applied a change that came with no new commit: an
+	// artifact's image arrived, or the application's definition changed.
+	TriggerInterval Trigger = "interval"
+	// TriggerDriftCorrection: the controller put back what was changed on
+	// the swarm behind its back (driftDetection: live).
+	TriggerDriftCorrection Trigger = "drift-correction"
+)
+
+// LastSync is the last sync that wrote an application's release, of any
+// kind: asked for or made by the controller on its own, drift corrections
+// included. The zero value (Trigger "") means none since the controller
+// started.
+type LastSync struct {
+	At       time.Time
+	Revision string // the commit written
+	Actor    string // who asked; "" when the controller acted on its own
+	Trigger  Trigger
+}
+
 // AppStatus is the last observed state of one application. It is a value:
 // readers get copies.
 type AppStatus struct {
@@ -89,8 +124,10 @@ type AppStatus struct {
 	LastError      string
 	LastErrorClass outcome.Class // "" when the last reconcile did not fail
 	LastReconcile  time.Time
-	LastSync       time.Time
-	Automated      bool
+	// LastSync is the last sync of any kind that wrote the release;
+	// LastRequestedSync only the requested ones, whatever their outcome.
+	LastSync  LastSync
+	Automated bool
 	// Swarm is the destination the application deploys to.
 	Swarm string
 	// Phase is what the worker does now; "" before the first reconcile.

@@ -33,6 +33,7 @@ type Result struct {
 	Artifacts []artifact.Object
 
 	applyTook time.Duration // zero when nothing was applied
+	synced    LastSync      // the sync this reconcile wrote, its time unset; Trigger "": none
 	liveDrift bool          // the swarm moved and is not corrected (yet)
 	// moved says, for a release being installed on a new destination,
 	// where it was before and what becomes of it there; "" otherwise.
@@ -172,7 +173,11 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 			if quiet != "" && !out.liveDrift && waitingArtifacts(d.artifacts) == "" {
 				q := d
 				q.release, q.chart = remembered, nil
-				st.quiet = quietTick{key: quiet, out: withoutRecordedRelease(out), d: q}
+				// A drift correction made now is not made again by the
+				// quiet ticks that replay this one.
+				qout := withoutRecordedRelease(out)
+				qout.synced = LastSync{}
+				st.quiet = quietTick{key: quiet, out: qout, d: q}
 			}
 		}
 		return out, nil
@@ -195,6 +200,9 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 	st.hookFailed = nil
 	// Apply, wait, then prune what the new revision stopped declaring.
 	out, err = c.applyRelease(ctx, app, d, p, req, out)
+	if out.Applied {
+		out.synced = LastSync{Revision: d.commit, Actor: req.Actor, Trigger: triggerOf(req, recorded, d.commit)}
+	}
 	if preSyncFailed(err) {
 		st.hookFailed = &hookFailure{key: d.key(), err: err}
 	}
@@ -213,6 +221,21 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 		st.rolledBack = d.key() // reported by the failed sync already
 	}
 	return out, err
+}
+
+// triggerOf says what started a sync of commit that req made, recorded
+// being the release's revision before it (nil: none).
+func triggerOf(req Request, recorded *apply.Revision, commit string) Trigger {
+	switch {
+	case req.Sync:
+		return TriggerSync
+	case req.webhook:
+		return TriggerWebhook
+	case recorded == nil || recorded.Commit != commit:
+		return TriggerGit
+	default:
+		return TriggerInterval
+	}
 }
 
 // stillRefused reports whether the release's namespace is as it was when
