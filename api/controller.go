@@ -141,6 +141,9 @@ func (a *Controller) summary(app appset.Application) wire.Application {
 		t := st.LastReconcile.UTC()
 		v.LastReconcile = &t
 	}
+	if s := st.LastSync; s.Trigger != "" {
+		v.LastApplied = &wire.AppliedSync{At: s.At.UTC(), Revision: s.Revision, Actor: s.Actor, Trigger: string(s.Trigger)}
+	}
 	if r := st.LastRequestedSync; r.ID != 0 {
 		v.LastSync = &wire.SyncRecord{ID: r.ID, Revision: r.Revision, Actor: r.Actor, Outcome: string(r.Outcome),
 			StartedAt: r.StartedAt, Summary: r.Summary, Error: r.Error}

@@ -63,7 +63,8 @@ func app(name string) wire.Application {
 		Revision: strings.Repeat("a", 40), DeployedRevision: strings.Repeat("a", 40), Phase: wire.PhaseIdle,
 		Services: wire.ServiceCounts{Services: 1, Running: 1, Desired: 1}, Plan: []string{name + ": unchanged"},
 		LastReconcile: &t, LastSync: &wire.SyncRecord{ID: 3, Outcome: wire.OutcomeSucceeded, StartedAt: t0, FinishedAt: &fin, Actor: "alice"},
-		Held: &wire.Hold{Revision: strings.Repeat("b", 40), Actor: "alice", Since: t0},
+		LastApplied: &wire.AppliedSync{At: t0.Add(time.Minute), Revision: strings.Repeat("a", 40), Trigger: wire.TriggerDriftCorrection},
+		Held:        &wire.Hold{Revision: strings.Repeat("b", 40), Actor: "alice", Since: t0},
 	}
 }
 

@@ -61,7 +61,11 @@ type Application struct {
 	LastError      string        `json:"lastError,omitempty"`
 	LastErrorClass string        `json:"lastErrorClass,omitempty"`
 	LastReconcile  *time.Time    `json:"lastReconcile,omitempty"`
-	LastSync       *SyncRecord   `json:"lastSync,omitempty"`
+	// LastSync is the last requested sync, whatever its outcome;
+	// LastApplied the last sync of any kind that wrote the application,
+	// the controller's own (git, webhook, drift correction) included.
+	LastSync    *SyncRecord  `json:"lastSync,omitempty"`
+	LastApplied *AppliedSync `json:"lastApplied,omitempty"`
 	// Artifacts are the release artifacts as the last reconcile resolved
 	// them; absent for an application without artifacts.
 	Artifacts []Artifact `json:"artifacts,omitempty"`
@@ -194,6 +198,33 @@ type SyncRecord struct {
 	Summary    string     `json:"summary,omitempty"`
 	Error      string     `json:"error,omitempty"`
 }
+
+// AppliedSync is the last sync that wrote an application, and who or what
+// started it: Actor when someone asked (Trigger TriggerSync), otherwise
+// the Trigger that made the controller act on its own.
+type AppliedSync struct {
+	At       time.Time `json:"at"`
+	Revision string    `json:"revision,omitempty"`
+	Actor    string    `json:"actor,omitempty"`
+	Trigger  string    `json:"trigger"`
+}
+
+// What started a sync (AppliedSync.Trigger).
+const (
+	// TriggerSync: someone asked for it; Actor names who.
+	TriggerSync = "sync"
+	// TriggerWebhook: a forge's push webhook.
+	TriggerWebhook = "webhook"
+	// TriggerGit: the controller found a new commit in git.
+	TriggerGit = "git"
+	// TriggerInterval: the controller's own reconcile applied a change
+	// that came with no new commit (an artifact's image arrived, the
+	// application's definition changed).
+	TriggerInterval = "interval"
+	// TriggerDriftCorrection: the controller put back a change made on the
+	// swarm behind its back.
+	TriggerDriftCorrection = "drift-correction"
+)
 
 // ApplicationList is the body of GET /api/v1/applications.
 type ApplicationList struct {
