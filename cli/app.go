@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -154,7 +155,14 @@ func newAppGetCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "get NAME",
 		Short: "Show one application: releases, services and tasks",
-		Args:  cobra.ExactArgs(1),
+		Long: "get shows one application: its source, sync state and health, then each release\n" +
+			"with its services and tasks.\n\n" +
+			"Last sync is the last sync of any kind that wrote the application since the\n" +
+			"controller started, and who or what started it: \"by alice\" for a sync someone\n" +
+			"asked for, or \"by the controller:\" and its trigger (new commit in git, push\n" +
+			"webhook, interval, drift correction) when the controller acted on its own.\n" +
+			"Requested sync is the last sync someone asked for, whatever its outcome.",
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var d wire.ApplicationDetail
 			if printed, err := fetch(cmd, out, client.AppPath(args[0], ""), nil, &d); printed || err != nil {
@@ -165,6 +173,27 @@ func newAppGetCommand() *cobra.Command {
 	}
 	out.register(cmd)
 	return cmd
+}
+
+// triggerText says, after "by the controller: ", what made the controller
+// sync on its own; the UI uses the same words.
+var triggerText = map[string]string{
+	wire.TriggerWebhook:         "push webhook",
+	wire.TriggerGit:             "new commit in git",
+	wire.TriggerInterval:        "interval",
+	wire.TriggerDriftCorrection: "drift correction",
+}
+
+// startedBy says who or what started a sync: the actor who asked, or the
+// controller and its trigger.
+func startedBy(trigger, actor string) string {
+	if trigger == wire.TriggerSync {
+		if actor == "" {
+			return "by the controller"
+		}
+		return "by " + actor
+	}
+	return "by the controller: " + cmp.Or(triggerText[trigger], trigger)
 }
 
 // printAppDetail writes `skep app get`: a header of key-value lines, then
@@ -202,8 +231,13 @@ func printAppDetail(w io.Writer, d wire.ApplicationDetail) error {
 		}
 		fmt.Fprintf(tw, "Sync window:\t%s; %s\n", w.Message, manual)
 	}
+	if l := a.LastApplied; l != nil {
+		fmt.Fprintf(tw, "Last sync:\t%s at %s %s\n", short(l.Revision), l.At.Format(time.RFC3339), startedBy(l.Trigger, l.Actor))
+	} else {
+		fmt.Fprintf(tw, "Last sync:\tnone since the controller started\n")
+	}
 	if a.LastSync != nil {
-		fmt.Fprintf(tw, "Last sync:\t#%d %s at %s by %s\n", a.LastSync.ID, a.LastSync.Outcome, short(a.LastSync.Revision), orDash(a.LastSync.Actor))
+		fmt.Fprintf(tw, "Requested sync:\t#%d %s at %s by %s\n", a.LastSync.ID, a.LastSync.Outcome, short(a.LastSync.Revision), orDash(a.LastSync.Actor))
 	}
 	if a.LastError != "" {
 		fmt.Fprintf(tw, "Error:\t%s (%s)\n", oneLine(a.LastError, 200), a.LastErrorClass)

@@ -113,3 +113,41 @@ func TestAppListAndGetShowTheGeneratorOfAGeneratedApplication(t *testing.T) {
 		t.Errorf("app get lacks %q:\n%s", want, get.String())
 	}
 }
+
+func TestAppGetShowsTheLastSyncOfAnyKindAndWhoOrWhatStartedIt(t *testing.T) {
+	at := time.Date(2026, 12, 4, 18, 30, 0, 0, time.UTC)
+	commit := "0123456789abcdef0123456789abcdef01234567"
+	for _, tc := range []struct {
+		name string
+		app  wire.Application
+		want []string
+	}{
+		{"a drift correction names the controller and the trigger",
+			wire.Application{LastApplied: &wire.AppliedSync{At: at, Revision: commit, Trigger: wire.TriggerDriftCorrection}},
+			[]string{"Last sync: 0123456789ab at 2026-12-04T18:30:00Z by the controller: drift correction"}},
+		{"a commit found in git names the controller and git",
+			wire.Application{LastApplied: &wire.AppliedSync{At: at, Revision: commit, Trigger: wire.TriggerGit}},
+			[]string{"Last sync: 0123456789ab at 2026-12-04T18:30:00Z by the controller: new commit in git"}},
+		{"a requested sync names its actor, and the request is listed apart",
+			wire.Application{LastApplied: &wire.AppliedSync{At: at, Revision: commit, Actor: "alice", Trigger: wire.TriggerSync},
+				LastSync: &wire.SyncRecord{ID: 4, Revision: commit, Actor: "alice", Outcome: wire.OutcomeSucceeded, StartedAt: at}},
+			[]string{"Last sync: 0123456789ab at 2026-12-04T18:30:00Z by alice", "Requested sync: #4 succeeded at 0123456789ab by alice"}},
+		{"no sync since the controller started says so",
+			wire.Application{},
+			[]string{"Last sync: none since the controller started"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := tc.app
+			a.Name, a.Sync, a.Health, a.Phase = "web", "synced", "healthy", "idle"
+			var get bytes.Buffer
+			if err := printAppDetail(&get, wire.ApplicationDetail{Application: a}); err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range tc.want {
+				if !containsFields(get.String(), want) {
+					t.Errorf("app get lacks %q:\n%s", want, get.String())
+				}
+			}
+		})
+	}
+}
