@@ -150,6 +150,19 @@ func (l *liveUI) streams() []string {
 // and the swarm's events make them reconcile.
 func startLiveUI(t *testing.T) *liveUI {
 	t.Helper()
+	return startLiveUIWith(t, liveUIOptions{})
+}
+
+// liveUIOptions vary the applications of startLiveUIWith.
+type liveUIOptions struct {
+	// Automated makes web automated: the controller installs it and
+	// corrects its drift on its own.
+	Automated bool
+}
+
+// startLiveUIWith is startLiveUI with opts.
+func startLiveUIWith(t *testing.T, opts liveUIOptions) *liveUI {
+	t.Helper()
 	cli := harness.RequireSwarm(t)
 	git := harness.StartGitServer(t, harness.GitServerOptions{})
 	l := &liveUI{cli: cli, ns: harness.Name(t, "ui")}
@@ -173,13 +186,13 @@ applications:
   - name: web
     release: %[1]s
     source: {repo: %[2]s, revision: main}
-    syncPolicy: {automated: false, interval: 1h, resolveImage: never}
+    syncPolicy: {automated: %[3]t, interval: 1h, resolveImage: never}
     driftDetection: live
   - name: db
     release: %[1]s-db
     source: {repo: %[2]s, revision: main}
     syncPolicy: {automated: false, interval: 1h, resolveImage: never}
-`, l.ns, repo.URL)
+`, l.ns, repo.URL, opts.Automated)
 	appsFile := filepath.Join(t.TempDir(), "apps.yaml")
 	if err := os.WriteFile(appsFile, []byte(apps), 0o644); err != nil {
 		t.Fatal(err)
@@ -558,4 +571,58 @@ func findService(ctx context.Context, cli *client.Client, name string) (dswarm.S
 		}
 	}
 	return dswarm.Service{}, fmt.Errorf("no service %s", name)
+}
+
+// An application the controller synced on its own, and whose drift it
+// corrected, has a last sync: the list and the application page say when
+// and what started it, not "never" (which is what they said while only
+// requested syncs counted).
+func TestBrowserShowsTheLastSyncTheControllerMadeOnItsOwn(t *testing.T) {
+	chromium := requireChromium(t)
+	l := startLiveUIWith(t, liveUIOptions{Automated: true})
+	console := &consoleLog{}
+	p := &page{console: console, ctx: browser(t, chromium, console), dir: screenshotDir(t), base: l.url}
+	lastSyncFact := `(() => { const dt = [...document.querySelectorAll('.app-head dt')].find(e => e.textContent === 'Last sync');
+		return dt ? dt.nextElementSibling.textContent : ''; })()`
+	lastSyncIs := func(want string) string {
+		w, _ := json.Marshal(want)
+		return lastSyncFact + `.includes(` + string(w) + `)`
+	}
+
+	p.run(t, "load the page", chromedp.Navigate(l.url+"/#/app/web"))
+	p.signIn(t, adminToken)
+
+	t.Run("the install the controller made for the commit in git", func(t *testing.T) {
+		p.waitFor(t, "the header to say synced", has(".app-head .states", "synced"), 2*time.Minute)
+		p.waitFor(t, "a last sync started by git", lastSyncIs("new commit in git"), 30*time.Second)
+		if p.eval(t, lastSyncIs("never")) {
+			t.Error("the application page says the last sync was never")
+		}
+		p.screenshot(t, "40-last-sync-git")
+	})
+
+	t.Run("the drift correction the controller made", func(t *testing.T) {
+		svc, err := findService(t.Context(), l.cli, l.ns+"_web")
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := svc.Spec
+		spec.TaskTemplate.ContainerSpec.Env = append(spec.TaskTemplate.ContainerSpec.Env, "CHANGED_BY=hand")
+		if _, err := l.cli.ServiceUpdate(t.Context(), svc.ID, svc.Version, spec, dswarm.ServiceUpdateOptions{}); err != nil {
+			t.Fatalf("out-of-band update: %v", err)
+		}
+		p.waitFor(t, "a last sync that corrected drift", lastSyncIs("drift correction")+" && "+lastSyncIs("by the controller"), 2*time.Minute)
+		p.screenshot(t, "41-last-sync-drift")
+	})
+
+	t.Run("the list says the same", func(t *testing.T) {
+		p.open(t, "#/")
+		p.waitFor(t, "web's last sync cell", has(`tr[data-app="web"] td[data-label="Last sync"]`, "drift correction"), 30*time.Second)
+		if !p.eval(t, has(`tr[data-app="db"] td[data-label="Last sync"]`, "never")) {
+			t.Error("db, which nothing synced, does not say never")
+		}
+	})
+	if text := console.String(); strings.Contains(text, "exception") {
+		t.Errorf("the page threw:\n%s", text)
+	}
 }

@@ -23,9 +23,26 @@ const driftText = {
 
 const appLink = (name, rest = '') => '#/app/' + encodeURIComponent(name) + rest;
 
-function lastSync(s) {
-  if (!s) return h('span', { class: 'muted' }, 'never');
-  return h('span', {}, badge(s.outcome), ' by ', s.actor || 'the controller', ' ', time(s.finishedAt || s.startedAt));
+// What made the controller sync on its own; `skep app get` uses the same words.
+const triggerText = { webhook: 'push webhook', git: 'new commit in git', interval: 'interval', 'drift-correction': 'drift correction' };
+
+function startedBy(s) {
+  if (s.trigger === 'sync') return 'by ' + (s.actor || 'the controller');
+  return 'by the controller: ' + (triggerText[s.trigger] || s.trigger);
+}
+
+// lastSync shows the application's last sync of any kind (lastApplied),
+// unless a requested sync (lastSync) that has not succeeded is newer: one
+// running or failed is what the reader needs to see.
+function lastSync(a) {
+  const asked = a.lastSync;
+  const done = a.lastApplied;
+  if (asked && (!done || (asked.outcome !== 'succeeded' && Date.parse(asked.startedAt) >= Date.parse(done.at)))) {
+    return h('span', {}, badge(asked.outcome), ' by ', asked.actor || 'the controller', ' ', time(asked.finishedAt || asked.startedAt));
+  }
+  if (!done) return h('span', { class: 'muted' }, 'never');
+  return h('span', {}, badge('succeeded'), ' ', startedBy(done), ' ',
+    done.revision ? [h('code', { title: done.revision }, short(done.revision)), ' '] : null, time(done.at));
 }
 
 function drift(a) {
@@ -90,7 +107,7 @@ export function listView(ctx) {
         h('td', { 'data-label': 'Drift' }, drift(a)),
         h('td', { 'data-label': 'Services' }, `${a.services.running}/${a.services.desired}`, h('span', { class: 'muted' }, ` in ${a.services.services}`)),
         h('td', { 'data-label': 'Revision' }, revisionPair(a.deployedRevision, a.revision)),
-        h('td', { 'data-label': 'Last sync' }, lastSync(a.lastSync)))));
+        h('td', { 'data-label': 'Last sync' }, lastSync(a)))));
   }
 
   return {
@@ -186,7 +203,7 @@ export function appView(ctx, name, tab) {
         h('dt', {}, 'Swarm'), h('dd', {}, a.swarm || 'local'),
         h('dt', {}, 'Revision'), h('dd', {}, revisionPair(a.deployedRevision, a.revision)),
         h('dt', {}, 'Services'), h('dd', {}, `${a.services.running}/${a.services.desired} tasks running in ${a.services.services} services`),
-        h('dt', {}, 'Last sync'), h('dd', {}, lastSync(a.lastSync)),
+        h('dt', {}, 'Last sync'), h('dd', {}, lastSync(a)),
         h('dt', {}, 'Last reconcile'), h('dd', {}, time(a.lastReconcile))),
       a.healthMessage ? h('p', { class: 'muted' }, a.healthMessage) : null,
       a.lastError ? h('div', { class: 'alert bad', role: 'alert' }, h('strong', {}, (a.lastErrorClass || 'error') + ': '), a.lastError) : null);
