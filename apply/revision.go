@@ -67,12 +67,12 @@ type Revision struct {
 
 // RedactSecrets returns a copy of rel whose secrets' Data is replaced by
 // "sha256:<hex>" of the value, and whose values decrypted from SOPS files
-// (rel.Sensitive) show as their masks wherever they sit (rel.Masked), as
-// stored in revisions and shown in plans. Maps Masked did not copy are
+// show as their masks in the fields they came to (rel.Masked), as stored
+// in revisions and shown in plans. Maps Masked did not copy are
 // shared with rel.
 func RedactSecrets(rel stack.Release) stack.Release {
 	out := rel.Masked()
-	out.Sensitive = nil
+	out.Sensitive, out.Masks = nil, nil
 	if out.Secrets != nil {
 		secrets := out.Secrets
 		out.Secrets = make(map[string]swarm.SecretSpec, len(secrets))

@@ -148,9 +148,10 @@ func renderRelease(cmd *cobra.Command, target string, f renderFlags) (stack.Rele
 		release = filepath.Base(dir)
 	}
 	rel, err := stack.Convert(doc.Config, stack.Options{
-		Owner: stack.Owner{Controller: f.controller, Application: release, Release: release},
-		Allow: f.allow,
-		Files: doc.Files,
+		Owner:  stack.Owner{Controller: f.controller, Application: release, Release: release},
+		Allow:  f.allow,
+		Files:  doc.Files,
+		Masked: doc.Masked,
 	})
 	rel.Sensitive = doc.Sensitive
 	if err != nil {

@@ -140,3 +140,62 @@ func TestRenderDecryptsSopsFilesWithTheAgeIdentityAndMasksThem(t *testing.T) {
 		t.Errorf("skep render without an identity exit = %d, stderr %q; want 1 naming api.enc.env", code, stderr)
 	}
 }
+
+// sopsRepo writes a compose directory whose .env is encrypted to a new
+// age identity, and the identity's key file; it returns both paths.
+func sopsRepo(t *testing.T, compose, dotenv string) (dir, keyFile string) {
+	t.Helper()
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir = t.TempDir()
+	keyFile = filepath.Join(t.TempDir(), "key.txt")
+	enc, err := sops.Encrypt(".env", []byte(dotenv), id.Recipient().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{
+		filepath.Join(dir, "compose.yaml"): []byte(compose),
+		filepath.Join(dir, ".env"):         enc,
+		keyFile:                            []byte(id.String() + "\n"),
+	} {
+		if err := os.WriteFile(name, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir, keyFile
+}
+
+// revCompose takes REV from the encrypted .env; its image, labels and
+// arguments hold the same digits in plain.
+const revCompose = `services:
+  web:
+    image: nginx:1.27
+    command: ["--workers", "1"]
+    labels: {tier: "1", build: "rev-${REV}"}
+    environment: {REV: "${REV}", PLAIN: "1"}
+`
+
+func TestRenderMasksOnlyFieldsThatCameFromAnEncryptedInput(t *testing.T) {
+	dir, keyFile := sopsRepo(t, revCompose, "REV=1\n")
+	t.Setenv(EnvAgeIdentityFile, "")
+	code, stdout, stderr := run(t, "render", "-o", "json", dir, "--age-identity", keyFile)
+	if code != ExitOK {
+		t.Fatalf("skep render exit = %d: %s", code, stderr)
+	}
+	m := sops.Mask("1", []string{"1"})
+	for _, want := range []string{`"Image": "nginx:1.27"`, `"REV=` + m + `"`, `"PLAIN=1"`, `"tier": "1"`, `"build": "rev-` + m + `"`, `"1"`} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("skep render shows no %s:\n%s", want, stdout)
+		}
+	}
+	for _, leak := range []string{`"REV=1"`, `"rev-1"`} {
+		if strings.Contains(stdout, leak) {
+			t.Errorf("skep render shows the decrypted %s:\n%s", leak, stdout)
+		}
+	}
+	if n := strings.Count(stdout, "(sops:"); n != 2 {
+		t.Errorf("skep render shows %d masks, want 2 (REV and the label made from it):\n%s", n, stdout)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -62,11 +63,16 @@ func plaintext(t *testing.T, what string) string {
 
 // sopsRelease is one commit's secrets: every file encrypted to recipient
 // with sops.Encrypt (the format of the sops tool, held to it by the sops
-// package's fixtures).
+// package's fixtures). rev is a short value whose digits the image and
+// the controller's labels hold in plain too; it is masked only in the
+// fields made from it.
 type sopsRelease struct {
 	dbPassword, apiToken, dbSecret, tlsKey string
+	rev                                    string
 }
 
+// values are the secrets a search must not find: all but rev, which is
+// too short to search for.
 func (r sopsRelease) values() []string {
 	return []string{r.dbPassword, r.apiToken, r.dbSecret, r.tlsKey}
 }
@@ -74,7 +80,7 @@ func (r sopsRelease) values() []string {
 func (r sopsRelease) files(t *testing.T, recipient string) map[string]string {
 	t.Helper()
 	plain := map[string]string{
-		".env":        "DB_PASSWORD=" + r.dbPassword + "\n",
+		".env":        "DB_PASSWORD=" + r.dbPassword + "\nREV=" + r.rev + "\n",
 		"app.enc.env": "API_TOKEN=" + r.apiToken + "\n",
 		"db.enc.yaml": "user: app\npassword: " + r.dbSecret + "\n",
 		"tls.key.enc": "-----BEGIN PRIVATE KEY-----\n" + r.tlsKey + "\n-----END PRIVATE KEY-----\n",
@@ -123,6 +129,7 @@ func TestSopsSecretsDeployDecryptedAndLeakNowhere(t *testing.T) {
     env_file: app.enc.env
     environment:
       DSN: postgres://app:${DB_PASSWORD}@db/app
+      REV: ${REV}
     deploy: {endpoint_mode: dnsrr, replicas: 1}
     ports: [{target: 8080, published: %d, mode: host}]
     secrets: [db, tls]
@@ -132,7 +139,7 @@ secrets:
   tls:
     file: ./tls.key.enc
 `, port)
-	first := sopsRelease{plaintext(t, "dbpw"), plaintext(t, "token"), plaintext(t, "dbsecret"), plaintext(t, "tlskey")}
+	first := sopsRelease{plaintext(t, "dbpw"), plaintext(t, "token"), plaintext(t, "dbsecret"), plaintext(t, "tlskey"), "1"}
 	files := first.files(t, recipient)
 	files["compose.yaml"] = compose
 	e.repo.Commit(t, "main", files)
@@ -160,8 +167,11 @@ applications:
 		e.ok(t, "app", "sync", "web", "--wait")
 		checkDeployed(t, e, base, first)
 	})
+	t.Run("the revision records what was deployed and the next plan is unchanged", func(t *testing.T) {
+		checkRecorded(t, e)
+	})
 
-	second := sopsRelease{plaintext(t, "dbpw2"), plaintext(t, "token2"), plaintext(t, "dbsecret2"), first.tlsKey}
+	second := sopsRelease{plaintext(t, "dbpw2"), plaintext(t, "token2"), plaintext(t, "dbsecret2"), first.tlsKey, "2"}
 	t.Run("a rotation shows in the diff as changed, without values", func(t *testing.T) {
 		files := second.files(t, recipient)
 		delete(files, "tls.key.enc") // unchanged
@@ -172,13 +182,21 @@ applications:
 			diff = e.ok(t, "app", "diff", "web", "-o", "json")
 			return strings.Contains(diff, "upgrade"), diff
 		})
-		for _, want := range []string{`Env[\"API_TOKEN\"]","old":"\"(sops:`, `"postgres://app:(sops:`, `"kind":"secret"`} {
+		for _, want := range []string{`Env[\"API_TOKEN\"]","old":"\"(sops:`, `Env[\"REV\"]","old":"\"(sops:`, `"postgres://app:(sops:`, `"kind":"secret"`} {
 			if !strings.Contains(diff, want) {
 				t.Errorf("diff lacks %q:\n%s", want, diff)
 			}
 		}
+		// Only what the values made changed: not the image or the
+		// labels, which hold the same digits in plain.
+		for _, unwanted := range []string{"Image", "Labels"} {
+			if strings.Contains(diff, unwanted) {
+				t.Errorf("diff shows a change of %s that did not happen:\n%s", unwanted, diff)
+			}
+		}
 		e.ok(t, "app", "sync", "web", "--wait")
 		checkDeployed(t, e, base, second)
+		checkRecorded(t, e)
 	})
 	// What the API and the CLI say while the release is healthy; they are
 	// asked again once syncs have failed.
@@ -299,10 +317,57 @@ func checkDeployed(t *testing.T, e *cliEnv, base string, r sopsRelease) {
 		t.Fatalf("service %s_web: %v", e.ns, err)
 	}
 	env := strings.Join(svc.Spec.TaskTemplate.ContainerSpec.Env, "\n")
-	for _, want := range []string{"API_TOKEN=" + r.apiToken, "DSN=postgres://app:" + r.dbPassword + "@db/app"} {
+	for _, want := range []string{"API_TOKEN=" + r.apiToken, "DSN=postgres://app:" + r.dbPassword + "@db/app", "REV=" + r.rev} {
 		if !strings.Contains(env, want) {
 			t.Errorf("service env lacks %q:\n%s", want, env)
 		}
+	}
+}
+
+// checkRecorded checks the newest revision: it holds the service's image
+// and labels as deployed, REV as its mask, and the plan against it, with
+// git unchanged, is unchanged.
+func checkRecorded(t *testing.T, e *cliEnv) {
+	t.Helper()
+	svc, err := harness.ServiceNamed(t.Context(), harness.RequireSwarm(t), e.ns+"_web")
+	if err != nil || svc == nil {
+		t.Fatalf("service %s_web: %v", e.ns, err)
+	}
+	newest := 0
+	var rev struct {
+		Release struct {
+			Services map[string]swarm.ServiceSpec `json:"services"`
+		} `json:"release"`
+	}
+	for name, data := range revisionConfigs(t, e) {
+		n, err := strconv.Atoi(name[strings.LastIndex(name, "-")+1:])
+		if err != nil || n < newest {
+			continue
+		}
+		newest = n
+		if err := json.Unmarshal([]byte(data), &rev); err != nil {
+			t.Fatalf("revision %s: %v", name, err)
+		}
+	}
+	got, ok := rev.Release.Services[e.ns+"_web"]
+	if !ok {
+		t.Fatalf("revision %d holds no service %s_web", newest, e.ns)
+	}
+	live, recorded := svc.Spec.TaskTemplate.ContainerSpec, got.TaskTemplate.ContainerSpec
+	if image, _, _ := strings.Cut(live.Image, "@"); recorded.Image != image && recorded.Image != live.Image {
+		t.Errorf("revision %d records image %q, the service runs %q", newest, recorded.Image, live.Image)
+	}
+	for k, v := range got.Labels {
+		if svc.Spec.Labels[k] != v {
+			t.Errorf("revision %d records label %s=%q, the service has %q", newest, k, v, svc.Spec.Labels[k])
+		}
+	}
+	if !slices.ContainsFunc(recorded.Env, func(s string) bool { return strings.HasPrefix(s, "REV=(sops:") }) {
+		t.Errorf("revision %d records no masked REV: %q", newest, recorded.Env)
+	}
+	diff := e.ok(t, "app", "diff", "web", "-o", "json")
+	if !strings.Contains(diff, `"action":"unchanged"`) {
+		t.Errorf("the plan after the sync is not unchanged:\n%s", diff)
 	}
 }
 

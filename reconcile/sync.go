@@ -388,9 +388,10 @@ func (c *Controller) compose(ctx context.Context, app appset.Application, root s
 			Volumes:      app.Allow.Volumes,
 			Capabilities: app.Allow.Capabilities,
 		},
-		Files: doc.Files,
-		Waves: doc.Waves,
-		Hooks: stackHooks(doc.Hooks),
+		Files:  doc.Files,
+		Waves:  doc.Waves,
+		Hooks:  stackHooks(doc.Hooks),
+		Masked: doc.Masked,
 	})
 	if err != nil {
 		err = &outcome.StalledError{Err: fmt.Errorf("convert at %s: %w", gitsource.ShortCommit(d.commit), err)}

@@ -12,6 +12,8 @@ import (
 
 	"github.com/docker/cli/cli/compose/template"
 	"github.com/docker/cli/pkg/kvfile"
+
+	"github.com/skep-cd/skep/sops"
 )
 
 // environment builds the interpolation variables: the env files in order,
@@ -38,34 +40,50 @@ func (r *renderer) environment(envFiles []string, vars map[string]string) (map[s
 	}
 	// A nil lookup: a bare KEY in an env file must not reach into the
 	// controller's own environment.
+	r.secretVars = map[string]bool{}
 	for _, name := range names {
-		lines, err := r.readEnvFile(name, nil)
+		lines, encrypted, err := r.readEnvFile(name, nil)
 		if err != nil {
 			return nil, &Error{File: name, Err: errors.Unwrap(err)}
 		}
 		for _, line := range lines {
 			k, v, _ := strings.Cut(line, "=")
 			env[k] = v
+			r.secretVars[k] = encrypted && v != ""
 		}
 	}
 	maps.Copy(env, vars)
+	for k := range vars {
+		r.secretVars[k] = false
+	}
+	maps.DeleteFunc(r.secretVars, func(_ string, secret bool) bool { return !secret })
 	return env, nil
+}
+
+// maskedEnvironment is env with the value of every variable that came
+// from an encrypted env file replaced by its mask, in a new map.
+func (r *renderer) maskedEnvironment(env map[string]string) map[string]string {
+	out := maps.Clone(env)
+	for k := range r.secretVars {
+		out[k] = sops.MaskOf(env[k])
+	}
+	return out
 }
 
 // readEnvFile reads KEY=VALUE lines the way `docker run --env-file` and the
 // compose loader do: no quoting, no interpolation, "#" comments. A bare KEY
 // takes its value from lookup, or is left out. A SOPS-encrypted file is
-// decrypted first (see readDecrypted).
-func (r *renderer) readEnvFile(name string, lookup func(string) (string, bool)) ([]string, error) {
-	data, err := r.readDecrypted(name)
+// decrypted first (see readDecrypted), and encrypted says it was.
+func (r *renderer) readEnvFile(name string, lookup func(string) (string, bool)) (lines []string, encrypted bool, err error) {
+	data, encrypted, err := r.readDecrypted(name)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	lines, err := kvfile.ParseFromReader(bytes.NewReader(data), lookup)
+	lines, err = kvfile.ParseFromReader(bytes.NewReader(data), lookup)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, false, fmt.Errorf("%s: %w", name, err)
 	}
-	return lines, nil
+	return lines, encrypted, nil
 }
 
 // inlineEnvFiles replaces every service's env_file with the variables it
@@ -73,6 +91,10 @@ func (r *renderer) readEnvFile(name string, lookup func(string) (string, bool)) 
 // merge them. The loader reads env_file paths from the real file system, so
 // they must never reach it. Values are escaped ($ → $$) because the loader
 // interpolates environment but never env_file content.
+//
+// A service whose env files hold a decrypted value, or a bare KEY taking
+// an encrypted variable's value, also gets its masked environment in
+// src.maskedEnv: the same entries with those values as their masks.
 func (r *renderer) inlineEnvFiles(src *source, env map[string]string) error {
 	services, ok := src.dict["services"].(map[string]any)
 	if !ok {
@@ -112,6 +134,9 @@ func (r *renderer) inlineEnvFiles(src *source, env map[string]string) error {
 			line = n.Line
 		}
 		fromFiles := map[string]any{}
+		// secret holds the mask of each entry whose value came from an
+		// encrypted input; a later plain entry of the same key clears it.
+		secret := map[string]string{}
 		for i, f := range files {
 			itemField := field
 			if _, isList := raw.([]any); isList {
@@ -129,13 +154,23 @@ func (r *renderer) inlineEnvFiles(src *source, env map[string]string) error {
 			if err != nil {
 				return fail(err)
 			}
-			lines, err := r.readEnvFile(name, lookupEnv)
+			// A bare KEY takes the variable's value: secret when the
+			// variable came from an encrypted file.
+			looked := map[string]bool{}
+			lines, encrypted, err := r.readEnvFile(name, func(k string) (string, bool) {
+				looked[k] = true
+				return lookupEnv(k)
+			})
 			if err != nil {
 				return fail(err)
 			}
 			for _, l := range lines {
 				k, v, _ := strings.Cut(l, "=")
 				fromFiles[k] = strings.ReplaceAll(v, "$", "$$")
+				delete(secret, k)
+				if v != "" && (encrypted || looked[k] && r.secretVars[k]) {
+					secret[k] = sops.MaskOf(v)
+				}
 			}
 		}
 		// The service's own environment wins over its env files, as in
@@ -144,6 +179,9 @@ func (r *renderer) inlineEnvFiles(src *source, env map[string]string) error {
 		case nil:
 		case map[string]any:
 			maps.Copy(fromFiles, own)
+			for k := range own {
+				delete(secret, k)
+			}
 		case []any:
 			for _, item := range own {
 				s, ok := item.(string)
@@ -152,18 +190,48 @@ func (r *renderer) inlineEnvFiles(src *source, env map[string]string) error {
 					fromFiles = nil
 					break
 				}
-				if k, v, ok := strings.Cut(s, "="); ok {
+				k, v, ok := strings.Cut(s, "=")
+				if ok {
 					fromFiles[k] = v
 				} else {
 					fromFiles[s] = nil
 				}
+				delete(secret, k)
 			}
 		default:
 			fromFiles = nil
 		}
 		if len(fromFiles) > 0 {
 			svc["environment"] = fromFiles
+			if len(secret) > 0 {
+				masked := maps.Clone(fromFiles)
+				for k, m := range secret {
+					masked[k] = m
+				}
+				if src.maskedEnv == nil {
+					src.maskedEnv = map[string]map[string]any{}
+				}
+				src.maskedEnv[svcName] = masked
+			}
 		}
 	}
 	return nil
+}
+
+// masked returns src's dictionary with each service's environment as
+// maskedEnv holds it, sharing everything else with src.dict; src itself
+// when no env file held a decrypted value.
+func (src *source) masked() *source {
+	if len(src.maskedEnv) == 0 {
+		return src
+	}
+	dict := maps.Clone(src.dict)
+	services := maps.Clone(dict["services"].(map[string]any))
+	for name, env := range src.maskedEnv {
+		svc := maps.Clone(services[name].(map[string]any))
+		svc["environment"] = env
+		services[name] = svc
+	}
+	dict["services"] = services
+	return &source{name: src.name, doc: src.doc, dict: dict}
 }

@@ -17,8 +17,8 @@
 // Files encrypted with SOPS (see package sops) are decrypted in memory with
 // Input.Keys where a secret may come from: a secret's file, an env file
 // (source or env_file), and so interpolation variables. Values they held
-// are listed in Document.Sensitive so that whatever shows the specs can
-// mask them. An encrypted compose file or config file is refused: its
+// are listed in Document.Sensitive, and Document.Masked says which fields
+// they went to, so that whatever shows the specs can mask those fields. An encrypted compose file or config file is refused: its
 // plaintext would sit where anyone reading the stack can see it.
 //
 // Render never panics on input: docker/cli's loader, which assumes shapes
@@ -109,6 +109,14 @@ type Document struct {
 	// carry them to stack.Release.Sensitive. Nil when no env file was
 	// encrypted; a secret's decrypted file is only in Files.
 	Sensitive []string
+	// Masked is Config as it reads with every value that came from an
+	// encrypted input (a decrypted variable or env file entry) as its mask
+	// (sops.MaskOf), and so every string interpolated from one: it tells
+	// which fields hold a decrypted value (stack.Options.Masked). Nil when
+	// Sensitive is, or when the masked document does not load (a decrypted
+	// value where the schema wants a number or a boolean); whoever shows
+	// the specs then masks every occurrence of Sensitive.
+	Masked *composetypes.Config
 	// Waves holds the wave of each service (by compose name) whose
 	// WaveKey is not 0; a service not listed is in wave 0.
 	Waves map[string]int
@@ -194,6 +202,9 @@ type renderer struct {
 	keys  *sops.Keys
 	// sensitive are the values decrypted from encrypted env files.
 	sensitive []string
+	// secretVars holds the interpolation variables whose value came from
+	// an encrypted env file (and is not empty).
+	secretVars map[string]bool
 }
 
 // source is one parsed compose file.
@@ -201,6 +212,9 @@ type source struct {
 	name string     // slash path relative to the root
 	doc  *yaml.Node // the top-level mapping
 	dict map[string]any
+	// maskedEnv holds, by service, the environment that inlineEnvFiles
+	// made with every decrypted value as its mask (see masked).
+	maskedEnv map[string]map[string]any
 }
 
 // workingDir is the compose directory as the loader sees it, under
@@ -442,7 +456,45 @@ func (r *renderer) load(env map[string]string) (*Document, error) {
 	}
 	doc.Warnings = r.warnings()
 	doc.Sensitive = slices.Clone(r.sensitive)
+	if len(r.sensitive) > 0 {
+		doc.Masked = r.maskedConfig(env, cfg)
+	}
 	return doc, nil
+}
+
+// maskedConfig loads the files again with every value that came from an
+// encrypted input as its mask: the decrypted variables and env file
+// entries, and so every string interpolated from them. Configs and
+// secrets keep cfg's files, whose content was read once. It returns nil
+// when the masked document does not load: a decrypted value where the
+// schema wants a number, a boolean or a format a mask does not have.
+func (r *renderer) maskedConfig(env map[string]string, cfg *composetypes.Config) *composetypes.Config {
+	files := make([]*source, len(r.files))
+	for i, f := range r.files {
+		files[i] = f.masked()
+	}
+	masked, err := loadConfig(r.details(r.maskedEnvironment(env), files...))
+	if err != nil {
+		return nil
+	}
+	sort.Slice(masked.Services, func(i, j int) bool { return masked.Services[i].Name < masked.Services[j].Name })
+	for name, c := range masked.Configs {
+		real, ok := cfg.Configs[name]
+		if !ok {
+			return nil
+		}
+		c.File = real.File
+		masked.Configs[name] = c
+	}
+	for name, s := range masked.Secrets {
+		real, ok := cfg.Secrets[name]
+		if !ok {
+			return nil
+		}
+		s.File = real.File
+		masked.Secrets[name] = s
+	}
+	return masked
 }
 
 // readObject reads the file of a config or secret through the root and
@@ -489,14 +541,14 @@ func (r *renderer) readObject(doc *Document, kind, name string, obj *composetype
 // readDecrypted reads name and, when it is a SOPS file, decrypts it in
 // memory; the values it held encrypted join r.sensitive, as does the form
 // an env file escapes them in. Errors read "name: cause", as read's do.
-func (r *renderer) readDecrypted(name string) ([]byte, error) {
-	data, err := r.read(name)
+func (r *renderer) readDecrypted(name string) (data []byte, encrypted bool, err error) {
+	data, err = r.read(name)
 	if err != nil || !sops.Encrypted(name, data) {
-		return data, err
+		return data, false, err
 	}
 	p, err := r.keys.Decrypt(name, data)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, false, fmt.Errorf("%s: %w", name, err)
 	}
 	for _, v := range p.Values {
 		r.sensitive = append(r.sensitive, v)
@@ -504,7 +556,7 @@ func (r *renderer) readDecrypted(name string) ([]byte, error) {
 			r.sensitive = append(r.sensitive, escaped)
 		}
 	}
-	return p.Data, nil
+	return p.Data, true, nil
 }
 
 // masked hides decrypted values in err's message: docker/cli's loader

@@ -171,3 +171,60 @@ func TestComposeMasksDecryptedValuesInErrors(t *testing.T) {
 		t.Errorf("error = %q; want the value masked", err)
 	}
 }
+
+func TestComposeMaskedDocumentHoldsMasksOnlyWhereDecryptedValuesWent(t *testing.T) {
+	keys, recipient := newKeys(t)
+	m := sops.MaskOf("1")
+	files := map[string]string{
+		"compose.yaml": `services:
+  web:
+    image: nginx:1.27
+    env_file: [app.enc.env, plain.env]
+    environment: {REV: "${REV}", PINNED: "${PINNED}", OVERRIDDEN: "mine", TAG: "v${REV}"}
+`,
+		".env":        "REV=1\nPINNED=1\nBARE=1\n",
+		"app.enc.env": "TOKEN=1\nOVERRIDDEN=1\nLATER=1\n",
+		"plain.env":   "LATER=1\nPLAIN=1\nBARE\n",
+	}
+	dir := writeRepo(t, recipient, files, ".env", "app.enc.env")
+	doc, err := Compose(t.Context(), Input{Root: dir, Keys: keys, Variables: map[string]string{"PINNED": "1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if doc.Masked == nil {
+		t.Fatal("Masked = nil, want the masked document")
+	}
+	svc := doc.Masked.Services[0]
+	want := map[string]string{
+		"REV":        m,       // an encrypted variable
+		"TAG":        "v" + m, // interpolated from one
+		"TOKEN":      m,       // an encrypted env file's entry
+		"PINNED":     "1",     // the app set's variable wins over the encrypted one
+		"OVERRIDDEN": "mine",  // the service's own environment wins
+		"LATER":      "1",     // a later plain env file wins
+		"PLAIN":      "1",     // a plain env file's entry
+	}
+	for k, v := range want {
+		if got := svc.Environment[k]; got == nil || *got != v {
+			t.Errorf("masked environment %s = %v, want %q", k, got, v)
+		}
+	}
+	if svc.Image != "nginx:1.27" {
+		t.Errorf("masked image = %q, want nginx:1.27", svc.Image)
+	}
+	if got := doc.Config.Services[0].Environment["TAG"]; got == nil || *got != "v1" {
+		t.Errorf("plain environment TAG = %v, want v1", got)
+	}
+
+	// A decrypted value where the schema wants a number cannot be masked
+	// there: no masked document, and whoever shows the specs masks by text.
+	files["compose.yaml"] = "services:\n  web:\n    image: nginx:1.27\n    deploy: {replicas: \"${REV}\"}\n"
+	dir = writeRepo(t, recipient, files, ".env", "app.enc.env")
+	doc, err = Compose(t.Context(), Input{Root: dir, Keys: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if doc.Masked != nil || len(doc.Sensitive) == 0 {
+		t.Errorf("Masked = %v, Sensitive = %q; want nil and the values", doc.Masked, doc.Sensitive)
+	}
+}

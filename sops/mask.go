@@ -53,6 +53,11 @@ func Mask(s string, values []string) string {
 	return NewMasker(values).Mask(s)
 }
 
+// MaskOf is the mask of the whole of v: what NewMasker makes of v.
+func MaskOf(v string) string {
+	return maskOf(v)
+}
+
 // maskOf is the stand-in for one value.
 func maskOf(v string) string {
 	sum := sha256.Sum256([]byte(v))

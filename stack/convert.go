@@ -39,6 +39,12 @@ type Options struct {
 	// like a service, made a one-completion job and put in Release.Hooks,
 	// not Release.Services.
 	Hooks map[string]Hook
+	// Masked is the document with every value that came from an encrypted
+	// input as its mask (render.Document.Masked). Convert converts it too,
+	// and every string where the two releases differ is a field Masked()
+	// masks; nil, or a document whose release has another shape, leaves
+	// Masked() masking every occurrence of Release.Sensitive.
+	Masked *composetypes.Config
 }
 
 // apiVersion is the Engine API version handed to docker/cli's converter. It
@@ -85,6 +91,20 @@ var releaseName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
 // and returns every problem it finds, joined. It is safe to call
 // concurrently.
 func Convert(cfg *composetypes.Config, opts Options) (Release, error) {
+	rel, err := convertDocument(cfg, opts)
+	if err != nil || opts.Masked == nil {
+		return rel, err
+	}
+	// The masked document may fail where the plain one passed (a mask is
+	// no host path the allow list names): its fields are then unknown.
+	if masked, err := convertDocument(opts.Masked, opts); err == nil {
+		rel.Masks = diffMasks(rel, masked)
+	}
+	return rel, nil
+}
+
+// convertDocument is Convert of one document.
+func convertDocument(cfg *composetypes.Config, opts Options) (Release, error) {
 	if cfg == nil {
 		return Release{}, errors.New("no compose document")
 	}

@@ -104,6 +104,11 @@ type Release struct {
 	// shows or records the specs shows Masked() instead; they are never
 	// encoded or stored. Nil for a release that used no encrypted file.
 	Sensitive []string `json:"-" yaml:"-"`
+	// Masks holds the fields that came from an encrypted input, as
+	// Convert found them (Options.Masked), for Masked(); nil when it did
+	// not. Like Sensitive it holds plaintext: it is never encoded or
+	// stored, and it is shared by copies, so nobody modifies it.
+	Masks FieldMasks `json:"-" yaml:"-"`
 	// Hooks are the release's jobs, sorted by service name: not services
 	// of the release, so plan, drift and revisions leave them out.
 	Hooks []Hook `json:",omitempty"`
