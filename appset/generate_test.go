@@ -50,6 +50,26 @@ func TestExpandMakesOneApplicationPerDirectory(t *testing.T) {
 	}
 }
 
+// applications defaults to []: an app set of generators alone is valid,
+// and lists only what they generate.
+func TestGeneratorsAloneNeedNoApplications(t *testing.T) {
+	set, err := LoadFile(filepath.Join("testdata", "valid", "generators-only.yaml"))
+	if err != nil {
+		t.Fatalf("LoadFile(generators-only.yaml) = %v, want a valid set", err)
+	}
+	if set.Len() != 0 || len(set.Generators()) != 1 {
+		t.Fatalf("set has %d applications and %d generators, want 0 and 1", set.Len(), len(set.Generators()))
+	}
+	got, err := set.Expand(map[string][]string{"stacks": {"stacks/blog"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]string{"blog"}, got.Names()); d != "" {
+		t.Errorf("names after Expand (-want +got):\n%s", d)
+	}
+	assertRoundTrip(t, set)
+}
+
 func TestExpandRefusesCollisionsAtTheGeneratorsDirectories(t *testing.T) {
 	set, err := LoadFile(filepath.Join("testdata", "valid", "generators.yaml"))
 	if err != nil {

@@ -35,7 +35,10 @@ func validateDoc(d *configfile.Document, doc *fileDoc) {
 	case doc.APIVersion != APIVersion:
 		d.Add("apiVersion", "want %s, got %s", APIVersion, configfile.Quote(doc.APIVersion))
 	}
-	if !d.Present("applications") {
+	// Generators make applications of their own: the list then defaults
+	// to []. Without them a missing list is more likely a slip than an
+	// empty set.
+	if !d.Present("applications") && !d.Present("generators") {
 		d.Add("applications", "missing; write `applications: []` for an empty set")
 	}
 	for i := range doc.Applications {

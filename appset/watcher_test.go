@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -134,6 +135,29 @@ func TestWatcherSwapsOnlyValidSets(t *testing.T) {
 		}
 	}
 }
+
+// The controller loads an app set of generators alone as a file and as a
+// directory, and swaps it in: applications defaults to [].
+func TestWatcherLoadsAnAppSetOfGeneratorsAlone(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "applications.yaml"), generatorsOnly)
+	for _, src := range []Source{FileSource{Path: filepath.Join(dir, "applications.yaml")}, DirSource{Dir: dir}} {
+		w := NewWatcher(src)
+		changed, err := w.Reload(t.Context())
+		if err != nil || !changed {
+			t.Fatalf("%T: Reload = %t, %v; want a new set", src, changed, err)
+		}
+		snap := w.Current()
+		if snap.Set == nil || snap.Set.Len() != 0 || len(snap.Set.Generators()) != 1 || snap.Err != nil {
+			t.Errorf("%T: snapshot %+v, want the set with its one generator and no error", src, viewOf(snap))
+		}
+	}
+}
+
+const generatorsOnly = `apiVersion: skep/v1
+generators:
+  - {name: stacks, repo: /srv/git/stacks, directories: ["stacks/*"]}
+`
 
 func TestWatcherKeepsTheSameSetForTheSameRevision(t *testing.T) {
 	first, second := valid(t, "r1", "web"), valid(t, "r1", "web")

@@ -120,6 +120,9 @@ type validatedAppSet struct {
 	// Applications counts what the set declares; 0 when it is unreadable
 	// or an artifact directory.
 	Applications int `json:"applications"`
+	// Generators counts the set's generators, which make applications
+	// from a repository's directories once the controller lists them.
+	Generators int `json:"generators,omitempty"`
 	// Shape is set for an artifact directory, with its count of
 	// Artifacts.
 	Shape     artifact.Shape `json:"shape,omitempty"`
@@ -165,6 +168,9 @@ func validatePaths(ctx context.Context, paths []string, opts artifact.LoadOption
 			}
 		}
 		result := validatedAppSet{Path: path, Valid: err == nil, Applications: set.Len()}
+		if set != nil {
+			result.Generators = len(set.Generators())
+		}
 		var problems configfile.Problems
 		switch {
 		case err == nil:
@@ -193,6 +199,9 @@ func (r validateReport) write(w io.Writer, output string) error {
 	for _, set := range r.Sets {
 		if set.Valid {
 			what := plural(set.Applications, "application")
+			if set.Generators > 0 {
+				what += " and " + plural(set.Generators, "generator")
+			}
 			switch set.Shape {
 			case "chart":
 				what = "chart, " + plural(set.Renders, "values set") + " rendered"

@@ -25,6 +25,7 @@ func TestValidateGolden(t *testing.T) {
 	}{
 		{name: "valid-file", args: []string{validateInput + "valid.yaml"}, wantCode: ExitOK},
 		{name: "valid-example", args: []string{"../examples/appset/applications.yaml"}, wantCode: ExitOK},
+		{name: "generators-without-applications", args: []string{validateInput + "generators-only.yaml"}, wantCode: ExitOK},
 		{name: "invalid-file-lists-every-problem", args: []string{validateInput + "invalid.yaml"}, wantCode: ExitFailure},
 		{name: "directory-is-one-set", args: []string{validateInput + "dir"}, wantCode: ExitFailure},
 		{name: "each-path-reported-in-order", args: []string{validateInput + "valid.yaml", validateInput + "missing.yaml", validateInput + "invalid.yaml"}, wantCode: ExitFailure},
