@@ -129,6 +129,8 @@ type Options struct {
 	// DefaultKeepRevisions.
 	KeepRevisions int
 	// Logger receives Debug detail and Warn notices; nil discards them.
+	// Apply adds the release's name to every line as "release": a Logger
+	// that carries one already would log that key twice.
 	Logger *slog.Logger
 	// Digests, when set, answers digest look-ups from a cache shared by
 	// every apply to the same swarm; nil asks the Engine each time.

@@ -1,9 +1,15 @@
 package reconcile_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +21,75 @@ import (
 	"github.com/skep-cd/skep/preview"
 	"github.com/skep-cd/skep/reconcile"
 )
+
+// jsonLog collects what a JSON handler writes, as `--log-format json`
+// makes it, and passes it on to the test's output.
+type jsonLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+	out io.Writer
+}
+
+func (l *jsonLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf.Write(p)
+	return l.out.Write(p)
+}
+
+// lines returns each record written so far, decoded, and every key one of
+// them holds twice.
+func (l *jsonLog) lines(t *testing.T) (records []map[string]any, duplicates []string) {
+	t.Helper()
+	l.mu.Lock()
+	data := bytes.Clone(l.buf.Bytes())
+	l.mu.Unlock()
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var rec map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			t.Fatalf("log line is not JSON: %v: %s", err, sc.Bytes())
+		}
+		records = append(records, rec)
+		// Unmarshal keeps the last of two equal keys; the tokens show both.
+		keys, err := topLevelKeys(sc.Bytes())
+		if err != nil {
+			t.Fatalf("log line %s: %v", sc.Bytes(), err)
+		}
+		seen := map[string]bool{}
+		for _, k := range keys {
+			if seen[k] {
+				duplicates = append(duplicates, fmt.Sprintf("%s twice: %s", k, sc.Bytes()))
+			}
+			seen[k] = true
+		}
+	}
+	return records, duplicates
+}
+
+// topLevelKeys lists the keys of the JSON object line, in order, repeats
+// included.
+func topLevelKeys(line []byte) ([]string, error) {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, fmt.Errorf("not a JSON object: %v", err)
+	}
+	var keys []string
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		key, _ := tok.(string)
+		keys = append(keys, key)
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			return nil, err
+		}
+	}
+	return keys, nil
+}
 
 // previewService returns the web service of the preview release named, or
 // nil.
@@ -35,7 +110,9 @@ func TestPreviewPerBranchFollowsItsImageAndGoesWithTheBranch(t *testing.T) {
 	files["compose.yaml"], files["settings.txt"] = imageCompose(main), "one\n"
 	e.repo.Commit(t, "main", files)
 	app := e.artifactApp("") + fmt.Sprintf("      previews:\n        baseDomain: example.org\n        portShift: %d\n", shift)
-	ctrl := e.controller(t, appset.FileSource{Path: writeFile(t, t.TempDir(), "apps.yaml", appSet(app))})
+	logs := &jsonLog{out: t.Output()}
+	ctrl := e.controllerWith(t, appset.FileSource{Path: writeFile(t, t.TempDir(), "apps.yaml", appSet(app))},
+		reconcile.Options{Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	run(t, ctrl)
 	mainImage := e.waitImagePrefix(t, e.image+":"+head+"@sha256:", 2*time.Minute)
 	mainSvc, err := e.service(t.Context(), "web")
@@ -70,6 +147,21 @@ func TestPreviewPerBranchFollowsItsImageAndGoesWithTheBranch(t *testing.T) {
 	st := waitStatus(t, ctrl, "web", time.Minute, func(s reconcile.AppStatus) bool { return len(s.Previews) == 1 && s.Previews[0].Deployed })
 	if p := st.Previews[0]; p.Branch != "feature/login" || p.Domain != domain || p.Commit != feature {
 		t.Errorf("preview status = %+v", p)
+	}
+	// Each line of the preview's apply names its release once: a JSON log
+	// with a key twice is read differently by each consumer.
+	records, duplicates := logs.lines(t)
+	applied := 0
+	for _, rec := range records {
+		if rec["msg"] == "apply object" && rec["release"] == release {
+			applied++
+		}
+	}
+	if applied == 0 {
+		t.Errorf("no apply object line names release %s in %d log lines", release, len(records))
+	}
+	for _, d := range duplicates {
+		t.Errorf("log line holds key %s", d)
 	}
 
 	// A commit on the branch without its image: the preview keeps the old

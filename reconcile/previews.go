@@ -244,7 +244,9 @@ func (c *Controller) deployPreview(ctx context.Context, app appset.Application, 
 		ResolveImage: apply.ResolveImage(app.SyncPolicy.ResolveImage),
 		Commit:       b.Commit,
 		Actor:        notify.ActorFrom(ctx),
-		Logger:       c.log.With("app", app.Name, "release", name),
+		// Apply adds the release itself; a second "release" would be a
+		// duplicate key in JSON logs (TestPreviewPerBranchFollowsItsImageAndGoesWithTheBranch).
+		Logger: c.log.With("app", app.Name),
 	})
 	if err != nil {
 		st.Error = fmt.Sprintf("apply %s: %v", what, err)
