@@ -270,3 +270,45 @@ func TestDecodeIntoASliceWantsAListAndIndexesFieldPaths(t *testing.T) {
 		})
 	}
 }
+
+// named is a struct a file may write as its name alone.
+type named struct {
+	Name  string `yaml:"name"`
+	Short bool   `yaml:"-"`
+}
+
+func (n *named) UnmarshalScalar(node *yaml.Node) error {
+	if node.ShortTag() != "!!str" || node.Value == "" {
+		return fmt.Errorf("want a name, got %s", Describe(node))
+	}
+	n.Name, n.Short = node.Value, true
+	return nil
+}
+
+func TestScalarUnmarshalerTakesAScalarAndKeepsTheMappingStrict(t *testing.T) {
+	for _, tc := range []struct {
+		name, data string
+		want       []named
+		problems   []string
+	}{
+		{"a scalar is the short form", "- web\n", []named{{Name: "web", Short: true}}, nil},
+		{"a mapping decodes field by field", "- name: web\n", []named{{Name: "web"}}, nil},
+		{"both forms mix in one list", "- a\n- name: b\n", []named{{Name: "a", Short: true}, {Name: "b"}}, nil},
+		{"an unknown key of the mapping names its line and path", "- name: web\n  nmae: x\n", []named{{Name: "web"}},
+			[]string{"f.yaml:2:3: [0].nmae: unknown key; want one of name"}},
+		{"the scalar's own error is placed at the scalar", "- web\n- 3\n", []named{{Name: "web", Short: true}, {}},
+			[]string{`f.yaml:2:3: [1]: want a name, got "3"`}},
+		{"a list is neither form", "- [a]\n", []named{{}}, []string{"f.yaml:1:3: [0]: want a mapping, got a list"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []named
+			d := Decode("f.yaml", []byte(tc.data), &got, Options{})
+			if diff := cmp.Diff(tc.problems, strs(d.Problems())); diff != "" {
+				t.Errorf("Decode(%q) problems (-want +got):\n%s", tc.data, diff)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("Decode(%q) (-want +got):\n%s", tc.data, diff)
+			}
+		})
+	}
+}

@@ -31,6 +31,16 @@ type Options struct {
 	HideValues bool
 }
 
+// ScalarUnmarshaler is implemented by a struct that a file may also write
+// as one scalar, a short form of the mapping: `- traefik-public` for
+// `- name: traefik-public`. Decode calls UnmarshalScalar for a scalar and
+// decodes a mapping strictly into the struct's fields, as any other, so the
+// long form keeps its unknown-key errors and field paths. An error returned
+// is reported at the scalar's position and field path.
+type ScalarUnmarshaler interface {
+	UnmarshalScalar(n *yaml.Node) error
+}
+
 // nodeBudget bounds the nodes one file may make the decoder visit, aliases
 // and merge keys expanded. It keeps a small file of nested aliases (a
 // "billion laughs") from costing more than a large honest one.
@@ -68,7 +78,8 @@ type Document struct {
 // points to a slice, one document with a list, whose field paths then start
 // with the index ("[2].deploy"). Fields may be
 // structs, pointers, slices, maps with string keys, strings, bools, integers
-// or types implementing yaml.Unmarshaler. A key starting with "x-" is
+// or types implementing yaml.Unmarshaler; a struct implementing
+// ScalarUnmarshaler also takes a scalar. A key starting with "x-" is
 // skipped anywhere, as in compose, to give anchors a home. A field absent or
 // null in the file is left as v had it. file only labels problems.
 //
@@ -269,6 +280,12 @@ func (d *Document) decodeValue(n *yaml.Node, field string, v reflect.Value) {
 		d.decodeValue(n, field, elem.Elem())
 		v.Set(elem)
 	case reflect.Struct:
+		if s, ok := v.Addr().Interface().(ScalarUnmarshaler); ok && n.Kind == yaml.ScalarNode {
+			if err := s.UnmarshalScalar(n); err != nil {
+				d.fail(n, field, "%s", err)
+			}
+			return
+		}
 		d.decodeStruct(n, field, v)
 	case reflect.Slice:
 		d.decodeSlice(n, field, v)
