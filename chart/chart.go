@@ -102,7 +102,8 @@ type Chart struct {
 	schema       *schema        // nil without values.schema.json
 	templates    []sourceFile   // every template, helpers included, sorted by name
 	files        map[string][]byte
-	requirements Requirements
+	requirements Requirements // decoded by Load when reqSource is static
+	reqSource    *sourceFile  // requirements.yaml; nil without one
 	ciValues     []ValuesFile
 }
 
@@ -123,10 +124,6 @@ func (c *Chart) Dir() string { return c.dir }
 
 // Values returns a deep copy of the chart's default values.
 func (c *Chart) Values() map[string]any { return copyMap(c.values) }
-
-// Requirements returns a copy of requirements.yaml; the zero value when
-// the chart has none.
-func (c *Chart) Requirements() Requirements { return c.requirements.clone() }
 
 // CIValues returns the chart's ci/*-values.yaml files, sorted by name. The
 // caller owns the slice; the Data bytes are shared and must not be modified.
@@ -313,25 +310,25 @@ func (l *loader) defaults() {
 	l.chart.values = v
 }
 
-// requirements decodes requirements.yaml strictly.
+// requirements parses requirements.yaml as a template and, when it holds
+// no template action, decodes it strictly; a templated one is decoded by
+// Chart.Requirements, once the values are known.
 func (l *loader) requirements() {
 	data, ok := l.chart.files[requirementsFile]
 	if !ok {
 		return
 	}
-	var r Requirements
-	d := configfile.Decode(l.file(requirementsFile), data, &r, configfile.Options{
-		Want:    "a mapping of networks, configs and secrets",
-		Example: "networks: [traefik-public]\nsecrets: [db-password]\n",
-	})
-	for kind, names := range map[string][]string{"networks": r.Networks, "configs": r.Configs, "secrets": r.Secrets} {
-		for i, n := range names {
-			if n == "" {
-				d.Add(fmt.Sprintf("%s[%d]", kind, i), "empty name")
-			}
-		}
+	src := sourceFile{name: requirementsFile, text: string(data)}
+	if _, err := newEngine([]sourceFile{src}); err != nil {
+		l.problems = append(l.problems, l.templateProblem(err))
+		return
 	}
-	l.problems = append(l.problems, d.Problems()...)
+	l.chart.reqSource = &src
+	if !static(src.text) {
+		return
+	}
+	r, problems := decodeRequirements(l.file(requirementsFile), data)
+	l.problems = append(l.problems, problems...)
 	l.chart.requirements = r
 }
 

@@ -301,7 +301,10 @@ func TestCheckStableFindsTemplatesThatRenderDifferently(t *testing.T) {
 }
 
 func TestCheckReportsEveryUnmetRequirement(t *testing.T) {
-	req := load(t, "web").Requirements()
+	req, err := load(t, "web").Requirements(t.Context(), RenderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name              string
 		allowed, existing Objects
@@ -318,7 +321,10 @@ func TestCheckReportsEveryUnmetRequirement(t *testing.T) {
 				"  secret \"tls-cert\" is not in the application's allow list and does not exist on the swarm (create it with docker secret create)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := Check("web", req, tc.allowed, tc.existing)
+			create, err := Check("web", req, tc.allowed, tc.existing)
+			if len(create) > 0 {
+				t.Errorf("Check() creates %v for a chart of short-form names", create)
+			}
 			got := ""
 			if err != nil {
 				got = err.Error()
@@ -414,11 +420,15 @@ func TestChartAccessorsReturnCopies(t *testing.T) {
 	c := load(t, "web")
 	md := c.Metadata()
 	md.Keywords[0] = "changed"
-	r := c.Requirements()
-	r.Networks[0] = "changed"
+	r, err := c.Requirements(t.Context(), RenderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Networks[0].Name = "changed"
 	v := c.Values()
 	v["image"].(map[string]any)["tag"] = "changed"
-	if c.Metadata().Keywords[0] != "web" || c.Requirements().Networks[0] != "traefik-public" || c.Values()["image"].(map[string]any)["tag"] != "2.4.1" {
+	again, _ := c.Requirements(t.Context(), RenderOptions{})
+	if c.Metadata().Keywords[0] != "web" || again.Networks[0].Name != "traefik-public" || c.Values()["image"].(map[string]any)["tag"] != "2.4.1" {
 		t.Error("changing what an accessor returned changed the chart")
 	}
 	if got := c.Templates(); !slices.Equal(got, []string{"templates/_helpers.tpl", "templates/objects.yaml.tmpl", "templates/web.yaml", "templates/workers.yml"}) {
