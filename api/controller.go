@@ -326,6 +326,10 @@ func (a *Controller) History(ctx context.Context, name string) (wire.History, er
 			wr := wire.Revision{Number: r.Number, Commit: r.Commit, AppliedAt: r.AppliedAt.UTC(), Actor: r.Actor, Images: r.Images}
 			if c := r.Chart; c != nil {
 				wr.Chart = &wire.RevisionChart{Name: c.Name, Version: c.Version, ValuesFiles: c.ValuesFiles}
+				for _, q := range c.Requirements {
+					wr.Chart.Requirements = append(wr.Chart.Requirements,
+						wire.RevisionRequirement{Kind: q.Kind, Name: q.Name, Description: q.Description, AutoCreate: q.AutoCreate})
+				}
 			}
 			rh.Revisions = append(rh.Revisions, wr)
 		}

@@ -117,6 +117,20 @@ type ChartRecord struct {
 	ValuesFiles []string `json:"valuesFiles,omitempty"`
 	Values      string   `json:"values,omitempty"`
 	Manifest    string   `json:"manifest,omitempty"`
+	// Requirements are the external objects requirements.yaml named for
+	// this render, in its order.
+	Requirements []RequirementRecord `json:"requirements,omitempty"`
+}
+
+// RequirementRecord is one entry of a chart's requirements.yaml as a
+// revision keeps it.
+type RequirementRecord struct {
+	// Kind is "network", "config" or "secret".
+	Kind        string `json:"kind"`
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	// AutoCreate marks a network the controller creates when missing.
+	AutoCreate bool `json:"autoCreate,omitempty"`
 }
 
 type revisionDoc struct {

@@ -29,6 +29,9 @@ type chartRender struct {
 	record *apply.ChartRecord
 	chart  *chart.Chart
 	opts   chart.RenderOptions
+	// create are the networks requirements.yaml marks autoCreate that are
+	// allowed and missing: applyRelease creates them before the release.
+	create []apply.RequiredNetwork
 }
 
 // renderChart renders app's chart, found in the checkout at root or in its
@@ -70,11 +73,19 @@ func (c *Controller) renderChart(ctx context.Context, app appset.Application, ro
 	if err != nil {
 		return chartRender{}, &outcome.StalledError{Err: fmt.Errorf("chart %s: %w", chartName(spec), err)}
 	}
-	if err := c.checkRequirements(app, ch); err != nil {
+	req, err := ch.Requirements(ctx, opts)
+	if err != nil {
+		return chartRender{}, &outcome.StalledError{Err: fmt.Errorf("chart %s: %w", chartName(spec), err)}
+	}
+	create, err := c.checkRequirements(app, ch.Metadata().Name, req)
+	if err != nil {
 		return chartRender{}, &outcome.StalledError{Err: err}
 	}
 	rec := &apply.ChartRecord{Name: man.Chart, Version: man.Version, ValuesFiles: man.ValuesFiles, Values: man.Values, Manifest: man.Compose}
-	return chartRender{doc: doc, record: rec, chart: ch, opts: opts}, nil
+	for _, e := range req.Entries() {
+		rec.Requirements = append(rec.Requirements, apply.RequirementRecord{Kind: e.Kind, Name: e.Name, Description: e.Description, AutoCreate: e.AutoCreate})
+	}
+	return chartRender{doc: doc, record: rec, chart: ch, opts: opts, create: create}, nil
 }
 
 // fetchChart reads a chart from its chart repository.
@@ -96,8 +107,9 @@ func (c *Controller) fetchChart(ctx context.Context, spec *appset.Chart) (*chart
 
 // checkRequirements checks what the chart's requirements.yaml names
 // against the application's allow list and, when the live snapshot can
-// tell, against what exists on the swarm.
-func (c *Controller) checkRequirements(app appset.Application, ch *chart.Chart) error {
+// tell, against what exists on the swarm, and returns the autoCreate
+// networks to create.
+func (c *Controller) checkRequirements(app appset.Application, name string, req chart.Requirements) ([]apply.RequiredNetwork, error) {
 	allowed := chart.Objects{Networks: app.Allow.Networks, Configs: app.Allow.Configs, Secrets: app.Allow.Secrets}
 	existing := allowed // without a snapshot, only the allow list is checked
 	if c.liveOf(app) != nil && !c.liveOf(app).Current().ReadFailed() {
@@ -108,7 +120,29 @@ func (c *Controller) checkRequirements(app appset.Application, ch *chart.Chart) 
 			existing.Secrets = append(existing.Secrets, s.Spec.Name)
 		}
 	}
-	return chart.Check(ch.Metadata().Name, ch.Requirements(), allowed, existing)
+	nets, err := chart.Check(name, req, allowed, existing)
+	if err != nil {
+		return nil, err
+	}
+	var create []apply.RequiredNetwork
+	for _, n := range nets {
+		create = append(create, apply.RequiredNetwork{Name: n.Name, Driver: n.Driver, Attachable: n.Attachable})
+	}
+	return create, nil
+}
+
+// createRequired creates the networks cr's requirements.yaml asks for
+// (autoCreate) that are missing, before anything of the release is
+// written; a failure fails the sync as apply's own do.
+func (c *Controller) createRequired(ctx context.Context, app appset.Application, cr *chartRender) ([]apply.Change, error) {
+	if cr == nil || len(cr.create) == 0 {
+		return nil, nil
+	}
+	changes, err := apply.CreateRequired(ctx, c.engineOf(app), c.owner(app), cr.create)
+	for _, ch := range changes {
+		c.log.Info("required network created", "app", app.Name, "release", app.Release, "network", ch.Name)
+	}
+	return changes, err
 }
 
 // checkStable renders a chart twice and holds it when the renders differ

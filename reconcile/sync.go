@@ -472,6 +472,12 @@ func (c *Controller) applyRelease(ctx context.Context, app appset.Application, d
 		Logger:       c.log.With("app", app.Name),
 		Self:         c.selfIn(app, d.release),
 	}
+	required, err := c.createRequired(ctx, app, d.chart)
+	if err != nil {
+		err = fmt.Errorf("apply %s at %s: %w", app.Release, gitsource.ShortCommit(d.commit), err)
+		c.syncFailed(ctx, app, d.commit, err.Error())
+		return out, err
+	}
 	// Pre-sync hooks (migrations) run before any service is written: one
 	// that fails leaves the release's services as they were.
 	if err := c.preSync(ctx, app, d, opts); err != nil {
@@ -479,6 +485,7 @@ func (c *Controller) applyRelease(ctx context.Context, app appset.Application, d
 		return out, err
 	}
 	res, err := c.applyWaves(ctx, app, d.release, opts)
+	res.Changes = append(required, res.Changes...)
 	out.Applying = res
 	out.applyTook = time.Since(start)
 	if err != nil {

@@ -46,4 +46,9 @@ const (
 	// KindHook marks a hook job (see Hook): it is not a service of the
 	// release, so drift and prune leave it to the hook runner.
 	KindHook = "hook"
+	// KindRequirement marks a network created for a chart's
+	// requirements.yaml (autoCreate): it carries the owner labels of the
+	// release that created it but not LabelNamespace, since it belongs to
+	// no release; other releases share it and nothing prunes it.
+	KindRequirement = "requirement"
 )

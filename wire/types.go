@@ -333,6 +333,20 @@ type RevisionChart struct {
 	Name        string   `json:"name"`
 	Version     string   `json:"version"`
 	ValuesFiles []string `json:"valuesFiles,omitempty"`
+	// Requirements are the external objects the chart's requirements.yaml
+	// named for this revision, in its order.
+	Requirements []RevisionRequirement `json:"requirements,omitempty"`
+}
+
+// RevisionRequirement is one external network, config or secret a chart
+// revision requires, with what requirements.yaml says of it.
+type RevisionRequirement struct {
+	// Kind is network, config or secret.
+	Kind        string `json:"kind"`
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	// AutoCreate marks a network the controller creates when missing.
+	AutoCreate bool `json:"autoCreate,omitempty"`
 }
 
 // SyncOptions are the body of POST /api/v1/applications/{name}/sync. The
