@@ -78,7 +78,11 @@ func (r Requirements) clone() Requirements {
 func (r Requirements) Entries() []Entry {
 	var out []Entry
 	for _, n := range r.Networks {
-		out = append(out, Entry{Kind: "network", Name: n.Name, Description: n.Description, AutoCreate: n.AutoCreate})
+		e := Entry{Kind: "network", Name: n.Name, Description: n.Description, AutoCreate: n.AutoCreate}
+		if n.AutoCreate {
+			e.Driver, e.Attachable = n.Driver, n.Attachable
+		}
+		out = append(out, e)
 	}
 	for _, o := range r.Configs {
 		out = append(out, Entry{Kind: "config", Name: o.Name, Description: o.Description})
@@ -95,8 +99,11 @@ type Entry struct {
 	Kind        string `json:"kind"`
 	Name        string `json:"name"`
 	Description string `json:"description,omitempty"`
-	// AutoCreate is true for a network the controller creates when missing.
-	AutoCreate bool `json:"autoCreate,omitempty"`
+	// AutoCreate is true for a network the controller creates when
+	// missing, with Driver and Attachable; both are zero otherwise.
+	AutoCreate bool   `json:"autoCreate,omitempty"`
+	Driver     string `json:"driver,omitempty"`
+	Attachable bool   `json:"attachable,omitempty"`
 }
 
 // String reads like "network traefik-public (created when missing): Overlay

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -95,18 +96,19 @@ func parseSetFlags(flags []string) (map[string]string, error) {
 
 // renderChart renders and converts the chart in dir, as the controller
 // would, with the --values and --set flags.
-func renderChart(cmd *cobra.Command, dir string, f renderFlags) (stack.Release, []string, error) {
+// The requirements are requirements.yaml as rendered with the same values.
+func renderChart(cmd *cobra.Command, dir string, f renderFlags) (stack.Release, []chart.Entry, []string, error) {
 	c, err := loadChart(dir)
 	if err != nil {
-		return stack.Release{}, nil, err
+		return stack.Release{}, nil, nil, err
 	}
 	values, err := readValuesFiles(f.values)
 	if err != nil {
-		return stack.Release{}, nil, err
+		return stack.Release{}, nil, nil, err
 	}
 	set, err := parseSetFlags(f.set)
 	if err != nil {
-		return stack.Release{}, nil, err
+		return stack.Release{}, nil, nil, err
 	}
 	// Without --release the chart renders as the release its directory
 	// names, the name a first deploy of it would most likely use.
@@ -114,11 +116,16 @@ func renderChart(cmd *cobra.Command, dir string, f renderFlags) (stack.Release, 
 	if release == "" {
 		abs, err := filepath.Abs(dir)
 		if err != nil {
-			return stack.Release{}, nil, err
+			return stack.Release{}, nil, nil, err
 		}
 		release = filepath.Base(abs)
 	}
-	doc, _, err := chart.Render(cmd.Context(), c, chart.RenderOptions{ReleaseName: release, ValuesFiles: values, Set: set})
+	opts := chart.RenderOptions{ReleaseName: release, ValuesFiles: values, Set: set}
+	doc, _, err := chart.Render(cmd.Context(), c, opts)
+	var req chart.Requirements
+	if err == nil {
+		req, err = c.Requirements(cmd.Context(), opts)
+	}
 	if err != nil {
 		// Problems in the command line's own values files keep the names
 		// the user typed; the chart's files are named under its directory.
@@ -126,14 +133,14 @@ func renderChart(cmd *cobra.Command, dir string, f renderFlags) (stack.Release, 
 		for _, v := range values {
 			keep[v.Name] = true
 		}
-		return stack.Release{}, nil, chartProblems(dir, err, keep)
+		return stack.Release{}, nil, nil, chartProblems(dir, err, keep)
 	}
 	rel, err := stack.Convert(doc.Config, stack.Options{
 		Owner: stack.Owner{Controller: f.controller, Application: release, Release: release},
 		Allow: f.allow,
 		Files: doc.Files,
 	})
-	return rel, doc.Warnings, err
+	return rel, req.Entries(), doc.Warnings, err
 }
 
 // validateChart checks the chart in path offline: Chart.yaml, the schema
@@ -175,6 +182,12 @@ func validateChart(ctx context.Context, path string) validatedAppSet {
 			fail(chartProblems(path, err, nil))
 			continue
 		}
+		req, err := c.Requirements(ctx, opts)
+		if err != nil {
+			fail(chartProblems(path, err, nil))
+			continue
+		}
+		result.Requirements = addRequirements(result.Requirements, req.Entries())
 		result.Renders++
 		diffs, err := chart.CheckStable(ctx, c, opts)
 		switch {
@@ -193,4 +206,18 @@ func validateChart(ctx context.Context, path string) validatedAppSet {
 	}
 	result.Valid = len(result.problems) == 0
 	return result
+}
+
+// addRequirements adds to have the entries it lacks, by kind and name,
+// keeping networks, configs and secrets together in that order: the values
+// sets of a chart may name different objects.
+func addRequirements(have, entries []chart.Entry) []chart.Entry {
+	for _, e := range entries {
+		if !slices.ContainsFunc(have, func(h chart.Entry) bool { return h.Kind == e.Kind && h.Name == e.Name }) {
+			have = append(have, e)
+		}
+	}
+	order := map[string]int{"network": 0, "config": 1, "secret": 2}
+	slices.SortStableFunc(have, func(a, b chart.Entry) int { return order[a.Kind] - order[b.Kind] })
+	return have
 }

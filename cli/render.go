@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/skep-cd/skep/chart"
 	"github.com/skep-cd/skep/render"
 	"github.com/skep-cd/skep/stack"
 )
@@ -60,7 +61,9 @@ A directory holding Chart.yaml is a chart (see docs/charts.md): its values
 (values.yaml, then each --values file, then --set) are checked against
 values.schema.json, its templates rendered and merged into one compose
 document, and that document converted the same way, exactly as the
-controller renders the chart.
+controller renders the chart. The output then also lists the chart's
+"requirements": the external networks, configs and secrets its
+requirements.yaml names, with their descriptions.
 
 Reads stay inside the deepest directory holding PATH and every -f and
 --env-file; host paths and external objects must be allowed by flag, as an
@@ -81,13 +84,14 @@ Exit status: 0 on success, 1 on bad input (printed as file:line: message),
 				return usageError("--output: want yaml or json, got %q", f.output)
 			}
 			var rel stack.Release
+			var req []chart.Entry
 			var warnings []string
 			var err error
 			if isChartDir(args[0]) {
 				if len(f.files) > 0 || len(f.envFiles) > 0 {
 					return usageError("render: -f and --env-file are for compose files; a chart takes --values and --set")
 				}
-				rel, warnings, err = renderChart(cmd, args[0], f)
+				rel, req, warnings, err = renderChart(cmd, args[0], f)
 			} else {
 				if len(f.values) > 0 || len(f.set) > 0 {
 					return usageError("render: --values and --set are for charts (a directory holding Chart.yaml)")
@@ -106,7 +110,7 @@ Exit status: 0 on success, 1 on bad input (printed as file:line: message),
 			if err != nil {
 				return &ExitError{Code: ExitFailure, Err: err}
 			}
-			return writeRelease(cmd.OutOrStdout(), rel, f.output)
+			return writeRelease(cmd.OutOrStdout(), rel, req, f.output)
 		},
 	}
 	flags := cmd.Flags()
@@ -302,6 +306,9 @@ type renderedRelease struct {
 	Networks map[string]network.CreateOptions `json:"networks"`
 	Configs  map[string]swarm.ConfigSpec      `json:"configs"`
 	Secrets  map[string]redactedSecret        `json:"secrets"`
+	// Requirements are a chart's requirements.yaml, rendered; absent for
+	// compose and for a chart without one.
+	Requirements []chart.Entry `json:"requirements,omitempty"`
 }
 
 // redactedSecret marshals a secret spec with Data replaced by
@@ -339,12 +346,13 @@ func (s redactedSecret) MarshalJSON() ([]byte, error) {
 // writeRelease prints rel in format ("json" or "yaml"). The JSON is
 // indented and does not escape HTML, so "<" in a command line reads as
 // itself. YAML is converted from that JSON, so both show the same keys.
-func writeRelease(w io.Writer, rel stack.Release, format string) error {
+func writeRelease(w io.Writer, rel stack.Release, req []chart.Entry, format string) error {
 	rel = rel.Masked()
 	out := renderedRelease{
-		Services: rel.Services,
-		Networks: rel.Networks,
-		Configs:  rel.Configs,
+		Services:     rel.Services,
+		Networks:     rel.Networks,
+		Configs:      rel.Configs,
+		Requirements: req,
 		// Built here, never nil: a release without secrets prints {}, not null.
 		Secrets: map[string]redactedSecret{},
 	}

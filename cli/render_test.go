@@ -44,6 +44,7 @@ func TestRenderGolden(t *testing.T) {
 		{name: "no-arguments-is-usage", args: nil, wantCode: ExitUsage},
 		{name: "bad-output-is-usage", args: []string{"-o", "xml", renderTestInput + "host-path"}, wantCode: ExitUsage},
 		{name: "chart-with-values-and-set", args: []string{chartInput + "web", "--values", chartInput + "values/staging.yaml", "--set", "replicas=4", "--allow-network", "traefik-public", "--release", "web"}, wantCode: ExitOK},
+		{name: "chart-published-requirements-show-their-descriptions", args: []string{chartInput + "edge-whoami", "--values", chartInput + "edge-whoami/ci/extra-network-values.yaml", "--allow-network", "traefik-public", "--allow-network", "metrics", "--allow-network", "backoffice", "--release", "whoami"}, wantCode: ExitOK},
 		{name: "chart-schema-error-names-the-value", args: []string{chartInput + "web", "--set", "replicas=many"}, wantCode: ExitFailure},
 		{name: "chart-template-error-names-template-and-line", args: []string{chartInput + "index-error"}, wantCode: ExitFailure},
 		{name: "chart-set-without-value-is-usage", args: []string{chartInput + "web", "--set", "replicas"}, wantCode: ExitUsage},
@@ -197,5 +198,26 @@ func TestRenderMasksOnlyFieldsThatCameFromAnEncryptedInput(t *testing.T) {
 	}
 	if n := strings.Count(stdout, "(sops:"); n != 2 {
 		t.Errorf("skep render shows %d masks, want 2 (REV and the label made from it):\n%s", n, stdout)
+	}
+}
+
+// A chart of the published layout: what requirements.yaml says of each
+// external object reaches the reader of render and of validate.
+func TestRenderAndValidateShowRequirementDescriptions(t *testing.T) {
+	for _, args := range [][]string{
+		{"render", chartInput + "edge-whoami", "--allow-network", "traefik-public"},
+		{"render", "-o", "json", chartInput + "edge-whoami", "--allow-network", "traefik-public"},
+		{"validate", chartInput + "edge-whoami"},
+		{"validate", "-o", "json", chartInput + "edge-whoami"},
+	} {
+		code, stdout, stderr := run(t, args...)
+		if code != ExitOK {
+			t.Errorf("skep %s exit = %d, want 0\n%s", strings.Join(args, " "), code, stderr)
+		}
+		for _, want := range []string{"Overlay network shared with Traefik", "htpasswd line for the basic-auth middleware"} {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("skep %s does not show the description %q:\n%s", strings.Join(args, " "), want, stdout)
+			}
+		}
 	}
 }

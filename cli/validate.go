@@ -13,6 +13,7 @@ import (
 
 	"github.com/skep-cd/skep/appset"
 	"github.com/skep-cd/skep/artifact"
+	"github.com/skep-cd/skep/chart"
 	"github.com/skep-cd/skep/configfile"
 	"github.com/skep-cd/skep/swarm"
 )
@@ -129,6 +130,9 @@ type validatedAppSet struct {
 	Artifacts int            `json:"artifacts,omitempty"`
 	// Renders counts the values sets a chart (Shape "chart") rendered.
 	Renders int `json:"renders,omitempty"`
+	// Requirements are the external objects a chart's requirements.yaml
+	// named, over every values set rendered, with their descriptions.
+	Requirements []chart.Entry `json:"requirements,omitempty"`
 	// problems are this set's share of validateReport.Problems.
 	// Unexported, so the JSON lists each problem once, in
 	// validateReport.Problems.
@@ -211,6 +215,11 @@ func (r validateReport) write(w io.Writer, output string) error {
 			}
 			if _, err := fmt.Fprintf(w, "%s: %s, valid\n", set.Path, what); err != nil {
 				return err
+			}
+			for _, e := range set.Requirements {
+				if _, err := fmt.Fprintf(w, "  requires %s\n", e); err != nil {
+					return err
+				}
 			}
 		}
 		for _, p := range set.problems {

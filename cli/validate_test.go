@@ -43,6 +43,8 @@ func TestValidateGolden(t *testing.T) {
 		{name: "artifact-json", args: []string{"-o", "json", artifactInput + "native/production", artifactInput + "invalid/release-no-infrastructure"}, wantCode: ExitFailure},
 		{name: "chart-renders-every-ci-values-file", args: []string{"../chart/testdata/web"}, wantCode: ExitOK},
 		{name: "chart-lists-every-problem", args: []string{"../chart/testdata/bad-metadata", "../chart/testdata/uses-env", "../chart/testdata/unstable"}, wantCode: ExitFailure},
+		{name: "chart-lists-its-requirements-with-descriptions", args: []string{"../chart/testdata/edge-whoami"}, wantCode: ExitOK},
+		{name: "chart-requirements-json", args: []string{"-o", "json", "../chart/testdata/edge-whoami"}, wantCode: ExitOK},
 		{name: "chart-json", args: []string{"-o", "json", "../chart/testdata/web", "../chart/testdata/required-missing"}, wantCode: ExitFailure},
 		{name: "artifact-bad-registry-is-usage", args: []string{"--registry", "Registry.Example.org", artifactInput + "release-repo/testing"}, wantCode: ExitUsage},
 	}
