@@ -122,6 +122,10 @@ func (f *fake) History(ctx context.Context, name string) (wire.History, error) {
 	}
 	return wire.History{Application: name, Releases: []wire.ReleaseHistory{{Name: name, Revisions: []wire.Revision{
 		{Number: 1, Commit: strings.Repeat("a", 40), AppliedAt: t0, Actor: "alice", Images: map[string]string{"web": "example/web:v1"}},
+		{Number: 2, Commit: strings.Repeat("b", 40), AppliedAt: t0, Chart: &wire.RevisionChart{Name: "web", Version: "1.2.0",
+			ValuesFiles: []string{"envs/testing/values.yaml"}, Requirements: []wire.RevisionRequirement{
+				{Kind: "network", Name: "traefik-public", Description: "Overlay network shared with Traefik", AutoCreate: true},
+				{Kind: "secret", Name: "tls-cert"}}}},
 	}}}, Syncs: []wire.HistorySync{}}, nil
 }
 
