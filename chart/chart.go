@@ -67,6 +67,10 @@ type Metadata struct {
 	Maintainers []Maintainer      `yaml:"maintainers"`
 	Deprecated  bool              `yaml:"deprecated"`
 	Annotations map[string]string `yaml:"annotations"`
+	// SwarmcliVersion is the floor of the other chart tool a chart of the
+	// published Swarm layout was written for; carried for display, it
+	// binds Skep to nothing.
+	SwarmcliVersion string `yaml:"swarmcliVersion"`
 }
 
 // Maintainer is one entry of Chart.yaml's maintainers.

@@ -58,7 +58,7 @@ func TestLoadReportsEveryProblemOfAChart(t *testing.T) {
 				`bad-metadata/Chart.yaml:1:7: name: want lower-case letters, digits, '-', '_' and '.', at most 63, got "Bad_Name"`,
 				`bad-metadata/Chart.yaml:2:10: version: want a SemVer 2 version like 1.2.3, got "one"`,
 				`bad-metadata/Chart.yaml:3:14: skepVersion: want a version range like ">=0.3", got ">= banana": improper constraint: >= banana`,
-				`bad-metadata/Chart.yaml:4:1: colour: unknown key; want one of apiVersion, name, version, appVersion, description, skepVersion, type, home, icon, keywords, sources, maintainers, deprecated, annotations`,
+				`bad-metadata/Chart.yaml:4:1: colour: unknown key; want one of apiVersion, name, version, appVersion, description, skepVersion, type, home, icon, keywords, sources, maintainers, deprecated, annotations, swarmcliVersion`,
 			},
 		},
 		{

@@ -278,3 +278,16 @@ func FuzzRequirements(f *testing.F) {
 		}
 	})
 }
+
+// Charts of the published Swarm layout declare the floor of the tool they
+// were written for; Skep carries it for display and is not bound by it.
+func TestChartYAMLOfThePublishedLayoutLoads(t *testing.T) {
+	c, err := Load(minimal(map[string]string{"c/Chart.yaml": "name: c\ndescription: d\nversion: 0.1.0\nappVersion: \"v1\"\nswarmcliVersion: \">= 1.11.0\"\n",
+		"c/requirements.yaml": published}), "c")
+	if err != nil {
+		t.Fatalf("Load() = %v", err)
+	}
+	if got := c.Metadata().SwarmcliVersion; got != ">= 1.11.0" {
+		t.Errorf("Metadata().SwarmcliVersion = %q, want it carried", got)
+	}
+}
