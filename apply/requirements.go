@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/network"
@@ -65,10 +66,13 @@ func CreateRequired(ctx context.Context, eng NetworkMaker, owner stack.Owner, ne
 		delete(labels, stack.LabelNamespace)
 		labels[stack.LabelKind] = stack.KindRequirement
 		resp, err := eng.NetworkCreate(ctx, n.Name, network.CreateOptions{Driver: driver, Scope: "swarm", Attachable: n.Attachable, Labels: labels})
-		switch {
-		case cerrdefs.IsConflict(err):
-			continue // another release's apply created it first
-		case err != nil:
+		if err != nil {
+			// Another release's apply may have created it first: swarmkit
+			// answers that with "name conflicts with an existing object", an
+			// Unknown error rather than a Conflict, so ask again by name.
+			if cerrdefs.IsConflict(err) || existsNamed(ctx, eng, n.Name) {
+				continue
+			}
 			return changes, engineError(fmt.Sprintf("create required network %q", n.Name), err)
 		}
 		exists[n.Name] = true
@@ -76,4 +80,11 @@ func CreateRequired(ctx context.Context, eng NetworkMaker, owner stack.Owner, ne
 			Note: "created for requirements.yaml (autoCreate); shared, never pruned"})
 	}
 	return changes, nil
+}
+
+// existsNamed reports whether a network called exactly name exists; false
+// when the Engine cannot tell.
+func existsNamed(ctx context.Context, eng NetworkMaker, name string) bool {
+	list, err := eng.NetworkList(ctx, network.ListOptions{Filters: anyOf("name", []string{name})})
+	return err == nil && slices.ContainsFunc(list, func(n network.Summary) bool { return n.Name == name })
 }

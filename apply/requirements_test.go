@@ -18,6 +18,7 @@ import (
 type networkMaker struct {
 	have    []network.Summary
 	fail    map[string]error
+	lost    map[string]bool // names another writer creates when this one fails
 	created map[string]network.CreateOptions
 }
 
@@ -27,6 +28,10 @@ func (m *networkMaker) NetworkList(context.Context, network.ListOptions) ([]netw
 
 func (m *networkMaker) NetworkCreate(_ context.Context, name string, o network.CreateOptions) (network.CreateResponse, error) {
 	if err := m.fail[name]; err != nil {
+		if m.lost[name] {
+			// Another writer created it a moment before.
+			m.have = append(m.have, network.Summary{Name: name})
+		}
 		return network.CreateResponse{}, err
 	}
 	if m.created == nil {
@@ -38,11 +43,14 @@ func (m *networkMaker) NetworkCreate(_ context.Context, name string, o network.C
 
 func TestCreateRequiredCreatesOnlyMissingNetworksLabelledOutsideAnyStack(t *testing.T) {
 	owner := stack.Owner{Controller: "ctl", Application: "web", Release: "web"}
-	nets := []RequiredNetwork{{Name: "edge", Driver: "overlay", Attachable: true}, {Name: "present"}, {Name: "raced"}, {Name: "plain"}}
+	nets := []RequiredNetwork{{Name: "edge", Driver: "overlay", Attachable: true}, {Name: "present"}, {Name: "raced"}, {Name: "swarmkit-raced"}, {Name: "plain"}}
 	m := &networkMaker{
 		// The name filter matches loosely: "edge-old" does not make edge exist.
 		have: []network.Summary{{Name: "present"}, {Name: "edge-old"}},
-		fail: map[string]error{"raced": cerrdefs.ErrConflict},
+		// swarmkit reports a lost race as an Unknown error, not a Conflict.
+		fail: map[string]error{"raced": cerrdefs.ErrConflict,
+			"swarmkit-raced": errors.New("rpc error: code = Unknown desc = name conflicts with an existing object")},
+		lost: map[string]bool{"swarmkit-raced": true},
 	}
 	changes, err := CreateRequired(t.Context(), m, owner, nets)
 	if err != nil {

@@ -111,7 +111,13 @@ func (c *Controller) fetchChart(ctx context.Context, spec *appset.Chart) (*chart
 // networks to create.
 func (c *Controller) checkRequirements(app appset.Application, name string, req chart.Requirements) ([]apply.RequiredNetwork, error) {
 	allowed := chart.Objects{Networks: app.Allow.Networks, Configs: app.Allow.Configs, Secrets: app.Allow.Secrets}
-	existing := allowed // without a snapshot, only the allow list is checked
+	// Without a snapshot only the allow list is checked, and every allowed
+	// autoCreate network is handed on: CreateRequired asks the Engine
+	// which of them are missing.
+	existing := allowed
+	existing.Networks = slices.DeleteFunc(slices.Clone(allowed.Networks), func(name string) bool {
+		return slices.ContainsFunc(req.Networks, func(n chart.NetworkRequirement) bool { return n.Name == name && n.AutoCreate })
+	})
 	if c.liveOf(app) != nil && !c.liveOf(app).Current().ReadFailed() {
 		snap := c.liveOf(app).Current()
 		existing = chart.Objects{Networks: slices.Collect(maps.Values(snap.NetworkNames())),

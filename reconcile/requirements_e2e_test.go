@@ -18,6 +18,7 @@ import (
 	"github.com/skep-cd/skep/api"
 	"github.com/skep-cd/skep/appset"
 	"github.com/skep-cd/skep/harness"
+	"github.com/skep-cd/skep/health"
 	"github.com/skep-cd/skep/reconcile"
 	"github.com/skep-cd/skep/stack"
 	"github.com/skep-cd/skep/wire"
@@ -173,7 +174,9 @@ func TestRequiredNetworkIsCreatedOnceAndOutlivesItsCreator(t *testing.T) {
 
 	// A network the chart does not ask to create, and one the application
 	// may not use, stay missing: the sync stalls naming both.
-	st := waitStatus(t, ctrl, "c", 2*time.Minute, func(s reconcile.AppStatus) bool { return s.LastError != "" })
+	// The first tick may come before the live snapshot, which checks only
+	// the allow list; the next one sees the swarm.
+	st := waitStatus(t, ctrl, "c", 2*time.Minute, func(s reconcile.AppStatus) bool { return strings.Contains(s.LastError, provided) })
 	for _, want := range []string{
 		fmt.Sprintf("network %q (Provided by the platform team) does not exist on the swarm", provided),
 		fmt.Sprintf("network %q (Not in the allow list) is not in the application's allow list", forbidden),
@@ -189,7 +192,11 @@ func TestRequiredNetworkIsCreatedOnceAndOutlivesItsCreator(t *testing.T) {
 	}
 
 	// a leaves the app set and its release is pruned; the network stays
-	// for b, which keeps running on it.
+	// for b, which keeps running on it. Both are healthy first, so the
+	// controller's live snapshot holds a's service when the prune looks.
+	for _, name := range []string{"a", "b"} {
+		waitStatus(t, ctrl, name, 2*time.Minute, func(s reconcile.AppStatus) bool { return s.Health == health.Healthy })
+	}
 	writeFile(t, filepath.Dir(apps), "apps.yaml", appSet(appB, appC))
 	harness.Eventually(t, 2*time.Minute, func(ctx context.Context) (bool, string) {
 		s, err := e.service(ctx, "web")
