@@ -86,7 +86,7 @@ func notAllowed(field, format string, args ...any) error {
 
 // checkAllowed returns one error per host path or external object that allow
 // does not list, in a stable order.
-func checkAllowed(cfg *composetypes.Config, allow Allow) []error {
+func checkAllowed(cfg *composetypes.Config, namespace string, allow Allow) []error {
 	var errs []error
 	for _, svc := range cfg.Services {
 		for i, c := range svc.CapAdd {
@@ -113,10 +113,18 @@ func checkAllowed(cfg *composetypes.Config, allow Allow) []error {
 			}
 			continue
 		}
-		// The local driver mounts any host directory given as a bind device.
-		if device, ok := v.DriverOpts["device"]; ok && (v.Driver == "" || v.Driver == "local") &&
-			strings.Contains(","+v.DriverOpts["o"]+",", ",bind,") && !hostPathAllowed(device, allow.HostPaths) {
-			errs = append(errs, notAllowed("volumes."+name+".driver_opts.device", "host path %s is not allowed; list it in allow.hostPaths", device))
+		// The real name, not the compose key, is what the node mounts: one
+		// outside the namespace is another stack's volume (or a hand-made
+		// one), external in effect.
+		if real := v.Name; real != "" && !strings.HasPrefix(real, namespace+"_") && !slices.Contains(allow.Volumes, real) {
+			errs = append(errs, notAllowed("volumes."+name, "volume %q is outside release %s's namespace; list it in allow.volumes", real, namespace))
+		}
+		if localDriver(v.Driver) {
+			for _, p := range localHostPaths(v.DriverOpts) {
+				if !hostPathAllowed(p.path, allow.HostPaths) {
+					errs = append(errs, notAllowed("volumes."+name+".driver_opts."+p.option, "host path %s is not allowed; list it in allow.hostPaths", p.path))
+				}
+			}
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Networks)) {
@@ -133,6 +141,103 @@ func checkAllowed(cfg *composetypes.Config, allow Allow) []error {
 		if s := cfg.Secrets[name]; s.External.External && !slices.Contains(allow.Secrets, s.Name) {
 			errs = append(errs, notAllowed("secrets."+name, "external secret %q is not allowed; list it in allow.secrets", s.Name))
 		}
+	}
+	return errs
+}
+
+// localDriver reports whether a volume's driver is the Engine's local one,
+// which mounts what its driver_opts say on the node itself.
+func localDriver(driver string) bool {
+	driver = strings.TrimSpace(driver)
+	return driver == "" || strings.EqualFold(driver, "local")
+}
+
+// bindOptions are the mount options that make the local driver's mount a
+// bind of `device`, a path on the node: moby's mount package maps exactly
+// these two to MS_BIND (recursive for rbind), as mount(8) does.
+var bindOptions = []string{"bind", "rbind"}
+
+// overlayDirOptions are the overlay file system's options naming node
+// directories.
+var overlayDirOptions = []string{"lowerdir", "upperdir", "workdir"}
+
+// hostPathOption is a node path a local volume's driver_opts mount, and
+// the option naming it ("device" or "o").
+type hostPathOption struct{ option, path string }
+
+// localHostPaths returns the node paths a local volume with these
+// driver_opts mounts: its device when an option of o binds it, or when it
+// is an absolute path (a block device such as /dev/sda1, whatever the
+// type), and the directories of an overlay's layers. Options are read
+// more loosely than the driver reads them (split at commas, any spacing
+// and case), so that every spelling the driver takes as a bind is seen;
+// see FuzzLocalVolumeBindIsRefused.
+func localHostPaths(opts map[string]string) []hostPathOption {
+	device, hasDevice := opts["device"]
+	var out []hostPathOption
+	binds := false
+	for opt := range strings.SplitSeq(opts["o"], ",") {
+		key, value, hasValue := strings.Cut(strings.TrimSpace(opt), "=")
+		key = strings.ToLower(strings.TrimSpace(key))
+		switch {
+		case !hasValue && slices.Contains(bindOptions, key):
+			binds = true
+		case hasValue && slices.Contains(overlayDirOptions, key):
+			// lowerdir stacks several directories, separated by colons.
+			for dir := range strings.SplitSeq(value, ":") {
+				if dir = strings.TrimSpace(dir); dir != "" {
+					out = append(out, hostPathOption{"o", dir})
+				}
+			}
+		}
+	}
+	// "//server/share" is a CIFS share, not a node path.
+	nodePath := strings.HasPrefix(device, "/") && !strings.HasPrefix(device, "//")
+	if hasDevice && (binds || nodePath) {
+		out = append([]hostPathOption{{"device", device}}, out...)
+	}
+	return out
+}
+
+// reservedLabels returns one error per label of labels (at field) in
+// Skep's own namespace, LabelPrefix in any case, in a stable order: those
+// labels are the records Skep keeps in the swarm (ownership, revisions,
+// holds, hooks), and git must never forge one.
+func reservedLabels(field string, labels map[string]string) []error {
+	var errs []error
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		if ReservedLabel(k) {
+			errs = append(errs, notAllowed(field, "label %s is reserved for skep; remove it", k))
+		}
+	}
+	return errs
+}
+
+// ReservedLabel reports whether key is in Skep's own label namespace
+// (LabelPrefix, compared in any case), which only Skep may set.
+func ReservedLabel(key string) bool {
+	return len(key) >= len(LabelPrefix) && strings.EqualFold(key[:len(LabelPrefix)], LabelPrefix)
+}
+
+// checkLabels refuses every label in Skep's own namespace that cfg sets,
+// on every kind of object.
+func checkLabels(cfg *composetypes.Config) []error {
+	var errs []error
+	for _, svc := range cfg.Services {
+		errs = append(errs, reservedLabels("services."+svc.Name+".labels", svc.Labels)...)
+		errs = append(errs, reservedLabels("services."+svc.Name+".deploy.labels", svc.Deploy.Labels)...)
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Networks)) {
+		errs = append(errs, reservedLabels("networks."+name+".labels", cfg.Networks[name].Labels)...)
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Volumes)) {
+		errs = append(errs, reservedLabels("volumes."+name+".labels", cfg.Volumes[name].Labels)...)
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Configs)) {
+		errs = append(errs, reservedLabels("configs."+name+".labels", cfg.Configs[name].Labels)...)
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Secrets)) {
+		errs = append(errs, reservedLabels("secrets."+name+".labels", cfg.Secrets[name].Labels)...)
 	}
 	return errs
 }

@@ -96,6 +96,62 @@ func TestConvertRefusesWhatAllowDoesNotList(t *testing.T) {
 			want:    []string{"volumes.data.driver_opts.device: host path /etc is not allowed"},
 		},
 		{
+			name:    "local volume binding the node's root through rbind is a host path",
+			compose: svc + "    volumes:\n      - data:/d\nvolumes:\n  data:\n    driver_opts:\n      type: none\n      o: rbind\n      device: /\n",
+			want:    []string{"volumes.data.driver_opts.device: host path / is not allowed"},
+		},
+		{
+			name:    "bind among other mount options, spaced and in capitals, is a host path",
+			compose: svc + "    volumes:\n      - data:/d\nvolumes:\n  data:\n    driver: local\n    driver_opts:\n      type: none\n      o: \"ro, BIND\"\n      device: /etc\n",
+			want:    []string{"volumes.data.driver_opts.device: host path /etc is not allowed"},
+		},
+		{
+			name:    "local volume mounting a node's block device is a host path",
+			compose: svc + "    volumes:\n      - data:/d\nvolumes:\n  data:\n    driver_opts:\n      type: ext4\n      device: /dev/sda1\n",
+			want:    []string{"volumes.data.driver_opts.device: host path /dev/sda1 is not allowed"},
+		},
+		{
+			name:    "overlay layers of host directories are host paths",
+			compose: svc + "    volumes:\n      - data:/d\nvolumes:\n  data:\n    driver_opts:\n      type: overlay\n      device: overlay\n      o: lowerdir=/etc:/root,upperdir=/tmp/u,workdir=/tmp/w\n",
+			allow:   Allow{HostPaths: []string{"/tmp"}},
+			want: []string{
+				"volumes.data.driver_opts.o: host path /etc is not allowed",
+				"volumes.data.driver_opts.o: host path /root is not allowed",
+			},
+		},
+		{
+			name:    "a bind of an allowed directory is accepted",
+			compose: svc + "    volumes:\n      - data:/d\nvolumes:\n  data:\n    driver_opts:\n      type: none\n      o: rbind,ro\n      device: /srv/app\n",
+			allow:   Allow{HostPaths: []string{"/srv"}},
+		},
+		{
+			name:    "an NFS volume is no host path",
+			compose: svc + "    volumes:\n      - data:/d\nvolumes:\n  data:\n    driver_opts:\n      type: nfs\n      o: addr=10.0.0.5,rw,nfsvers=4\n      device: \":/export/app\"\n",
+		},
+		{
+			name:    "a tmpfs volume is no host path",
+			compose: svc + "    volumes:\n      - data:/d\nvolumes:\n  data:\n    driver_opts:\n      type: tmpfs\n      o: size=100m,uid=1000\n      device: tmpfs\n",
+		},
+		{
+			name:    "a named volume outside the namespace is another stack's and needs allow.volumes",
+			compose: svc + "    volumes:\n      - data:/d\nvolumes:\n  data:\n    name: victim_data\n",
+			want:    []string{`volumes.data: volume "victim_data" is outside release app's namespace; list it in allow.volumes`},
+		},
+		{
+			name:    "a named volume outside the namespace is accepted when listed",
+			compose: svc + "    volumes:\n      - data:/d\nvolumes:\n  data:\n    name: shared_data\n",
+			allow:   Allow{Volumes: []string{"shared_data"}},
+		},
+		{
+			name:    "a named volume inside the namespace is the release's own",
+			compose: svc + "    volumes:\n      - data:/d\nvolumes:\n  data:\n    name: app_db\n",
+		},
+		{
+			name:    "a volume named like the namespace without the separator is outside it",
+			compose: svc + "    volumes:\n      - data:/d\nvolumes:\n  data:\n    name: application_db\n",
+			want:    []string{`volumes.data: volume "application_db" is outside release app's namespace`},
+		},
+		{
 			name:    "an added capability refused by default",
 			compose: svc + "    cap_add: [SYS_ADMIN]\n    cap_drop: [ALL]\n",
 			want:    []string{"services.web.cap_add[0]: capability SYS_ADMIN is not allowed; list it in allow.capabilities"},
@@ -166,6 +222,30 @@ func TestConvertRefusesWhatAllowDoesNotList(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("Convert() error = %q, want it to contain %q", err, w)
 				}
+			}
+		})
+	}
+}
+
+func TestConvertRefusesSkepLabelsFromGit(t *testing.T) {
+	const svc = "services:\n  web:\n    image: busybox\n"
+	tests := []struct {
+		name    string
+		compose string
+		want    string
+	}{
+		{"on a config, forging a revision record", svc + "    configs: [rev]\nconfigs:\n  rev:\n    file: ./rev\n    labels:\n      io.skep.kind: revision\n      io.skep.revision: \"99\"\n", "configs.rev.labels: label io.skep.kind is reserved for skep"},
+		{"on a secret", svc + "    secrets: [s]\nsecrets:\n  s:\n    file: ./s\n    labels: [io.skep.kind=hold]\n", "secrets.s.labels: label io.skep.kind is reserved for skep"},
+		{"on a network", svc + "    networks: [n]\nnetworks:\n  n:\n    labels:\n      io.skep.controller: other\n", "networks.n.labels: label io.skep.controller is reserved for skep"},
+		{"on a volume", svc + "    volumes: [v:/v]\nvolumes:\n  v:\n    labels:\n      io.skep.release: other\n", "volumes.v.labels: label io.skep.release is reserved for skep"},
+		{"on a service's deploy labels", svc + "    deploy:\n      labels:\n        io.skep.spec-hash: x\n", "services.web.deploy.labels: label io.skep.spec-hash is reserved for skep"},
+		{"on a service's container labels, in any case", svc + "    labels:\n      IO.Skep.Kind: hook\n", "services.web.labels: label IO.Skep.Kind is reserved for skep"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Convert(loadYAML(t, tt.compose), Options{Owner: testOwner("app"), Files: map[string][]byte{"/repo/rev": []byte("x"), "/repo/s": []byte("x")}})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Convert() = %v, want an error containing %q", err, tt.want)
 			}
 		})
 	}

@@ -131,7 +131,8 @@ func convertDocument(cfg *composetypes.Config, opts Options) (Release, error) {
 			Secrets:  map[string]swarm.SecretSpec{},
 		},
 	}
-	errs := checkAllowed(cfg, opts.Allow)
+	errs := checkAllowed(cfg, name, opts.Allow)
+	errs = append(errs, checkLabels(cfg)...)
 	c.networks(cfg)
 	errs = append(errs, c.configObjects(cfg)...)
 	errs = append(errs, c.secretObjects(cfg)...)

@@ -1,8 +1,10 @@
 package stack
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -88,4 +90,40 @@ func loadQuietly(data []byte) (cfg *composetypes.Config, ok bool) {
 		return nil, false
 	}
 	return cfg, true
+}
+
+// FuzzLocalVolumeBindIsRefused converts a local volume whose device is
+// "." (the daemon's working directory, the node's root, once bound) with
+// fuzzed mount options (driver_opts.o), seeded from
+// testdata/mount-options.txt. Property: whenever the local driver would
+// make the mount a bind (an option, split at commas as moby's mount
+// package splits them, that is bind or rbind), Convert refuses it.
+func FuzzLocalVolumeBindIsRefused(f *testing.F) {
+	data, err := os.ReadFile(filepath.Join("testdata", "mount-options.txt"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	seeds := 0
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f.Add(line)
+		seeds++
+	}
+	if seeds < 10 {
+		f.Fatalf("found %d seed mount options, want at least 10", seeds)
+	}
+	f.Fuzz(func(t *testing.T, o string) {
+		driverBinds := slices.ContainsFunc(strings.Split(o, ","), func(opt string) bool { return opt == "bind" || opt == "rbind" })
+		cfg := &composetypes.Config{
+			Services: []composetypes.ServiceConfig{{Name: "web", Image: "busybox",
+				Volumes: []composetypes.ServiceVolumeConfig{{Type: "volume", Source: "data", Target: "/d"}}}},
+			Volumes: map[string]composetypes.VolumeConfig{"data": {DriverOpts: map[string]string{"type": "none", "o": o, "device": "."}}},
+		}
+		_, err := Convert(cfg, Options{Owner: testOwner("fz")})
+		if driverBinds && !errors.Is(err, ErrNotAllowed) {
+			t.Errorf("o %q binds the node's root, and Convert() = %v, want a refusal", o, err)
+		}
+	})
 }

@@ -144,21 +144,24 @@ networks:
 	}
 }
 
+// Labels in Skep's own namespace are refused outright
+// (TestConvertRefusesSkepLabelsFromGit); the stack namespace label, which
+// docker stack deploy shares, is overwritten.
 func TestConvertStampsOwnerLabelsWhichWinOverCompose(t *testing.T) {
 	cfg := loadYAML(t, `
 services:
   web:
     image: busybox
     labels:
-      io.skep.controller: container-level
+      io.example.container: container-level
     deploy:
       labels:
-        io.skep.controller: someone-else
+        com.docker.stack.namespace: someone-else
         io.example.keep: "yes"
 networks:
   default:
     labels:
-      io.skep.release: other
+      com.docker.stack.namespace: other
 `)
 	owner := Owner{Controller: "ctl", Application: "shop", Release: "shop-prod"}
 	rel, err := Convert(cfg, Options{Owner: owner})
@@ -173,7 +176,7 @@ networks:
 	if diff := cmp.Diff(want, svc.Labels); diff != "" {
 		t.Errorf("service labels (-want +got):\n%s", diff)
 	}
-	wantContainer := map[string]string{LabelNamespace: "shop-prod", "io.skep.controller": "container-level"}
+	wantContainer := map[string]string{LabelNamespace: "shop-prod", "io.example.container": "container-level"}
 	if diff := cmp.Diff(wantContainer, svc.TaskTemplate.ContainerSpec.Labels); diff != "" {
 		t.Errorf("container labels carry owner labels (-want +got):\n%s", diff)
 	}
