@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -263,4 +264,72 @@ func TestComposeRejectsBadInputNamingFileLineAndField(t *testing.T) {
 
 func hasPrefixOrEqual(s, prefix string) bool {
 	return len(s) >= len(prefix) && s[:len(prefix)] == prefix
+}
+
+func TestComposeRefusesLabelsInSkepsNamespaceNamingFileAndLine(t *testing.T) {
+	const svc = "services:\n  web:\n    image: a\n"
+	tests := []struct {
+		name  string
+		files map[string]string
+		in    Input
+		want  []string
+	}{
+		{
+			name: "a config forging a revision record, each label on its line",
+			files: map[string]string{"rev.json": "{}", "compose.yaml": svc + "    configs: [rev]\nconfigs:\n  rev:\n    file: ./rev.json\n    labels:\n" +
+				"      io.skep.kind: revision\n      io.skep.revision: \"99\"\n"},
+			want: []string{
+				"compose.yaml:9: configs.rev.labels.io.skep.kind: label io.skep.kind is reserved for skep; remove it",
+				"compose.yaml:10: configs.rev.labels.io.skep.revision: label io.skep.revision is reserved for skep; remove it",
+			},
+		},
+		{
+			name:  "a list of labels names the item's line",
+			files: map[string]string{"s.txt": "x", "compose.yaml": svc + "    secrets: [s]\nsecrets:\n  s:\n    file: ./s.txt\n    labels:\n      - team=a\n      - io.skep.kind=hold\n"},
+			want:  []string{"compose.yaml:10: secrets.s.labels.io.skep.kind: label io.skep.kind is reserved for skep"},
+		},
+		{
+			name: "service, deploy, network and volume labels",
+			files: map[string]string{"compose.yaml": svc + "    labels: [io.skep.application=x]\n    deploy:\n      labels:\n        IO.SKEP.WAVE: \"3\"\n" +
+				"networks:\n  n:\n    labels: {io.skep.controller: other}\nvolumes:\n  v:\n    labels:\n      io.skep.release: other\n"},
+			want: []string{
+				"compose.yaml:4: services.web.labels.io.skep.application: label io.skep.application is reserved for skep",
+				"compose.yaml:7: services.web.deploy.labels.IO.SKEP.WAVE: label IO.SKEP.WAVE is reserved for skep",
+				"compose.yaml:10: networks.n.labels.io.skep.controller: label io.skep.controller is reserved for skep",
+				"compose.yaml:14: volumes.v.labels.io.skep.release: label io.skep.release is reserved for skep",
+			},
+		},
+		{
+			name:  "an override file setting one is named, not the base file",
+			files: map[string]string{"compose.yaml": svc, "override.yaml": "services:\n  web:\n    deploy:\n      labels:\n        io.skep.spec-hash: forged\n"},
+			in:    Input{Files: []string{"compose.yaml", "override.yaml"}},
+			want:  []string{"override.yaml:5: services.web.deploy.labels.io.skep.spec-hash: label io.skep.spec-hash is reserved for skep"},
+		},
+		{
+			name:  "a label set through interpolation names the labels' line",
+			files: map[string]string{".env": "LABEL=io.skep.kind=revision\n", "compose.yaml": svc + "    labels:\n      - ${LABEL}\n"},
+			want:  []string{"compose.yaml:4: services.web.labels.io.skep.kind: label io.skep.kind is reserved for skep"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := t.TempDir()
+			writeTree(t, root, tt.files)
+			in := tt.in
+			in.Root = root
+			doc, err := Compose(context.Background(), in)
+			if err == nil {
+				t.Fatalf("Compose() = %+v, nil; want errors %q", doc.Config, tt.want)
+			}
+			var re *Error
+			if !errors.As(err, &re) {
+				t.Errorf("Compose() error %T is not a *render.Error", err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Compose() error = %q, want a line %q", err, w)
+				}
+			}
+		})
+	}
 }

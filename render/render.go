@@ -433,6 +433,7 @@ func (r *renderer) load(env map[string]string) (*Document, error) {
 	doc := &Document{Config: cfg, Files: map[string][]byte{}}
 	var errs []error
 	errs = append(errs, r.checkServices(cfg)...)
+	errs = append(errs, r.checkLabels(cfg)...)
 	doc.Waves, errs = r.waves(cfg, errs)
 	doc.Hooks, errs = r.hooks(cfg, errs)
 	for _, name := range slices.Sorted(maps.Keys(cfg.Configs)) {
