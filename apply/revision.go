@@ -280,7 +280,9 @@ func revisionNumber(c swarm.Config) (int, bool) {
 
 // Revisions returns owner's recorded revisions of its release, oldest
 // first. It reads the swarm only (one list call) and writes nothing. A
-// revision config that cannot be decoded is an error naming it.
+// config labelled as a revision that does not decode is skipped: it
+// proves nothing, and a release must never be wedged by one (see
+// ReadLatest, which reports it).
 func Revisions(ctx context.Context, eng ConfigLister, owner stack.Owner) ([]Revision, error) {
 	configs, err := revisionConfigs(ctx, eng, owner)
 	if err != nil {
@@ -288,32 +290,52 @@ func Revisions(ctx context.Context, eng ConfigLister, owner stack.Owner) ([]Revi
 	}
 	out := make([]Revision, 0, len(configs))
 	for _, c := range configs {
-		rev, err := decodeConfig(c)
-		if err != nil {
-			return nil, err
+		if rev, err := decodeConfig(c); err == nil {
+			out = append(out, rev)
 		}
-		out = append(out, rev)
 	}
 	return out, nil
 }
 
-// LatestRevision returns owner's newest revision, or nil and no error when
-// the release has none.
-func LatestRevision(ctx context.Context, eng ConfigLister, owner stack.Owner) (*Revision, error) {
+// Latest is what ReadLatest found: the newest revision that decodes (nil
+// when there is none) and, newest first, why each newer config labelled
+// as a revision was skipped.
+type Latest struct {
+	Revision *Revision
+	Skipped  []string
+}
+
+// ReadLatest returns owner's newest revision that decodes, with the newer
+// revision configs it skipped because they do not (a hand-made config
+// carrying the labels, say). It reads the swarm only, one list call.
+func ReadLatest(ctx context.Context, eng ConfigLister, owner stack.Owner) (Latest, error) {
 	configs, err := revisionConfigs(ctx, eng, owner)
-	if err != nil || len(configs) == 0 {
-		return nil, err
-	}
-	rev, err := decodeConfig(configs[len(configs)-1])
 	if err != nil {
-		return nil, err
+		return Latest{}, err
 	}
-	return &rev, nil
+	var out Latest
+	for i := len(configs) - 1; i >= 0; i-- {
+		rev, err := decodeConfig(configs[i])
+		if err != nil {
+			out.Skipped = append(out.Skipped, err.Error()+"; skipped")
+			continue
+		}
+		out.Revision = &rev
+		break
+	}
+	return out, nil
+}
+
+// LatestRevision is ReadLatest's revision: nil and no error when the
+// release has none that decodes.
+func LatestRevision(ctx context.Context, eng ConfigLister, owner stack.Owner) (*Revision, error) {
+	latest, err := ReadLatest(ctx, eng, owner)
+	return latest.Revision, err
 }
 
 // decodeConfig decodes one revision config. Its errors are stalled: the
 // same bytes fail the same way on every retry, until a person removes the
-// config.
+// config; callers skip such a config rather than stop at it.
 func decodeConfig(c swarm.Config) (Revision, error) {
 	rev, err := decodeRevision(c.Spec.Data)
 	if err != nil {

@@ -3,11 +3,13 @@ package apply
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -412,5 +414,60 @@ func TestRevisionMasksValuesDecryptedFromSops(t *testing.T) {
 	}
 	if env := rel.Services["shop_web"].TaskTemplate.ContainerSpec.Env; env[0] != "DB_PASSWORD=pw-from-sops" {
 		t.Errorf("RedactSecrets changed the release it was given: %q", env)
+	}
+}
+
+// configList is a ConfigLister answering with a fixed list, whatever the
+// filters: revisionConfigs must prove each config itself.
+type configList []swarm.Config
+
+func (l configList) ConfigList(context.Context, swarm.ConfigListOptions) ([]swarm.Config, error) {
+	return slices.Clone(l), nil
+}
+
+func TestRevisionsSkipAndReportARecordThatDoesNotDecode(t *testing.T) {
+	owner := stack.Owner{Controller: "ctl", Application: "shop", Release: "shop"}
+	labels := func(n string) map[string]string {
+		l := owner.Labels()
+		l[stack.LabelKind], l[stack.LabelRevision] = stack.KindRevision, n
+		return l
+	}
+	good := sampleRevision()
+	good.Number, good.ConfigID = 1, "id-1"
+	data, err := encodeRevision(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := configList{
+		{ID: "id-1", Spec: swarm.ConfigSpec{Annotations: swarm.Annotations{Name: "skep-rev-shop-1", Labels: labels("1")}, Data: data}},
+		// What a commit made before git's labels were refused: a config of
+		// the release labelled as its revision 99, holding no revision.
+		{ID: "id-99", Spec: swarm.ConfigSpec{Annotations: swarm.Annotations{Name: "shop_rev-1a2b3c4d5e", Labels: labels("99")}, Data: []byte("{}")}},
+		// A revision's data under another revision's number.
+		{ID: "id-7", Spec: swarm.ConfigSpec{Annotations: swarm.Annotations{Name: "skep-rev-shop-7", Labels: labels("7")}, Data: data}},
+	}
+	latest, err := ReadLatest(t.Context(), list, owner)
+	if err != nil {
+		t.Fatalf("ReadLatest() = %v, want the bad records skipped", err)
+	}
+	if latest.Revision == nil || latest.Revision.Number != 1 {
+		t.Fatalf("ReadLatest().Revision = %+v, want revision 1", latest.Revision)
+	}
+	wantSkipped := []string{`revision config "shop_rev-1a2b3c4d5e": decode revision: unexpected EOF; skipped`, `revision config "skep-rev-shop-7": labelled revision 7 but holds 1`}
+	if len(latest.Skipped) != len(wantSkipped) {
+		t.Fatalf("ReadLatest().Skipped = %q, want %d records", latest.Skipped, len(wantSkipped))
+	}
+	for i, w := range wantSkipped {
+		if !strings.Contains(latest.Skipped[i], w) {
+			t.Errorf("Skipped[%d] = %q, want it to say %q", i, latest.Skipped[i], w)
+		}
+	}
+	rev, err := LatestRevision(t.Context(), list, owner)
+	if err != nil || rev == nil || rev.Number != 1 {
+		t.Errorf("LatestRevision() = %+v, %v; want revision 1", rev, err)
+	}
+	revs, err := Revisions(t.Context(), list, owner)
+	if err != nil || len(revs) != 1 || revs[0].Number != 1 {
+		t.Errorf("Revisions() = %+v, %v; want revision 1 alone", revs, err)
 	}
 }
