@@ -106,6 +106,7 @@ func (a *Controller) summary(app appset.Application) wire.Application {
 		Phase:            string(cmp.Or(st.Phase, reconcile.PhaseIdle)),
 		PendingSync:      st.PendingSync,
 		Plan:             st.Plan,
+		Warnings:         st.Warnings,
 		LastError:        st.LastError,
 		LastErrorClass:   string(st.LastErrorClass),
 	}

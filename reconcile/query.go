@@ -179,8 +179,8 @@ func (c *Controller) Plan(ctx context.Context, name, commit string) (Result, err
 	if err != nil {
 		return Result{Commit: d.commit}, err
 	}
-	p, recorded, err := c.compare(ctx, app, d)
-	return Result{Commit: d.commit, Plan: p, Recorded: recorded}, err
+	p, latest, err := c.compare(ctx, app, d)
+	return Result{Commit: d.commit, Plan: p, Recorded: latest.Revision, Warnings: slices.Concat(d.release.Warnings, latest.Skipped)}, err
 }
 
 // SyncOptions shape a requested sync. The zero value syncs what the

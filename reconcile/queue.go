@@ -81,6 +81,7 @@ type appState struct {
 	rolledBack   string // the commit and versions whose rollout Swarm rolled back, reported once
 	artifactWait string // the artifacts last reported waiting for their image, as one line
 	windowCommit string // the commit and versions a sync window was reported holding
+	warned       string // the commit, versions and warnings last logged (see warn)
 	// foreign is the last apply refused because someone else's objects
 	// hold the release: not tried again, nor reported again, until git
 	// (the key) or the release's namespace on the swarm changes.

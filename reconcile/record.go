@@ -55,6 +55,7 @@ func (c *Controller) record(app appset.Application, out Result, err error) {
 			s.Artifacts = out.Artifacts
 		}
 		if out.Plan.Action.Valid() {
+			s.Warnings = out.Warnings
 			s.Plan = []string{out.Plan.Summary()}
 			if out.moved != "" {
 				s.Plan = append(s.Plan, out.moved)

@@ -120,6 +120,11 @@ type AppStatus struct {
 	DeployedRevision string
 	// Plan summarises what the last comparison found, one line per release.
 	Plan []string
+	// Warnings are what the render of the last comparison said Swarm
+	// ignores (privileged, devices, pid, network_mode: host, ...), in the
+	// words of docker stack deploy, and the revision records it skipped
+	// because they do not decode.
+	Warnings []string
 	// LastError is the last reconcile's error, with its class.
 	LastError      string
 	LastErrorClass outcome.Class // "" when the last reconcile did not fail
@@ -175,6 +180,7 @@ type AppStatus struct {
 // never shares memory with the table.
 func (st AppStatus) clone() AppStatus {
 	st.Plan = slices.Clone(st.Plan)
+	st.Warnings = slices.Clone(st.Warnings)
 	st.Findings = slices.Clone(st.Findings)
 	st.Unmanaged = slices.Clone(st.Unmanaged)
 	st.Artifacts = slices.Clone(st.Artifacts)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,6 +32,9 @@ type Result struct {
 	Recorded *apply.Revision
 	// Artifacts are the release artifacts as this reconcile resolved them.
 	Artifacts []artifact.Object
+	// Warnings are the render's warnings (options Swarm ignores) and the
+	// revision records skipped because they do not decode.
+	Warnings []string
 
 	applyTook time.Duration // zero when nothing was applied
 	synced    LastSync      // the sync this reconcile wrote, its time unset; Trigger "": none
@@ -118,8 +122,11 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 	st.stalled = ""
 	// Compare: git moved when the render differs from the last recorded
 	// revision; the swarm moved when live services differ from the render.
-	p, recorded, err := c.compare(ctx, app, d)
+	p, latest, err := c.compare(ctx, app, d)
+	recorded := latest.Revision
 	out.Plan, out.Recorded = p, recorded
+	out.Warnings = slices.Concat(d.release.Warnings, latest.Skipped)
+	c.warn(app, d, out.Warnings, st)
 	if err != nil {
 		return out, err
 	}
@@ -397,7 +404,7 @@ func (c *Controller) compose(ctx context.Context, app appset.Application, root s
 		err = &outcome.StalledError{Err: fmt.Errorf("convert at %s: %w", gitsource.ShortCommit(d.commit), err)}
 		return stack.Release{}, nil, hideDecrypted(err, stack.Release{Sensitive: doc.Sensitive})
 	}
-	rel.Sensitive = doc.Sensitive
+	rel.Sensitive, rel.Warnings = doc.Sensitive, doc.Warnings
 	if missing := useArtifactImages(&rel, d.artifacts); len(missing) > 0 {
 		return stack.Release{}, nil, &outcome.WaitingError{Err: fmt.Errorf("artifacts %s: no version to deploy yet: %s",
 			strings.Join(missing, ", "), waitingArtifacts(d.artifacts)), Retry: artifact.DefaultMissingFor}
@@ -405,18 +412,34 @@ func (c *Controller) compose(ctx context.Context, app appset.Application, root s
 	return rel, cr, nil
 }
 
-// compare plans the desired release against its last recorded revision:
-// the "git moved" half of drift.
-func (c *Controller) compare(ctx context.Context, app appset.Application, d desired) (plan.Release, *apply.Revision, error) {
-	recorded, err := apply.LatestRevision(ctx, c.revisionSource(app), c.owner(app))
+// compare plans the desired release against its last recorded revision
+// (the "git moved" half of drift), which it returns with the revision
+// configs it skipped because they do not decode.
+func (c *Controller) compare(ctx context.Context, app appset.Application, d desired) (plan.Release, apply.Latest, error) {
+	latest, err := apply.ReadLatest(ctx, c.revisionSource(app), c.owner(app))
 	if err != nil {
-		return plan.Release{}, nil, &outcome.TransientError{Err: fmt.Errorf("read recorded revision of %s: %w", app.Release, err)}
+		return plan.Release{}, apply.Latest{}, &outcome.TransientError{Err: fmt.Errorf("read recorded revision of %s: %w", app.Release, err)}
 	}
 	var before *stack.Release
-	if recorded != nil {
-		before = &recorded.Release
+	if latest.Revision != nil {
+		before = &latest.Revision.Release
 	}
-	return plan.Compare(apply.RedactSecrets(d.release), before, plan.Options{}), recorded, nil
+	return plan.Compare(apply.RedactSecrets(d.release), before, plan.Options{}), latest, nil
+}
+
+// warn logs warnings (the render's, and revision records skipped) once
+// per commit and versions, not on every tick; the status shows them all
+// the while (see TestRenderWarningsReachTheLogOnceAndTheStatus).
+func (c *Controller) warn(app appset.Application, d desired, warnings []string, st *appState) {
+	key := d.key() + "\x00" + strings.Join(warnings, "\x00")
+	if len(warnings) == 0 || st.warned == key {
+		st.warned = key
+		return
+	}
+	st.warned = key
+	for _, w := range warnings {
+		c.log.Warn("render warning", "app", app.Name, "revision", d.commit, "warning", w)
+	}
 }
 
 // gate refuses a write while a service of rel is still updating or rolling

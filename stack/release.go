@@ -109,6 +109,10 @@ type Release struct {
 	// not. Like Sensitive it holds plaintext: it is never encoded or
 	// stored, and it is shared by copies, so nobody modifies it.
 	Masks FieldMasks `json:"-" yaml:"-"`
+	// Warnings are what the render said Swarm ignores (options such as
+	// privileged that a service cannot have), as render.Document.Warnings;
+	// never encoded or stored.
+	Warnings []string `json:"-" yaml:"-"`
 	// Hooks are the release's jobs, sorted by service name: not services
 	// of the release, so plan, drift and revisions leave them out.
 	Hooks []Hook `json:",omitempty"`

@@ -275,3 +275,25 @@ func TestBrowserSignInPageShowsNoNavigationOrSignOut(t *testing.T) {
 		}
 	}
 }
+
+func TestBrowserShowsTheRenderWarningsOfAnApplication(t *testing.T) {
+	chromium := requireChromium(t)
+	apps := artifactApps()
+	shop := apps["shop"]
+	shop.Application.Warnings = []string{"ignoring unsupported options: network_mode, privileged"}
+	apps["shop"] = shop
+	stub := startStubAPI(t, apps)
+	console := &consoleLog{}
+	p := &page{console: console, ctx: browser(t, chromium, console), dir: screenshotDir(t), base: stub.url}
+	p.run(t, "load the page", chromedp.Navigate(stub.url+"/"))
+	p.signIn(t, "any-token")
+
+	p.open(t, "#/app/shop")
+	p.waitFor(t, "the warnings", has(`section[aria-labelledby="h-warn"] li`, "ignoring unsupported options: network_mode, privileged"), 20*time.Second)
+	p.screenshot(t, "31-render-warnings")
+	p.open(t, "#/app/plain")
+	p.waitFor(t, "the plain application", has(`h1`, "plain"), 20*time.Second)
+	if p.eval(t, `document.querySelector('section[aria-labelledby="h-warn"]') !== null`) {
+		t.Error("an application without warnings shows a warnings section")
+	}
+}

@@ -56,11 +56,15 @@ type Application struct {
 	// PendingSync is the id of a sync queued and not started yet, or 0.
 	PendingSync uint64 `json:"pendingSync,omitempty"`
 	// Services counts the live services and tasks of every release.
-	Services       ServiceCounts `json:"services"`
-	Plan           []string      `json:"plan,omitempty"`
-	LastError      string        `json:"lastError,omitempty"`
-	LastErrorClass string        `json:"lastErrorClass,omitempty"`
-	LastReconcile  *time.Time    `json:"lastReconcile,omitempty"`
+	Services ServiceCounts `json:"services"`
+	Plan     []string      `json:"plan,omitempty"`
+	// Warnings are what the last render said Swarm ignores (privileged,
+	// devices, pid, network_mode: host, ...), in docker stack deploy's
+	// words, and revision records skipped because they do not decode.
+	Warnings       []string   `json:"warnings,omitempty"`
+	LastError      string     `json:"lastError,omitempty"`
+	LastErrorClass string     `json:"lastErrorClass,omitempty"`
+	LastReconcile  *time.Time `json:"lastReconcile,omitempty"`
 	// LastSync is the last requested sync, whatever its outcome;
 	// LastApplied the last sync of any kind that wrote the application,
 	// the controller's own (git, webhook, drift correction) included.

@@ -222,6 +222,9 @@ export function appView(ctx, name, tab) {
     const a = d.application;
     return [
       d.liveError ? h('div', { class: 'alert warn', role: 'alert' }, 'The swarm did not answer: ', d.liveError) : null,
+      (a.warnings || []).length ? h('section', { 'aria-labelledby': 'h-warn' }, h('h2', { id: 'h-warn' }, 'Warnings'),
+        h('div', { class: 'alert warn', role: 'status' }, h('p', {}, 'The last reconcile of this commit went on despite:'),
+          h('ul', {}, a.warnings.map((w) => h('li', {}, w))))) : null,
       (a.plan || []).length ? h('section', {}, h('h2', {}, 'Plan'), h('ul', {}, a.plan.map((p) => h('li', {}, p)))) : null,
       h('section', { 'aria-labelledby': 'h-drift' }, h('h2', { id: 'h-drift' }, 'Drift'),
         (a.drift || []).length === 0
