@@ -135,10 +135,15 @@ func renderChart(cmd *cobra.Command, dir string, f renderFlags) (stack.Release, 
 		}
 		return stack.Release{}, nil, nil, chartProblems(dir, err, keep)
 	}
+	check, err := f.addressCheck(cmd.Context())
+	if err != nil {
+		return stack.Release{}, nil, doc.Warnings, err
+	}
 	rel, err := stack.Convert(doc.Config, stack.Options{
-		Owner: stack.Owner{Controller: f.controller, Application: release, Release: release},
-		Allow: f.allow,
-		Files: doc.Files,
+		Owner:        stack.Owner{Controller: f.controller, Application: release, Release: release},
+		Allow:        f.allow,
+		Files:        doc.Files,
+		CheckAddress: check,
 	})
 	return rel, req.Entries(), doc.Warnings, err
 }

@@ -267,6 +267,9 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 		Images:            artifact.NewRegistry(artifact.RegistryOptions{Transport: policy.Transport()}),
 		Remotes:           byName,
 		Keys:              keys,
+		// The Engine connects where a log driver or a network volume
+		// says: those hosts come from git too.
+		CheckAddress: policy.CheckHost,
 	})
 	if err != nil {
 		// The construction error is the one to report; a failure to close

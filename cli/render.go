@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -20,6 +21,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/skep-cd/skep/chart"
+	"github.com/skep-cd/skep/egress"
 	"github.com/skep-cd/skep/render"
 	"github.com/skep-cd/skep/stack"
 )
@@ -38,6 +40,10 @@ type renderFlags struct {
 	allow stack.Allow
 	// ageIdentity names the age identity file for SOPS-encrypted files.
 	ageIdentity string
+	// allowPrivateHosts is the controller's --allow-private-hosts: the
+	// addresses the Engine would connect to (log drivers, network
+	// volumes) are judged by the same egress policy.
+	allowPrivateHosts string
 }
 
 // newRenderCommand builds `skep render`, which runs the same render and
@@ -127,6 +133,8 @@ Exit status: 0 on success, 1 on bad input (printed as file:line: message),
 	flags.StringArrayVar(&f.allow.Secrets, "allow-secret", nil, "external secret the release may use (repeatable)")
 	flags.StringArrayVar(&f.allow.Volumes, "allow-volume", nil, "external volume the release may use (repeatable)")
 	flags.StringArrayVar(&f.allow.Capabilities, "allow-capability", nil, "Linux capability services may add with cap_add, or ALL (repeatable)")
+	flags.StringVar(&f.allowPrivateHosts, "allow-private-hosts", egress.DefaultAllow,
+		"internal addresses (CIDR prefixes) a log driver or network volume may name, as the controller's flag; \"\" refuses every internal address")
 	flags.StringVar(&f.ageIdentity, "age-identity", "", "age identity file that decrypts SOPS-encrypted secrets and env files (default: the file $"+EnvAgeIdentityFile+" names); decrypted values print masked")
 	return cmd
 }
@@ -151,17 +159,33 @@ func renderRelease(cmd *cobra.Command, target string, f renderFlags) (stack.Rele
 		// nearest stand-in.
 		release = filepath.Base(dir)
 	}
+	check, err := f.addressCheck(cmd.Context())
+	if err != nil {
+		return stack.Release{}, doc.Warnings, err
+	}
 	rel, err := stack.Convert(doc.Config, stack.Options{
-		Owner:  stack.Owner{Controller: f.controller, Application: release, Release: release},
-		Allow:  f.allow,
-		Files:  doc.Files,
-		Masked: doc.Masked,
+		Owner:        stack.Owner{Controller: f.controller, Application: release, Release: release},
+		Allow:        f.allow,
+		Files:        doc.Files,
+		Masked:       doc.Masked,
+		CheckAddress: check,
 	})
 	rel.Sensitive = doc.Sensitive
 	if err != nil {
 		err = errors.New(rel.Mask(err.Error()))
 	}
 	return rel, doc.Warnings, err
+}
+
+// addressCheck is the egress policy of --allow-private-hosts, as
+// stack.Options.CheckAddress takes it. Names are resolved here, as the
+// controller resolves them; one that does not resolve passes.
+func (f renderFlags) addressCheck(ctx context.Context) (func(string) error, error) {
+	policy, err := egress.Parse(f.allowPrivateHosts)
+	if err != nil {
+		return nil, usageError("--allow-private-hosts: %v", err)
+	}
+	return func(host string) error { return policy.CheckHost(ctx, host) }, nil
 }
 
 // renderInput maps the command line onto render.Input: the root is the

@@ -11,7 +11,9 @@ import (
 	"filippo.io/age"
 
 	"github.com/skep-cd/skep/golden"
+	"github.com/skep-cd/skep/render"
 	"github.com/skep-cd/skep/sops"
+	"github.com/skep-cd/skep/stack"
 )
 
 const (
@@ -40,6 +42,10 @@ func TestRenderGolden(t *testing.T) {
 		{name: "unset-required-variable-names-file-and-line", args: []string{renderFixtures + "interpolation", "--env-file", imageEnv}, wantCode: ExitFailure},
 		{name: "host-path-refused", args: []string{renderTestInput + "host-path"}, wantCode: ExitFailure},
 		{name: "host-path-allowed-by-flag", args: []string{renderTestInput + "host-path", "--allow-host-path", "/var/run/docker.sock"}, wantCode: ExitOK},
+		{name: "hostile-commit-refused", args: []string{renderTestInput + "hostile", "--release", "web"}, wantCode: ExitFailure},
+		{name: "hostile-commit-allowed-by-flags", args: []string{renderTestInput + "hostile", "--release", "web", "--allow-host-path", "/", "--allow-volume", "billing_db-data", "--allow-private-hosts", "169.254.169.254"}, wantCode: ExitOK},
+		{name: "forged-labels-name-file-and-line", args: []string{renderTestInput + "forged-labels"}, wantCode: ExitFailure},
+		{name: "chart-forged-labels-refused", args: []string{renderTestInput + "hostile-chart"}, wantCode: ExitFailure},
 		{name: "missing-path", args: []string{renderTestInput + "missing"}, wantCode: ExitFailure},
 		{name: "no-arguments-is-usage", args: nil, wantCode: ExitUsage},
 		{name: "bad-output-is-usage", args: []string{"-o", "xml", renderTestInput + "host-path"}, wantCode: ExitUsage},
@@ -219,5 +225,13 @@ func TestRenderAndValidateShowRequirementDescriptions(t *testing.T) {
 				t.Errorf("skep %s does not show the description %q:\n%s", strings.Join(args, " "), want, stdout)
 			}
 		}
+	}
+}
+
+// render refuses, with a line, the labels stack reserves; both must name
+// one namespace.
+func TestRenderReservesTheStackLabelNamespace(t *testing.T) {
+	if render.ReservedLabelPrefix != stack.LabelPrefix {
+		t.Errorf("render.ReservedLabelPrefix = %q, stack.LabelPrefix = %q; want one namespace", render.ReservedLabelPrefix, stack.LabelPrefix)
 	}
 }

@@ -45,6 +45,7 @@ func TestValidateGolden(t *testing.T) {
 		{name: "chart-lists-every-problem", args: []string{"../chart/testdata/bad-metadata", "../chart/testdata/uses-env", "../chart/testdata/unstable"}, wantCode: ExitFailure},
 		{name: "chart-lists-its-requirements-with-descriptions", args: []string{"../chart/testdata/edge-whoami"}, wantCode: ExitOK},
 		{name: "chart-requirements-json", args: []string{"-o", "json", "../chart/testdata/edge-whoami"}, wantCode: ExitOK},
+		{name: "chart-forging-skep-labels-is-refused", args: []string{"testdata/render/input/hostile-chart"}, wantCode: ExitFailure},
 		{name: "chart-json", args: []string{"-o", "json", "../chart/testdata/web", "../chart/testdata/required-missing"}, wantCode: ExitFailure},
 		{name: "artifact-bad-registry-is-usage", args: []string{"--registry", "Registry.Example.org", artifactInput + "release-repo/testing"}, wantCode: ExitUsage},
 	}

@@ -94,6 +94,11 @@ type Options struct {
 	// env files); nil means a release using one stalls with an error
 	// naming the file.
 	Keys *sops.Keys
+	// CheckAddress judges each host a rendered release would make the
+	// Engine connect to (a log driver's address, a network volume's
+	// server), as the egress policy judges the hosts git names; a refusal
+	// stalls the commit. Nil checks none.
+	CheckAddress func(ctx context.Context, host string) error
 }
 
 // Controller keeps every application of an app set at what git declares.
@@ -121,6 +126,7 @@ type Controller struct {
 	images    artifact.Images
 	charts    ChartSource
 	keys      *sops.Keys
+	checkAddr func(ctx context.Context, host string) error
 	declared  declaredReleases      // what release files declared, by application
 	previewAt map[string]previewRef // by application@commit: the previews deployed, for notifiers
 
@@ -179,6 +185,7 @@ func New(opts Options) (*Controller, error) {
 		images:        opts.Images,
 		charts:        opts.Charts,
 		keys:          opts.Keys,
+		checkAddr:     opts.CheckAddress,
 	}
 	c.dests = map[string]*destination{swarm.Local: {name: swarm.Local, engine: opts.Engine, live: opts.Live}}
 	for name, r := range opts.Remotes {

@@ -395,10 +395,11 @@ func (c *Controller) compose(ctx context.Context, app appset.Application, root s
 			Volumes:      app.Allow.Volumes,
 			Capabilities: app.Allow.Capabilities,
 		},
-		Files:  doc.Files,
-		Waves:  doc.Waves,
-		Hooks:  stackHooks(doc.Hooks),
-		Masked: doc.Masked,
+		Files:        doc.Files,
+		Waves:        doc.Waves,
+		Hooks:        stackHooks(doc.Hooks),
+		Masked:       doc.Masked,
+		CheckAddress: c.addressCheck(ctx),
 	})
 	if err != nil {
 		err = &outcome.StalledError{Err: fmt.Errorf("convert at %s: %w", gitsource.ShortCommit(d.commit), err)}
@@ -410,6 +411,15 @@ func (c *Controller) compose(ctx context.Context, app appset.Application, root s
 			strings.Join(missing, ", "), waitingArtifacts(d.artifacts)), Retry: artifact.DefaultMissingFor}
 	}
 	return rel, cr, nil
+}
+
+// addressCheck is Options.CheckAddress under ctx, as stack.Convert takes
+// it; nil when the controller checks no address.
+func (c *Controller) addressCheck(ctx context.Context) func(string) error {
+	if c.checkAddr == nil {
+		return nil
+	}
+	return func(host string) error { return c.checkAddr(ctx, host) }
 }
 
 // compare plans the desired release against its last recorded revision

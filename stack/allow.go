@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
+	"net/url"
 	"path"
 	"slices"
 	"strconv"
@@ -240,4 +242,78 @@ func checkLabels(cfg *composetypes.Config) []error {
 		errs = append(errs, reservedLabels("secrets."+name+".labels", cfg.Secrets[name].Labels)...)
 	}
 	return errs
+}
+
+// EngineAddressOptions are the log driver options holding an address the
+// Engine of a node connects to, for every container of the service: the
+// built-in drivers' (syslog, gelf, fluentd, splunk, awslogs) and the loki
+// plugin's.
+var EngineAddressOptions = []string{"syslog-address", "gelf-address", "fluentd-address", "splunk-url", "awslogs-endpoint", "loki-url"}
+
+// engineAddress is a host the Engine would connect to, and the compose
+// field naming it.
+type engineAddress struct{ field, host string }
+
+// engineAddresses returns the hosts cfg makes the Engine connect to: the
+// addresses of log drivers (EngineAddressOptions) and the servers of local
+// volumes that mount over the network (NFS's addr= option, a CIFS
+// device's host). Unix sockets are no host and are left out.
+func engineAddresses(cfg *composetypes.Config) []engineAddress {
+	var out []engineAddress
+	for _, svc := range cfg.Services {
+		if svc.Logging == nil {
+			continue
+		}
+		for _, key := range slices.Sorted(maps.Keys(svc.Logging.Options)) {
+			if !slices.Contains(EngineAddressOptions, key) {
+				continue
+			}
+			if host := addressHost(svc.Logging.Options[key]); host != "" {
+				out = append(out, engineAddress{"services." + svc.Name + ".logging.options." + key, host})
+			}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Volumes)) {
+		v := cfg.Volumes[name]
+		if v.External.External || !localDriver(v.Driver) {
+			continue
+		}
+		// Read as loosely as localHostPaths reads options: the driver
+		// itself looks for "addr=" exactly.
+		for opt := range strings.SplitSeq(v.DriverOpts["o"], ",") {
+			key, value, ok := strings.Cut(strings.TrimSpace(opt), "=")
+			if ok && strings.EqualFold(strings.TrimSpace(key), "addr") {
+				if host := addressHost(value); host != "" {
+					out = append(out, engineAddress{"volumes." + name + ".driver_opts.o", host})
+				}
+			}
+		}
+		if device := v.DriverOpts["device"]; strings.HasPrefix(device, "//") {
+			if host, _, _ := strings.Cut(strings.TrimPrefix(device, "//"), "/"); host != "" {
+				out = append(out, engineAddress{"volumes." + name + ".driver_opts.device", host})
+			}
+		}
+	}
+	return out
+}
+
+// addressHost is the host of an address as log drivers take one: a URL
+// (tcp://h:p, https://h:p), host:port or a bare host; "" for a unix socket
+// or a named pipe.
+func addressHost(addr string) string {
+	addr = strings.TrimSpace(addr)
+	if scheme, _, ok := strings.Cut(addr, "://"); ok {
+		if s := strings.ToLower(scheme); s == "unix" || s == "npipe" {
+			return ""
+		}
+		u, err := url.Parse(addr)
+		if err != nil {
+			return addr
+		}
+		return u.Hostname()
+	}
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		return host
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(addr, "["), "]")
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/docker/cli/cli/compose/loader"
 	composetypes "github.com/docker/cli/cli/compose/types"
+	"github.com/google/go-cmp/cmp"
 )
 
 // loadYAML loads one inline compose document with docker/cli's loader.
@@ -248,5 +249,70 @@ func TestConvertRefusesSkepLabelsFromGit(t *testing.T) {
 				t.Fatalf("Convert() = %v, want an error containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+func TestConvertChecksTheAddressesTheEngineConnectsTo(t *testing.T) {
+	doc := `services:
+  web:
+    image: busybox
+    volumes: [nfs:/n, share:/s, disk:/d]
+    logging:
+      driver: syslog
+      options:
+        syslog-address: "tcp://169.254.169.254:514"
+        tag: web
+  gelf:
+    image: busybox
+    logging:
+      driver: gelf
+      options: {gelf-address: "udp://10.0.0.1:12201"}
+  fluent:
+    image: busybox
+    logging:
+      driver: fluentd
+      options: {fluentd-address: "fluent.internal:24224"}
+  splunk:
+    image: busybox
+    logging:
+      driver: splunk
+      options: {splunk-url: "https://[fe80::1]:8088", splunk-token: x}
+  local:
+    image: busybox
+    logging:
+      driver: syslog
+      options: {syslog-address: "unix:///dev/log"}
+volumes:
+  nfs:
+    driver_opts: {type: nfs, o: "nfsvers=4, ADDR=169.254.1.1,rw", device: ":/export"}
+  share:
+    driver_opts: {type: cifs, o: "username=u", device: "//files.internal/share"}
+  disk:
+    driver_opts: {type: tmpfs, device: tmpfs}
+`
+	var checked []string
+	refuse := map[string]bool{"169.254.169.254": true, "169.254.1.1": true, "fe80::1": true}
+	_, err := Convert(loadYAML(t, doc), Options{Owner: testOwner("app"), CheckAddress: func(host string) error {
+		checked = append(checked, host)
+		if refuse[host] {
+			return errors.New("address refused: " + host + " is an internal address")
+		}
+		return nil
+	}})
+	wantChecked := []string{"fluent.internal", "10.0.0.1", "fe80::1", "169.254.169.254", "169.254.1.1", "files.internal"}
+	if diff := cmp.Diff(wantChecked, checked); diff != "" {
+		t.Errorf("addresses checked (-want +got):\n%s", diff)
+	}
+	for _, w := range []string{
+		"services.web.logging.options.syslog-address: address refused: 169.254.169.254 is an internal address",
+		"services.splunk.logging.options.splunk-url: address refused: fe80::1 is an internal address",
+		"volumes.nfs.driver_opts.o: address refused: 169.254.1.1 is an internal address",
+	} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("Convert() = %v, want a line %q", err, w)
+		}
+	}
+	if !errors.Is(err, ErrNotAllowed) {
+		t.Errorf("Convert() error %v does not wrap ErrNotAllowed", err)
 	}
 }

@@ -45,6 +45,11 @@ type Options struct {
 	// masks; nil, or a document whose release has another shape, leaves
 	// Masked() masking every occurrence of Release.Sensitive.
 	Masked *composetypes.Config
+	// CheckAddress, when set, judges each host the Engine would connect to
+	// on the release's behalf (see EngineAddressOptions): a log driver's
+	// address and a network volume's server. A non-nil error refuses the
+	// document, naming the field.
+	CheckAddress func(host string) error
 }
 
 // apiVersion is the Engine API version handed to docker/cli's converter. It
@@ -133,6 +138,13 @@ func convertDocument(cfg *composetypes.Config, opts Options) (Release, error) {
 	}
 	errs := checkAllowed(cfg, name, opts.Allow)
 	errs = append(errs, checkLabels(cfg)...)
+	if opts.CheckAddress != nil {
+		for _, a := range engineAddresses(cfg) {
+			if err := opts.CheckAddress(a.host); err != nil {
+				errs = append(errs, notAllowed(a.field, "%v", err))
+			}
+		}
+	}
 	c.networks(cfg)
 	errs = append(errs, c.configObjects(cfg)...)
 	errs = append(errs, c.secretObjects(cfg)...)
