@@ -81,6 +81,7 @@ func appOf(name string) wire.Application {
 	} else {
 		a.DependsOn, a.WaitingFor = []string{"db"}, []string{"db"}
 		a.Generator, a.Path = "stacks", "stacks/web"
+		a.Warnings = []string{"ignoring unsupported options: privileged"}
 	}
 	return a
 }

@@ -130,7 +130,7 @@ func (e *env) controller(t testing.TB, source appset.Source) *reconcile.Controll
 
 // controllerWith builds a controller like the binary does, with the live
 // snapshot, taking PruneApplications, OwnStack, Charts, Now, Observer, Self
-// and Remotes from opts.
+// Remotes and CheckAddress from opts.
 func (e *env) controllerWith(t testing.TB, source appset.Source, opts reconcile.Options) *reconcile.Controller {
 	t.Helper()
 	logger := opts.Logger
@@ -157,7 +157,7 @@ func (e *env) controllerWith(t testing.TB, source appset.Source, opts reconcile.
 		Git: git, Engine: eng, Notifier: &reg, Logger: logger,
 		Live:              skepswarm.NewWatcher(engine, skepswarm.WatcherOptions{Logger: logger}),
 		PruneApplications: opts.PruneApplications, OwnStack: opts.OwnStack, Charts: opts.Charts, Now: opts.Now, Observer: opts.Observer,
-		Self: opts.Self, Remotes: opts.Remotes,
+		Self: opts.Self, Remotes: opts.Remotes, CheckAddress: opts.CheckAddress,
 	})
 	if err != nil {
 		t.Fatal(err)
