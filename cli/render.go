@@ -73,7 +73,8 @@ requirements.yaml names, with their descriptions.
 
 Reads stay inside the deepest directory holding PATH and every -f and
 --env-file; host paths and external objects must be allowed by flag, as an
-app set's allow list does.
+app set's allow list does, and the addresses a log driver or a network
+volume names are judged by --allow-private-hosts, as the controller's are.
 
 Exit status: 0 on success, 1 on bad input (printed as file:line: message),
 2 on a usage error.`,
