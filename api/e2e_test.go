@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -44,6 +45,7 @@ func e2eCompose(port uint32) string {
 	return fmt.Sprintf(`services:
   web:
     image: ${IMAGE}
+    privileged: true
     deploy:
       endpoint_mode: dnsrr
       replicas: 1
@@ -302,6 +304,13 @@ func TestEveryRouteAgainstARunningController(t *testing.T) {
 			return s.Running == 1 && s.Desired == 1 && running == 1 && d.Application.Services.Running == 1,
 				fmt.Sprintf("service %+v", s)
 		})
+		// privileged is dropped, as docker stack deploy drops it; the API
+		// says so.
+		var d wire.ApplicationDetail
+		l.getJSON(t, "/api/v1/applications/web", viewerToken, &d)
+		if want := "ignoring unsupported options: privileged"; !slices.Contains(d.Application.Warnings, want) {
+			t.Errorf("warnings = %q, want %q", d.Application.Warnings, want)
+		}
 	})
 
 	second := l.repo.Commit(t, "main", map[string]string{".env": "IMAGE=" + l.v2 + "\n"})
