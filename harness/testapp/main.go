@@ -9,7 +9,9 @@
 //	testapp exit CODE [LINE...]  print each LINE and exit with CODE (a job)
 //
 // Environment: TESTAPP_VERSION (what GET / reports), TESTAPP_UNHEALTHY=1
-// (/healthz answers 503, so `health` fails). GET /secrets/NAME answers the
+// (/healthz answers 503, so `health` fails), TESTAPP_HEALTHY_AFTER (a Go
+// duration: /healthz answers 503 until the server has run that long, a
+// service that takes a while to get ready). GET /secrets/NAME answers the
 // content of the Docker secret mounted at /run/secrets/NAME, so a test can
 // see what the task sees.
 package main
@@ -63,6 +65,15 @@ func serve(addr string) int {
 	host, _ := os.Hostname()
 	r := reply{Version: os.Getenv("TESTAPP_VERSION"), Hostname: host}
 	unhealthy := os.Getenv("TESTAPP_UNHEALTHY") == "1"
+	ready := time.Now()
+	if v := os.Getenv("TESTAPP_HEALTHY_AFTER"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "testapp: TESTAPP_HEALTHY_AFTER:", err)
+			return 2
+		}
+		ready = ready.Add(d)
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -72,6 +83,10 @@ func serve(addr string) int {
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if unhealthy {
 			http.Error(w, "unhealthy by request", http.StatusServiceUnavailable)
+			return
+		}
+		if time.Now().Before(ready) {
+			http.Error(w, "not ready yet", http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "ok")
