@@ -237,8 +237,9 @@ type Watcher struct {
 	// (a services-only relist); Run's goroutine only.
 	partial bool
 
-	// relist carries the asks of Relist; buffered 1, so asks coalesce.
-	relist chan struct{}
+	// relist carries the asks of Relist, relistTasks those of
+	// RelistTasks; buffered 1, so asks coalesce.
+	relist, relistTasks chan struct{}
 
 	mu      sync.Mutex
 	subs    map[chan struct{}]struct{}
@@ -247,7 +248,8 @@ type Watcher struct {
 
 // NewWatcher returns a Watcher reading r. It does nothing until Run.
 func NewWatcher(r Reader, opts WatcherOptions) *Watcher {
-	w := &Watcher{reader: r, opts: opts.withDefaults(), subs: map[chan struct{}]struct{}{}, relist: make(chan struct{}, 1)}
+	w := &Watcher{reader: r, opts: opts.withDefaults(), subs: map[chan struct{}]struct{}{},
+		relist: make(chan struct{}, 1), relistTasks: make(chan struct{}, 1)}
 	w.current.Store(&Snapshot{err: ErrNotListed})
 	return w
 }
@@ -260,6 +262,19 @@ func NewWatcher(r Reader, opts WatcherOptions) *Watcher {
 func (w *Watcher) Relist() {
 	select {
 	case w.relist <- struct{}{}:
+	default:
+	}
+}
+
+// RelistTasks asks for the tasks and nodes to be listed again (the
+// services too when the tasks moved), at most MinInterval after the last
+// such list, for a caller waiting on a change no event brings: a task's
+// move from starting to running, which a health check decides, raises
+// none. The snapshot keeps its TakenAt. It never blocks; asks made before
+// the list starts share it.
+func (w *Watcher) RelistTasks() {
+	select {
+	case w.relistTasks <- struct{}{}:
 	default:
 	}
 }
@@ -383,11 +398,16 @@ func (w *Watcher) follow(ctx context.Context, msgs <-chan events.Message, errs <
 		timerArmed   = false
 		svcTimer     = time.NewTimer(time.Hour)
 		svcArmed     = false
+		lastTasks    = lastStart
+		tasksTimer   = time.NewTimer(time.Hour)
+		tasksArmed   = false
 	)
 	timer.Stop()
 	defer timer.Stop()
 	svcTimer.Stop()
 	defer svcTimer.Stop()
+	tasksTimer.Stop()
+	defer tasksTimer.Stop()
 	// On the Resync's grid (package tickgrid): at rest, the task relist
 	// comes due with the controller's other periodic work, not at a
 	// wake-up of its own.
@@ -439,6 +459,18 @@ func (w *Watcher) follow(ctx context.Context, msgs <-chan events.Message, errs <
 			arm(full)
 		case <-w.relist:
 			arm(lastStart.Add(w.opts.MinInterval))
+		case <-w.relistTasks:
+			if !tasksArmed {
+				tasksTimer.Reset(max(time.Until(lastTasks.Add(w.opts.MinInterval)), 0))
+				tasksArmed = true
+			}
+		case <-tasksTimer.C:
+			tasksArmed = false
+			lastTasks = time.Now()
+			// A full relist already due lists the tasks too.
+			if !timerArmed && !w.refreshTasks(ctx) {
+				arm(lastStart.Add(w.opts.MinInterval))
+			}
 		case <-svcTimer.C:
 			svcArmed = false
 			lastServices = time.Now()

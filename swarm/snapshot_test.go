@@ -662,3 +662,44 @@ func TestWatcherRelistsWhenAskedWithoutAnEvent(t *testing.T) {
 		}
 	})
 }
+
+// RelistTasks brings the tasks' change that no event announces (a task a
+// health check moved from starting to running) into the snapshot without a
+// full relist, and asks made together share one list.
+func TestWatcherRelistsTheTasksWhenAskedWithoutAnEvent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeReader()
+		starting := swarm.Task{ID: "t1", DesiredState: swarm.TaskStateRunning, Status: swarm.TaskStatus{State: swarm.TaskStateStarting}}
+		f.set(func(f *fakeReader) { f.tasks = []swarm.Task{starting} })
+		w := NewWatcher(f, WatcherOptions{MinInterval: 500 * time.Millisecond, Resync: time.Hour, FullResync: time.Hour})
+		_, cancel, done := runWatcher(t, w)
+		synctest.Wait()
+		full, tasks, taken := f.fullLists(), f.taskLists(), w.Current().TakenAt()
+
+		running := starting
+		running.Status.State = swarm.TaskStateRunning
+		f.set(func(f *fakeReader) { f.tasks = []swarm.Task{running} })
+		for range 3 {
+			w.RelistTasks()
+		}
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if n := f.taskLists() - tasks; n != 1 {
+			t.Errorf("%d task lists after three asks, want 1", n)
+		}
+		if n := f.fullLists() - full; n != 0 {
+			t.Errorf("%d full relists after asks for the tasks, want 0", n)
+		}
+		snap := w.Current()
+		if got := snap.Tasks(); len(got) != 1 || got[0].Status.State != swarm.TaskStateRunning {
+			t.Errorf("tasks after the asked list = %+v, want t1 running", got)
+		}
+		if !snap.TakenAt().Equal(taken) {
+			t.Errorf("TakenAt moved from %v to %v on a task list", taken, snap.TakenAt())
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run() = %v, want nil", err)
+		}
+	})
+}
