@@ -58,6 +58,12 @@ type env struct {
 	// wrap, when set, wraps the Engine the controller writes and reads
 	// through (not its live snapshot's), to count its calls.
 	wrap func(reconcile.Engine) reconcile.Engine
+	// watch, when set, wraps what the live snapshot reads the swarm
+	// through, and watcher tunes the snapshot.
+	watch   func(skepswarm.Reader) skepswarm.Reader
+	watcher skepswarm.WatcherOptions
+	// notifiers are registered beside events.
+	notifiers []notify.Notifier
 }
 
 func newEnv(t testing.TB) *env {
@@ -148,6 +154,9 @@ func (e *env) controllerWith(t testing.TB, source appset.Source, opts reconcile.
 	t.Cleanup(func() { _ = engine.Close() })
 	var reg notify.Registry
 	reg.Register(e.events)
+	for _, n := range e.notifiers {
+		reg.Register(n)
+	}
 	var eng reconcile.Engine = engine
 	if e.wrap != nil {
 		eng = e.wrap(engine)
@@ -155,7 +164,7 @@ func (e *env) controllerWith(t testing.TB, source appset.Source, opts reconcile.
 	ctrl, err := reconcile.New(reconcile.Options{
 		ControllerID: e.id, AppSet: source, AppSetInterval: time.Second,
 		Git: git, Engine: eng, Notifier: &reg, Logger: logger,
-		Live:              skepswarm.NewWatcher(engine, skepswarm.WatcherOptions{Logger: logger}),
+		Live:              e.newWatcher(engine, logger),
 		PruneApplications: opts.PruneApplications, OwnStack: opts.OwnStack, Charts: opts.Charts, Now: opts.Now, Observer: opts.Observer,
 		Self: opts.Self, Remotes: opts.Remotes, CheckAddress: opts.CheckAddress,
 	})
@@ -163,6 +172,18 @@ func (e *env) controllerWith(t testing.TB, source appset.Source, opts reconcile.
 		t.Fatal(err)
 	}
 	return ctrl
+}
+
+// newWatcher is the live snapshot of engine, read through e.watch and tuned
+// by e.watcher when they are set.
+func (e *env) newWatcher(engine *skepswarm.Client, logger *slog.Logger) *skepswarm.Watcher {
+	var r skepswarm.Reader = engine
+	if e.watch != nil {
+		r = e.watch(engine)
+	}
+	opts := e.watcher
+	opts.Logger = logger
+	return skepswarm.NewWatcher(r, opts)
 }
 
 // run starts ctrl and stops it, checking that Run returned, when the test ends.

@@ -572,27 +572,30 @@ func (c *Controller) applyRelease(ctx context.Context, app appset.Application, d
 
 // waitHealthy waits, up to the application's timeout, until every service
 // of rel is healthy and converged (see converged) in a snapshot taken
-// after written, when the write ended. A rollback by Swarm fails at once
+// after written, when the write ended; a zero written (nothing was
+// written) takes any snapshot that shows the application's earlier writes.
+// When a second passes with no change, it asks the Engine itself (see
+// nextWaitStep): no event may be coming. A rollback by Swarm fails at once
 // with the daemon's reason.
 func (c *Controller) waitHealthy(ctx context.Context, app appset.Application, rel stack.Release, written time.Time) error {
-	if c.liveOf(app) == nil {
+	live := c.liveOf(app)
+	if live == nil {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, app.SyncPolicy.Timeout)
 	defer cancel()
-	changes := c.liveOf(app).Subscribe(ctx)
+	changes := live.Subscribe(ctx)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
-		snap := c.liveOf(app).Current()
+		snap := live.Current()
 		if why := rolledBack(rel, snap); why != "" {
 			return &outcome.StalledError{Err: fmt.Errorf("release %s: %s", rel.Name, why)}
 		}
 		last := releaseHealth(rel, snap)
 		pending := cmp.Or(rollout(rel, snap), converged(rel, snap))
-		// A snapshot from before the write still shows the old tasks
-		// running, healthy: it says nothing about what was written.
-		if snap.TakenAt().After(written) && last.State == health.Healthy && pending == "" {
+		step := nextWaitStep(written, snap.TakenAt(), c.seenWrites(app.Name, snap), last.State == health.Healthy && pending == "")
+		if step == waitDone {
 			return nil
 		}
 		select {
@@ -607,7 +610,46 @@ func (c *Controller) waitHealthy(ctx context.Context, app appset.Application, re
 			return ctx.Err()
 		case <-changes:
 		case <-tick.C:
+			// A second without a change: an event may never come, for
+			// the relist that shows the write (it started before the
+			// write ended) nor for a task a health check moved from
+			// starting to running.
+			if step == waitRelist {
+				live.Relist()
+			} else {
+				live.RelistTasks()
+			}
 		}
+	}
+}
+
+// waitStep is what a wait for health does after one look at the swarm.
+type waitStep int
+
+const (
+	waitDone        waitStep = iota // healthy and converged, as seen after the write
+	waitRelist                      // the snapshot may predate the write: a full relist shows it
+	waitRelistTasks                 // the write is seen, not yet healthy: the tasks may have moved unseen
+)
+
+// nextWaitStep decides a wait's next step from one snapshot, taken at
+// taken, that found the release ready (healthy and converged) or not. A
+// write that ended at written is seen by a snapshot taken after it; with
+// nothing written (zero written) there is no write to wait for, and a
+// snapshot that saw the application's earlier writes (seenEarlier) shows
+// the services as they are (see TestNextWaitStep).
+func nextWaitStep(written, taken time.Time, seenEarlier, ready bool) waitStep {
+	seen := seenEarlier
+	if !written.IsZero() {
+		seen = taken.After(written)
+	}
+	switch {
+	case !seen:
+		return waitRelist
+	case ready:
+		return waitDone
+	default:
+		return waitRelistTasks
 	}
 }
 

@@ -14,8 +14,8 @@ import (
 // applyWaves writes rel wave by wave (compose x-skep-wave, see
 // stack.Release.Waves): each earlier wave is applied with the waves
 // before it, then waited for until it converged and is healthy, and only
-// then does the next start; the whole release goes last and records the
-// revision. A wave that fails stops the later ones, which stay as they
+// then does the next start (a wave already in place is not waited for
+// as if written); the whole release goes last and records the revision. A wave that fails stops the later ones, which stay as they
 // are, and the error names it. Without waves this is one apply.
 func (c *Controller) applyWaves(ctx context.Context, app appset.Application, rel stack.Release, opts apply.Options) (apply.Result, error) {
 	waves := rel.Waves()
@@ -33,7 +33,13 @@ func (c *Controller) applyWaves(ctx context.Context, app appset.Application, rel
 			return merged(res, written), waveError(w, err)
 		}
 		c.log.Info("wave applied", "app", app.Name, "release", rel.Name, "wave", w)
-		if err := c.waitHealthy(ctx, app, part, time.Now()); err != nil {
+		// A wave already in place wrote nothing and raises no event: its
+		// wait looks at the swarm as it is, not for a write.
+		var wrote time.Time
+		if res.Changed() {
+			wrote = time.Now()
+		}
+		if err := c.waitHealthy(ctx, app, part, wrote); err != nil {
 			return merged(res, written), waveError(w, err)
 		}
 	}
