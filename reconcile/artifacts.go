@@ -1,7 +1,11 @@
 package reconcile
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -221,6 +225,76 @@ func waitingArtifacts(objs []artifact.Object) string {
 	var parts []string
 	for _, o := range objs {
 		if o.Drift(false) && !o.Drift(true) {
+			parts = append(parts, fmt.Sprintf("%s %s (%s)", o.Entry.Name, o.Desired, o.Reason))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// withStandIns returns objs with every service artifact that has no
+// version yet given a stand-in one (see standIn), for the render alone:
+// without it `image: ${WEB_IMAGE}` renders to no image at all, an error
+// that stalls the commit although the application only waits for a push.
+// A release that holds a stand-in is never deployed (see usesStandIns).
+func withStandIns(objs []artifact.Object) []artifact.Object {
+	out := slices.Clone(objs)
+	for i, o := range out {
+		if o.Entry.Kind == artifact.Service && o.Version() == "" {
+			// Falling back to Current is how Version ends up at it: the
+			// desired version is not ready.
+			o.Desired, o.Condition = "", artifact.Waiting
+			o.Current, o.CurrentDigest = standIn(o.Entry.Name)
+			out[i] = o
+		}
+	}
+	return out
+}
+
+// standIn is the version and digest a render sees for artifact name
+// while it has none, distinct per artifact and found nowhere else.
+func standIn(name string) (version, digest string) {
+	version = "skep-no-version-" + strings.ToLower(artifact.Variable(name))
+	sum := sha256.Sum256([]byte(version))
+	return version, "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// usesStandIns returns the service artifacts without a version whose
+// stand-in rel holds anywhere (an image, a label, an environment
+// variable): what a render took from an artifact it cannot have yet. A
+// release it cannot read counts as holding every one.
+func usesStandIns(rel stack.Release, objs []artifact.Object) []string {
+	var names []string
+	var data []byte
+	var err error
+	for _, o := range objs {
+		if o.Entry.Kind != artifact.Service || o.Version() != "" {
+			continue
+		}
+		if data == nil && err == nil {
+			data, err = json.Marshal(rel)
+		}
+		version, digest := standIn(o.Entry.Name)
+		if err != nil || bytes.Contains(data, []byte(version)) || bytes.Contains(data, []byte(digest)) {
+			names = append(names, o.Entry.Name)
+		}
+	}
+	return names
+}
+
+// noVersion says, one line, why each of the artifacts named has no version
+// to deploy: "web v2 (image … is not in the registry yet)".
+func noVersion(objs []artifact.Object, names []string) string {
+	var parts []string
+	for _, o := range objs {
+		if !slices.Contains(names, o.Entry.Name) {
+			continue
+		}
+		switch {
+		case o.Suspended():
+			parts = append(parts, o.Entry.Name+" (suspended, and nothing runs)")
+		case o.Desired == "":
+			parts = append(parts, fmt.Sprintf("%s (%s)", o.Entry.Name, o.Reason))
+		default:
 			parts = append(parts, fmt.Sprintf("%s %s (%s)", o.Entry.Name, o.Desired, o.Reason))
 		}
 	}

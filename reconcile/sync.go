@@ -360,7 +360,7 @@ func (c *Controller) compose(ctx context.Context, app appset.Application, root s
 	// Precedence, lowest first: artifact versions, the caller's extras
 	// (a preview's domain), then what the app set states, so an operator
 	// can always pin a variable by hand.
-	vars := artifact.Variables(d.artifacts)
+	vars := artifact.Variables(withStandIns(d.artifacts))
 	maps.Copy(vars, extra)
 	maps.Copy(vars, app.Source.Variables)
 	var doc *render.Document
@@ -406,9 +406,13 @@ func (c *Controller) compose(ctx context.Context, app appset.Application, root s
 		return stack.Release{}, nil, hideDecrypted(err, stack.Release{Sensitive: doc.Sensitive})
 	}
 	rel.Sensitive, rel.Warnings = doc.Sensitive, doc.Warnings
-	if missing := useArtifactImages(&rel, d.artifacts); len(missing) > 0 {
+	// A service on an artifact's repository, or any stand-in left in the
+	// release, is a version the artifact does not have: wait for it.
+	missing := append(useArtifactImages(&rel, d.artifacts), usesStandIns(rel, d.artifacts)...)
+	slices.Sort(missing)
+	if missing = slices.Compact(missing); len(missing) > 0 {
 		return stack.Release{}, nil, &outcome.WaitingError{Err: fmt.Errorf("artifacts %s: no version to deploy yet: %s",
-			strings.Join(missing, ", "), waitingArtifacts(d.artifacts)), Retry: artifact.DefaultMissingFor}
+			strings.Join(missing, ", "), noVersion(d.artifacts, missing)), Retry: artifact.DefaultMissingFor}
 	}
 	return rel, cr, nil
 }
