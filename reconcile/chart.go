@@ -60,7 +60,9 @@ func (c *Controller) renderChart(ctx context.Context, app appset.Application, ro
 	if err := ch.CheckSkepVersion(version.Get().Version); err != nil {
 		return chartRender{}, &outcome.StalledError{Err: fmt.Errorf("chart %s: %w", chartName(spec), err)}
 	}
-	opts := chart.RenderOptions{ReleaseName: owner.Release, Set: spec.Set, Artifacts: chartArtifacts(d.artifacts),
+	// An artifact without a version gets a stand-in, as in a compose
+	// render: compose checks that none is deployed.
+	opts := chart.RenderOptions{ReleaseName: owner.Release, Set: spec.Set, Artifacts: chartArtifacts(withStandIns(d.artifacts)),
 		Preview: chart.Preview{Domain: extra["PREVIEW_DOMAIN"], Hash: extra["PREVIEW_HASH"], Branch: extra["PREVIEW_BRANCH"]}}
 	for _, name := range spec.Values {
 		data, err := readCapped(repoFS, name, chart.MaxFileSize)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -140,5 +141,32 @@ func TestPreviewWithoutItsBranchImageSaysTheImageIsNotPushedYet(t *testing.T) {
 	}
 	if s, _ := e.previewService(t.Context(), release); s != nil {
 		t.Errorf("a preview runs before its branch image exists: %s", s.Spec.TaskTemplate.ContainerSpec.Image)
+	}
+}
+
+// A chart reading .Artifacts.web.Image of an artifact whose image is not
+// pushed yet waits as a compose file does, naming the image.
+func TestChartWithAnArtifactWithoutItsImageWaits(t *testing.T) {
+	e := newArtifactEnv(t)
+	port := harness.FreePort(t)
+	e.source.Commit(t, "main", map[string]string{"README": "web\n"})
+	e.source.Tag(t, "v1", "main", "v1")
+	files := chartFiles(port, "unused", 1)
+	files["charts/web/templates/web.yaml"] = strings.Replace(files["charts/web/templates/web.yaml"], "{{ .Values.image }}", "{{ .Artifacts.web.Image }}", 1)
+	maps.Copy(files, e.webArtifact("release: v1"))
+	commit := e.repo.Commit(t, "main", files)
+	app := e.artifactApp("") + "    chart:\n      path: charts/web\n      values: [envs/testing/values.yaml]\n"
+	ctrl := e.controller(t, appset.FileSource{Path: writeFile(t, t.TempDir(), "apps.yaml", appSet(app))})
+	run(t, ctrl)
+
+	st := waitStatus(t, ctrl, "web", time.Minute, func(s reconcile.AppStatus) bool { return s.Revision == commit && s.LastError != "" })
+	want := "image " + e.image + ":v1 is not in the registry yet"
+	if st.LastErrorClass != outcome.Waiting || !strings.Contains(st.LastError, want) {
+		t.Errorf("before the push: error %q (%s), want waiting naming %q", st.LastError, st.LastErrorClass, want)
+	}
+	e.registry.Push(t, e.cli, e.v1, "team/web", "v1")
+	e.waitImagePrefix(t, e.image+":v1@sha256:", time.Minute)
+	if failed := e.events.of(notify.SyncFailed); len(failed) != 0 {
+		t.Errorf("sync-failed events = %+v, want none", failed)
 	}
 }
