@@ -15,8 +15,9 @@ import (
 // stack.Release.Waves): each earlier wave is applied with the waves
 // before it, then waited for until it converged and is healthy, and only
 // then does the next start (a wave already in place is not waited for
-// as if written); the whole release goes last and records the revision. A wave that fails stops the later ones, which stay as they
-// are, and the error names it. Without waves this is one apply.
+// as if written); the whole release goes last and records the revision.
+// A wave that fails stops the later ones, which stay as they are, and the
+// error names it. Without waves this is one apply.
 func (c *Controller) applyWaves(ctx context.Context, app appset.Application, rel stack.Release, opts apply.Options) (apply.Result, error) {
 	waves := rel.Waves()
 	written := map[string]apply.Change{} // services an earlier wave created or updated
