@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/distribution/reference"
+	"github.com/docker/docker/api/types/filters"
 	dswarm "github.com/docker/docker/api/types/swarm"
 
 	"github.com/skep-cd/skep/apply"
@@ -124,22 +125,29 @@ func (c *Controller) currentVersions(ctx context.Context, app appset.Application
 }
 
 // releaseServices returns the image each service of release runs,
-// by service name, as the live snapshot (or, without one, the Engine)
-// shows it.
+// by service name, as the live snapshot shows it; the Engine answers
+// instead when there is no snapshot, or when it may predate the
+// application's last write (a relist still under way after a deploy): it
+// would show the release as it was before, and a version just deployed
+// would read as nothing running (see
+// TestArtifactCurrentVersionIsReadFromTheEngineWhileTheSnapshotPredatesTheDeploy).
 func (c *Controller) releaseServices(ctx context.Context, app appset.Application, release string) map[string]string {
 	out := map[string]string{}
-	if c.liveOf(app) != nil {
-		for name, s := range servicesOf(c.liveOf(app).Current(), release) {
-			out[name] = runningImage(s)
+	if live := c.liveOf(app); live != nil {
+		if snap := live.Current(); !snap.ReadFailed() && c.seenWrites(app.Name, snap) {
+			for name, s := range servicesOf(snap, release) {
+				out[name] = runningImage(s)
+			}
+			return out
 		}
-		return out
 	}
-	services, err := c.LiveServices(ctx, app.Name)
+	f := filters.NewArgs(filters.Arg("label", stack.LabelNamespace+"="+release))
+	services, err := c.engineOf(app).ServiceList(ctx, dswarm.ServiceListOptions{Filters: f})
 	if err != nil {
 		return out
 	}
 	for _, s := range services {
-		if s.Spec.Labels[stack.LabelRelease] == release {
+		if s.Spec.Labels[stack.LabelNamespace] == release {
 			out[s.Spec.Name] = runningImage(s)
 		}
 	}

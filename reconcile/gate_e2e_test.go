@@ -13,12 +13,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/swarm"
+
 	"github.com/skep-cd/skep/appset"
+	"github.com/skep-cd/skep/artifact"
 	"github.com/skep-cd/skep/harness"
 	"github.com/skep-cd/skep/notify"
 	"github.com/skep-cd/skep/outcome"
 	"github.com/skep-cd/skep/preview"
 	"github.com/skep-cd/skep/reconcile"
+	skepswarm "github.com/skep-cd/skep/swarm"
 )
 
 // forgeStatuses is a local GitHub that records the state of every commit
@@ -168,5 +172,55 @@ func TestChartWithAnArtifactWithoutItsImageWaits(t *testing.T) {
 	e.waitImagePrefix(t, e.image+":v1@sha256:", time.Minute)
 	if failed := e.events.of(notify.SyncFailed); len(failed) != 0 {
 		t.Errorf("sync-failed events = %+v, want none", failed)
+	}
+}
+
+// stuckLists is a Reader whose service lists after the first hang until
+// the test ends: a relist of a big swarm that takes long, during which
+// the snapshot predates every write.
+type stuckLists struct {
+	skepswarm.Reader
+	mu    sync.Mutex
+	calls int
+}
+
+func (s *stuckLists) ServiceList(ctx context.Context, opts swarm.ServiceListOptions) ([]swarm.Service, error) {
+	s.mu.Lock()
+	s.calls++
+	first := s.calls == 1
+	s.mu.Unlock()
+	if !first {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return s.Reader.ServiceList(ctx, opts)
+}
+
+// The current version of an artifact is what the swarm runs even while the
+// live snapshot predates the deploy that started it: the pin moved to a
+// version not pushed yet keeps the one just deployed, never nothing.
+func TestArtifactCurrentVersionIsReadFromTheEngineWhileTheSnapshotPredatesTheDeploy(t *testing.T) {
+	e := newArtifactEnv(t)
+	e.watch = func(r skepswarm.Reader) skepswarm.Reader { return &stuckLists{Reader: r} }
+	port := harness.FreePort(t)
+	e.source.Commit(t, "main", map[string]string{"README": "web\n"})
+	e.source.Tag(t, "v1", "main", "v1")
+	e.registry.Push(t, e.cli, e.v1, "team/web", "v1")
+	files := e.webArtifact("release: v1")
+	files["compose.yaml"], files["settings.txt"] = imageCompose(port), "one\n"
+	e.repo.Commit(t, "main", files)
+	ctrl := e.controller(t, appset.FileSource{Path: writeFile(t, t.TempDir(), "apps.yaml", appSet(e.artifactApp("")))})
+	run(t, ctrl)
+	e.waitImagePrefix(t, e.image+":v1@sha256:", 2*time.Minute)
+
+	e.source.Tag(t, "v2", "main", "v2")
+	pin := e.repo.Commit(t, "main", e.webArtifact("release: v2"))
+	st := waitStatus(t, ctrl, "web", time.Minute, func(s reconcile.AppStatus) bool {
+		o, ok := artifactOf(s, "web")
+		return s.Revision == pin && ok && o.Desired == "v2" && o.Condition == artifact.Waiting
+	})
+	if o, _ := artifactOf(st, "web"); o.Current != "v1" || o.Version() != "v1" || st.LastError != "" {
+		t.Errorf("while v2 waits: artifact current %q, used %q, error %q (%s); want v1 running and used, no error",
+			o.Current, o.Version(), st.LastError, st.LastErrorClass)
 	}
 }
