@@ -79,20 +79,22 @@ fuzz:
 # bin/bench-go.txt), then the measurements on the local swarm side by side
 # with `docker stack deploy`, printed as one table. It takes about 30
 # minutes; BENCH_IDLE, BENCH_SAMPLES and BENCH_SCALE (-1 skips the large
-# scale point) shorten it; BENCH_ONLY=scale, deploy, idle or polling measures one part
+# scale point) shorten it, BENCH_SCALE_REPOS spreads the large scale
+# point over that many repositories; BENCH_ONLY=scale, deploy, idle or polling measures one part
 # alone (docs/performance.md).
 BENCH_PKGS ?= ./stack ./plan ./notify ./gitsource
 BENCH_IDLE ?= 5m
 BENCH_SAMPLES ?= 10
 BENCH_SCALE ?= 200
 BENCH_SCALE_SERVICES ?= 1
+BENCH_SCALE_REPOS ?= 1
 BENCH_ONLY ?=
 bench: swarm-up build
 	set -o pipefail; $(GO) test -count=1 -run '^$$' -bench . -benchmem $(BENCH_PKGS) | tee bin/bench-go.txt
 	set -o pipefail; SKEP_REQUIRE_SWARM=1 $(GO) test -count=1 -run '^$$' -bench '^BenchmarkQuietTick$$' -benchtime 2000x -benchmem ./reconcile \
 	| grep -E '^(Benchmark|PASS|ok|FAIL|goos|goarch|pkg|cpu)' | tee -a bin/bench-go.txt
 	SKEP_REQUIRE_SWARM=1 SKEP_BENCH=1 SKEP_BENCH_BINARY=$(CURDIR)/bin/skep SKEP_BENCH_GO=$(CURDIR)/bin/bench-go.txt \
-	SKEP_BENCH_IDLE=$(BENCH_IDLE) SKEP_BENCH_SAMPLES=$(BENCH_SAMPLES) SKEP_BENCH_SCALE=$(BENCH_SCALE) SKEP_BENCH_SCALE_SERVICES=$(BENCH_SCALE_SERVICES) SKEP_BENCH_ONLY=$(BENCH_ONLY) \
+	SKEP_BENCH_IDLE=$(BENCH_IDLE) SKEP_BENCH_SAMPLES=$(BENCH_SAMPLES) SKEP_BENCH_SCALE=$(BENCH_SCALE) SKEP_BENCH_SCALE_SERVICES=$(BENCH_SCALE_SERVICES) SKEP_BENCH_SCALE_REPOS=$(BENCH_SCALE_REPOS) SKEP_BENCH_ONLY=$(BENCH_ONLY) \
 	$(GO) test -count=1 -timeout 90m -run '^$$' -bench '^BenchmarkSwarm$$' -benchtime 1x ./bench
 
 # Load (issue 18; not part of `make test`, see docs/reliability.md): SOAK_APPS

@@ -41,6 +41,10 @@ type Options struct {
 	// ScaleServices is the number of services of each application of the
 	// larger scale point. Default 1; the memory bound is for 10.
 	ScaleServices int
+	// ScaleRepos is the number of repositories the larger scale point's
+	// applications are spread over, round robin, one directory each.
+	// Default 1: the git server's load stays off the machine.
+	ScaleRepos int
 	// ScaleOnly measures the larger scale point alone: none of the 20
 	// applications' measurements, whose 60 running containers' health
 	// checks a small machine may not keep up with.
@@ -77,6 +81,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ScaleServices <= 0 {
 		o.ScaleServices = 1
+	}
+	if o.ScaleRepos <= 0 {
+		o.ScaleRepos = 1
 	}
 	if o.Log == nil {
 		o.Log = slog.Default()
@@ -326,9 +333,9 @@ func releases(apps []app) []string {
 }
 
 // large measures idle cost and memory at opts.Scale applications of
-// opts.ScaleServices services each at replicas 0, all in one repository
-// (one directory each), so that the git server's load stays off the
-// machine.
+// opts.ScaleServices services each at replicas 0, spread over
+// opts.ScaleRepos repositories (one directory each): by default one, so
+// that the git server's load stays off the machine.
 func (e *env) large(r *Report) {
 	ctx := e.tb.Context()
 	n := e.opts.Scale
@@ -337,24 +344,33 @@ func (e *env) large(r *Report) {
 		services = append(services, fmt.Sprintf("s%d", k))
 	}
 	apps := make([]app, n)
-	files := map[string]string{}
+	files := make([]map[string]string, e.opts.ScaleRepos)
+	for k := range files {
+		files[k] = map[string]string{}
+	}
 	for i := range apps {
 		apps[i] = app{name: fmt.Sprintf("scale%04d", i+1), release: fmt.Sprintf("%s-l%04d", e.prefix, i+1),
 			services: services, replicas: 0, interval: interval.String(), resolveNever: true}
 		apps[i].path = "apps/" + apps[i].name
-		files[apps[i].path+"/compose.yaml"] = compose(apps[i], e.image, 0)
+		files[i%len(files)][apps[i].path+"/compose.yaml"] = compose(apps[i], e.image, 0)
 		harness.CleanupStack(e.tb, e.cli, apps[i].release)
 	}
-	repo := e.git.CreateRepo(e.tb, "scale")
-	repo.Commit(e.tb, "main", files)
-	for i := range apps {
-		apps[i].repoURL = e.repoURL(repo)
+	for k := range files {
+		name := "scale"
+		if len(files) > 1 {
+			name = fmt.Sprintf("scale%02d", k+1)
+		}
+		repo := e.git.CreateRepo(e.tb, name)
+		repo.Commit(e.tb, "main", files[k])
+		for i := k; i < len(apps); i += len(files) {
+			apps[i].repoURL = e.repoURL(repo)
+		}
 	}
 	dir := e.tb.TempDir()
 	appsFile := filepath.Join(dir, "apps.yaml")
 	e.writeFile(appsFile, appSet(apps))
 
-	e.log.Info("scale point", "applications", n, "services_each", len(services))
+	e.log.Info("scale point", "applications", n, "services_each", len(services), "repositories", len(files))
 	ctrl := e.startController(dir, appsFile)
 	last, err := e.created(ctx, serviceNames(apps, false), 10*time.Minute)
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 //	SKEP_BENCH_IDLE=5m            each idle window
 //	SKEP_BENCH_SCALE=200          applications at the larger scale point; -1 skips it
 //	SKEP_BENCH_SCALE_SERVICES=1   services of each application there
+//	SKEP_BENCH_SCALE_REPOS=1      repositories its applications are spread over
 //	SKEP_BENCH_ONLY=scale         the larger scale point alone
 //	SKEP_BENCH_ONLY=deploy        Skep's first deploy of the 20 applications alone, SAMPLES times
 //	SKEP_BENCH_ONLY=idle          the 20 applications' idle window alone, SAMPLES windows
@@ -68,6 +69,9 @@ func BenchmarkSwarm(b *testing.B) {
 	}
 	if v := os.Getenv("SKEP_BENCH_SCALE_SERVICES"); v != "" {
 		opts.ScaleServices = atoi(b, "SKEP_BENCH_SCALE_SERVICES", v)
+	}
+	if v := os.Getenv("SKEP_BENCH_SCALE_REPOS"); v != "" {
+		opts.ScaleRepos = atoi(b, "SKEP_BENCH_SCALE_REPOS", v)
 	}
 	if v := os.Getenv("SKEP_BENCH_IDLE"); v != "" {
 		d, err := time.ParseDuration(v)
