@@ -51,7 +51,7 @@ var allowed = map[string][]string{
 	"store":             {"notify"},
 	"appset":            {"configfile", "tickgrid", "window"},
 	"swarm":             {"configfile", "tickgrid"},
-	"gitsource":         {"configfile", "secret"},
+	"gitsource":         {"configfile", "egress", "secret"},
 	"wire":              {},
 	"outcome":           {},
 	"configfile":        {},

@@ -3,7 +3,9 @@ package gitsource
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 
@@ -87,21 +89,54 @@ func isUploadPackAdvert(req *http.Request) bool {
 // dials anew all but net/http's default of 2.
 const maxIdlePerHost = 16
 
-// gitPool holds the connections of every HTTP request to a git remote:
-// http.DefaultTransport's settings, keeping maxIdlePerHost idle
-// connections per host.
-var gitPool = func() *http.Transport {
-	pool := http.DefaultTransport.(*http.Transport).Clone()
-	pool.MaxIdleConnsPerHost = maxIdlePerHost
-	return pool
-}()
+// newTransport returns the transport of every HTTP request of one Cache
+// to a git remote: http.DefaultTransport's settings (proxy from the
+// environment, HTTP/2, timeouts), keeping maxIdlePerHost idle connections
+// per host, each connection made by dial when it is set.
+func newTransport(dial func(ctx context.Context, network, address string) (net.Conn, error)) *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = maxIdlePerHost
+	if dial != nil {
+		t.DialContext = dial
+	}
+	return t
+}
+
+// errNoCall means go-git made an HTTP request outside a Cache's remote
+// call, which would have no transport and so no Options.DialContext.
+var errNoCall = errors.New("git HTTP request outside a remote call of a cache")
+
+type transportKey struct{}
+
+// withTransport returns ctx carrying t, the transport callTransport sends
+// the call's requests on.
+func withTransport(ctx context.Context, t http.RoundTripper) context.Context {
+	return context.WithValue(ctx, transportKey{}, t)
+}
+
+// callTransport sends each request on the transport its context carries:
+// go-git keeps one client per process, and each Cache dials as its own
+// Options say. A request whose context carries none is refused.
+type callTransport struct{}
+
+func (callTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	t, _ := req.Context().Value(transportKey{}).(http.RoundTripper)
+	if t == nil {
+		if req.Body != nil {
+			_ = req.Body.Close()
+		}
+		return nil, errNoCall
+	}
+	return t.RoundTrip(req)
+}
 
 // go-git picks a transport by URL scheme from one table per process; this
 // package is the process's only go-git user. The client is go-git's own
-// default (its redirect policy) on gitPool, with the advertisement step
-// above in front.
+// default (its redirect policy, whose every hop is sent on the calling
+// Cache's transport and so dialled by its Options.DialContext), with the
+// advertisement step above in front.
 func init() {
-	c := githttp.NewClient(&http.Client{Transport: advertTransport{next: gitPool}})
+	c := githttp.NewClient(&http.Client{Transport: advertTransport{next: callTransport{}}})
 	client.InstallProtocol("http", c)
 	client.InstallProtocol("https", c)
 }

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -69,6 +71,13 @@ type Options struct {
 	// in ErrHostRefused, and no connection is made. The controller passes
 	// its egress policy here. It is called concurrently.
 	CheckHost func(ctx context.Context, host string) error
+	// DialContext makes every connection to an http(s) remote: each
+	// ls-remote and fetch, and every hop of a redirect either follows.
+	// nil means a net.Dialer. The controller passes its egress policy's,
+	// which refuses an internal address at connect time, whatever name or
+	// redirect led to it; such a refusal fails the call with
+	// ErrHostRefused.
+	DialContext func(ctx context.Context, network, address string) (net.Conn, error)
 }
 
 // Cache is the shared clone cache. Its methods are safe for concurrent
@@ -83,6 +92,10 @@ type Cache struct {
 	maxPerHost int
 	timeout    time.Duration
 	checkHost  func(ctx context.Context, host string) error
+	// transport carries every HTTP request to a remote (advert.go), and
+	// lsClient makes the ls-remotes' on it (lsremote_http.go).
+	transport *http.Transport
+	lsClient  *http.Client
 
 	mu    sync.Mutex
 	repos map[string]*repo         // by location key
@@ -140,9 +153,10 @@ func New(o Options) (*Cache, error) {
 	c := &Cache{
 		dir: dir, creds: o.Credentials, log: o.Logger,
 		refsMaxAge: o.RefsMaxAge, keepTrees: o.KeepTrees, maxPerHost: o.MaxPerHost, timeout: o.Timeout,
-		checkHost: o.CheckHost,
-		repos:     map[string]*repo{}, byURL: map[string]*repo{}, hosts: map[string]chan struct{}{},
+		checkHost: o.CheckHost, transport: newTransport(o.DialContext),
+		repos: map[string]*repo{}, byURL: map[string]*repo{}, hosts: map[string]chan struct{}{},
 	}
+	c.lsClient = &http.Client{Transport: c.transport, CheckRedirect: noRedirect}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
@@ -376,7 +390,7 @@ func (c *Cache) listRemote(ctx context.Context, r *repo, auth transport.AuthMeth
 		c.log.InfoContext(ctx, "git remote redirects; following it from now on", "repo", r.name())
 	}
 	remote := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{r.loc.transport}})
-	list, err := remote.ListContext(ctx, &git.ListOptions{Auth: auth, PeelingOption: git.AppendPeeled})
+	list, err := remote.ListContext(withTransport(ctx, c.transport), &git.ListOptions{Auth: auth, PeelingOption: git.AppendPeeled})
 	// go-git reports a repository with no commits as an error; to us it
 	// is a remote with no refs, where every revision is not found.
 	if errors.Is(err, transport.ErrEmptyRemoteRepository) {
@@ -486,7 +500,7 @@ func (c *Cache) fetch(ctx context.Context, r *repo, g *git.Repository) error {
 	defer done()
 	start := time.Now()
 	c.fetches.Add(1)
-	call, cancel := context.WithTimeout(ctx, c.timeout)
+	call, cancel := context.WithTimeout(withTransport(ctx, c.transport), c.timeout)
 	defer cancel()
 	reused := false
 	if a := c.freshAdvert(r); a != nil {

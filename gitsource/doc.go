@@ -6,9 +6,12 @@
 // resolves revisions against that answer, and fetches only when a commit is
 // not in the local clone yet; over HTTP such a fetch starts from that
 // answer rather than asking for the refs again. Over HTTP an ls-remote is
-// one GET on a connection kept for it, and an answer the same as the one
-// before is not decoded again; a remote that redirects is listed through
-// go-git, whose policy keeps credentials from another origin.
+// one net/http GET on the Cache's transport, whose connections are kept,
+// and an answer the same as the one before is not decoded again; a remote
+// that redirects is listed through go-git, whose policy keeps credentials
+// from another origin. Every HTTP connection of a Cache, go-git's and each
+// redirect's included, is made by Options.DialContext (the controller's
+// egress policy), so a redirect reaches no address a direct URL could not.
 //
 // Checkout pins a commit for one reconcile: its files are exported once
 // to an immutable directory keyed by sha and shared by every reader. Symlinks are kept as symlinks; Tree.ReadFile and

@@ -7,6 +7,8 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/skep-cd/skep/egress"
 )
 
 var (
@@ -28,9 +30,11 @@ var (
 	// checked-out tree.
 	ErrOutsideTree = errors.New("path leaves the tree")
 
-	// ErrHostRefused means Options.CheckHost refused the remote's host; no
-	// connection was made. Retrying will not help until the URL or the
-	// controller's configuration changes.
+	// ErrHostRefused means Options.CheckHost refused the remote's host, or
+	// the egress policy behind Options.DialContext refused an address the
+	// call was about to connect to (a redirect's among them); no connection
+	// was made to it. Retrying will not help until the URL, the remote or
+	// the controller's configuration changes.
 	ErrHostRefused = errors.New("host refused")
 )
 
@@ -78,6 +82,8 @@ func classify(err error, auth transport.AuthMethod) error {
 		return &sentinelError{is: ErrAuth, cause: err}
 	case errors.Is(err, transport.ErrRepositoryNotFound):
 		return &sentinelError{is: ErrRepositoryNotFound, cause: err}
+	case errors.Is(err, egress.ErrRefused):
+		return &sentinelError{is: ErrHostRefused, cause: err}
 	}
 	return err
 }

@@ -17,16 +17,17 @@ import (
 
 // An ls-remote over smart HTTP is one GET of
 // <repo>/info/refs?service=git-upload-pack, and a quiet tick is little
-// more than that request. It is made here, on connections of its own
-// (lsremote_conn.go), rather than through go-git's Remote.List, which
-// builds a remote, a storage and a session for every call and decodes
-// every answer anew. An answer byte for byte the same as the one before
-// is not decoded again: its refs are those of the one before.
+// more than that request. It is made here, with net/http on the Cache's
+// transport (connections kept, Options.DialContext dialling), rather than
+// through go-git's Remote.List, which builds a remote, a storage and a
+// session for every call and decodes every answer anew. An answer byte
+// for byte the same as the one before is not decoded again: its refs are
+// those of the one before.
 //
 // A redirect is not followed here. go-git follows it under its own policy
 // (credentials never cross to another origin, https is never downgraded),
-// so a repository that answered with a redirect is listed through go-git
-// from then on.
+// on the same transport, so a repository that answered with a redirect is
+// listed through go-git from then on.
 
 // errRedirected means the remote answered an ls-remote with a redirect.
 var errRedirected = errors.New("ls-remote was redirected")
@@ -34,15 +35,9 @@ var errRedirected = errors.New("ls-remote was redirected")
 // uploadPackAdvert is what an ls-remote asks of a repository's URL.
 const uploadPackAdvert = "/info/refs?service=git-upload-pack"
 
-// lsRemoteClient makes the requests of lsRemoteHTTP that go through a
-// proxy, on gitPool. It follows no redirect: the caller hands a
-// redirected repository to go-git.
-var lsRemoteClient = &http.Client{
-	Transport: gitPool,
-	CheckRedirect: func(*http.Request, []*http.Request) error {
-		return http.ErrUseLastResponse
-	},
-}
+// noRedirect is an http.Client's CheckRedirect that follows none: the
+// caller hands a redirected repository to go-git.
+func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // decodedAdvert is the advertisement an http remote's refs were last
 // decoded from, by its hash, with those refs.
@@ -76,7 +71,7 @@ func (c *Cache) lsRemoteHTTP(ctx context.Context, r *repo, auth githttp.AuthMeth
 	if auth != nil {
 		auth.SetAuth(req)
 	}
-	res, err := lsRemoteConns.do(req)
+	res, err := c.lsClient.Do(req)
 	if err != nil {
 		return Refs{}, nil, err
 	}
