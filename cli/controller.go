@@ -192,7 +192,7 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 		return nil, nil, usageError("--allow-private-hosts: %v", err)
 	}
 	git, err := gitsource.New(gitsource.Options{Dir: filepath.Join(f.data, "git"), Credentials: creds, Logger: logger, Timeout: f.gitTimeout,
-		CheckHost: policy.CheckHost})
+		CheckHost: policy.CheckHost, DialContext: policy.Dialer().DialContext})
 	if err != nil {
 		return nil, nil, fmt.Errorf("git cache in %s: %w", f.data, err)
 	}

@@ -3,9 +3,15 @@ package cli
 import (
 	"bytes"
 	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/skep-cd/skep/harness"
@@ -47,6 +53,64 @@ func TestDeployRefusesAGitHostOnAnInternalAddressUnlessAllowed(t *testing.T) {
 				t.Errorf("skep deploy --dry-run %v = exit %d, want a failure saying %q:\n%s", tc.allow, code, tc.want, out)
 			}
 		})
+	}
+}
+
+// refusedServer serves h on 127.0.0.2, an address a policy allowing
+// only 127.0.0.1/32 refuses, and counts the requests it receives.
+func refusedServer(t *testing.T, h http.Handler) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Fatalf("listen on 127.0.0.2 (all of 127.0.0.0/8 is loopback on Linux): %v", err)
+	}
+	var asked atomic.Int64
+	srv := &httptest.Server{Listener: ln, Config: &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		h.ServeHTTP(w, r)
+	})}}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv, &asked
+}
+
+// redirectTo answers every request on 127.0.0.1 with a 302 to the same
+// path and query under to.
+func redirectTo(t *testing.T, to string) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, to+r.URL.RequestURI(), http.StatusFound)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// A git host the policy allows that redirects to one it refuses gains
+// nothing: the redirect is followed by a dial the policy refuses, and the
+// refused address is never asked. The repository behind 127.0.0.2 is a
+// real one, so a controller that followed the redirect would deploy it.
+func TestDeployRefusesAGitRedirectToARefusedAddress(t *testing.T) {
+	harness.RequireSwarm(t)
+	git := harness.StartGitServer(t, harness.GitServerOptions{})
+	repo := git.CreateRepo(t, "moved")
+	repo.Commit(t, "main", map[string]string{"compose.yaml": "services:\n  web:\n    image: example.org/web:v1\n    deploy: {endpoint_mode: dnsrr}\n"})
+	target, err := url.Parse(git.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	internal, asked := refusedServer(t, httputil.NewSingleHostReverseProxy(target))
+	allowed := redirectTo(t, internal.URL)
+	apps := writeTemp(t, "apps.yaml", fmt.Sprintf("apiVersion: skep/v1\napplications:\n  - name: web\n    release: %s\n    source: {repo: %s, revision: main}\n    syncPolicy: {resolveImage: never}\n",
+		harness.Name(t, "egress-redirect"), allowed.URL+"/"+repo.Name+".git"))
+	var stdout, stderr bytes.Buffer
+	code := Main(t.Context(), []string{"deploy", "--dry-run", "--config", apps, "--data", t.TempDir(), "--allow-private-hosts", "127.0.0.1/32"}, &stdout, &stderr)
+	out := stdout.String() + stderr.String()
+	want := "address refused: 127.0.0.2 is an internal address"
+	if code == ExitOK || !strings.Contains(out, want) {
+		t.Errorf("skep deploy --dry-run of a repository redirecting to 127.0.0.2 = exit %d, want a failure saying %q:\n%s", code, want, out)
+	}
+	if n := asked.Load(); n != 0 {
+		t.Errorf("the refused address was asked %d times, want 0", n)
 	}
 }
 
