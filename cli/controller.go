@@ -280,6 +280,23 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 	return ctrl, closeAll, nil
 }
 
+// outbound builds the notifiers of the --notifications file; none without
+// one.
+func (f *controllerFlags) outbound(logger *slog.Logger, previews notify.PreviewLookup) ([]notify.Notifier, error) {
+	if f.notifications == "" {
+		return nil, nil
+	}
+	cfg, err := notify.LoadConfig(f.notifications)
+	if err != nil {
+		return nil, &ExitError{Code: ExitFailure, Err: err}
+	}
+	outbound, err := notify.BuildOptions{Logger: logger, Previews: previews}.Build(cfg)
+	if err != nil {
+		return nil, &ExitError{Code: ExitFailure, Err: fmt.Errorf("notifications: %w", err)}
+	}
+	return outbound, nil
+}
+
 // ageKeys loads the age identities SOPS-encrypted files are decrypted
 // with: the file flag names, else the file EnvAgeIdentityFile names, else
 // none (nil; a release using an encrypted file then fails naming it). A
@@ -457,21 +474,15 @@ func runController(ctx context.Context, logger *slog.Logger, flags *controllerFl
 	var previews previewLookup
 	notifier.Register(notify.NewLog(logger))
 	notifier.Register(recorder)
-	if flags.notifications != "" {
-		cfg, err := notify.LoadConfig(flags.notifications)
-		if err != nil {
-			return &ExitError{Code: ExitFailure, Err: err}
-		}
-		// The forge notifier asks the controller which syncs are previews;
-		// the controller is built after the notifiers, so the lookup is
-		// bound to it once it exists.
-		outbound, err := notify.BuildOptions{Logger: logger, Previews: &previews}.Build(cfg)
-		if err != nil {
-			return &ExitError{Code: ExitFailure, Err: fmt.Errorf("notifications: %w", err)}
-		}
-		for _, n := range outbound {
-			notifier.Register(n)
-		}
+	// The forge notifier asks the controller which syncs are previews;
+	// the controller is built after the notifiers, so the lookup is bound
+	// to it once it exists.
+	outbound, err := flags.outbound(logger, &previews)
+	if err != nil {
+		return err
+	}
+	for _, n := range outbound {
+		notifier.Register(n)
 	}
 
 	// The metrics are built before the controller (the controller reports to
