@@ -106,7 +106,7 @@ func (f *controllerFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&f.allowPrivateHosts, "allow-private-hosts", egress.DefaultAllow,
-		"internal addresses (CIDR prefixes, comma-separated) that git repositories, image registries and chart repositories may resolve to; "+
+		"internal addresses (CIDR prefixes, comma-separated) that git repositories, image registries, chart repositories and webhook and forge notifiers may resolve to, redirects included; "+
 			"link-local, unspecified, multicast and any internal address not listed are refused (\"\" refuses every internal address)")
 }
 
@@ -185,11 +185,9 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 	if f.parallelWrites <= 0 {
 		return nil, nil, usageError("--parallel-writes: want a positive number, got %d", f.parallelWrites)
 	}
-	// Hosts named in git (repositories, registries, chart repositories)
-	// are chosen by whoever can commit; internal addresses need allowing.
-	policy, err := egress.Parse(f.allowPrivateHosts)
+	policy, err := f.egress()
 	if err != nil {
-		return nil, nil, usageError("--allow-private-hosts: %v", err)
+		return nil, nil, err
 	}
 	git, err := gitsource.New(gitsource.Options{Dir: filepath.Join(f.data, "git"), Credentials: creds, Logger: logger, Timeout: f.gitTimeout,
 		CheckHost: policy.CheckHost, DialContext: policy.Dialer().DialContext})
@@ -280,6 +278,18 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 	return ctrl, closeAll, nil
 }
 
+// egress is the policy every outbound HTTP client of the controller dials
+// through. Hosts named in git (repositories, registries, chart
+// repositories) are chosen by whoever can commit, and any host may
+// redirect; internal addresses need allowing.
+func (f *controllerFlags) egress() (egress.Policy, error) {
+	policy, err := egress.Parse(f.allowPrivateHosts)
+	if err != nil {
+		return egress.Policy{}, usageError("--allow-private-hosts: %v", err)
+	}
+	return policy, nil
+}
+
 // outbound builds the notifiers of the --notifications file; none without
 // one.
 func (f *controllerFlags) outbound(logger *slog.Logger, previews notify.PreviewLookup) ([]notify.Notifier, error) {
@@ -290,7 +300,11 @@ func (f *controllerFlags) outbound(logger *slog.Logger, previews notify.PreviewL
 	if err != nil {
 		return nil, &ExitError{Code: ExitFailure, Err: err}
 	}
-	outbound, err := notify.BuildOptions{Logger: logger, Previews: previews}.Build(cfg)
+	policy, err := f.egress()
+	if err != nil {
+		return nil, err
+	}
+	outbound, err := notify.BuildOptions{Logger: logger, Previews: previews, Transport: policy.Transport()}.Build(cfg)
 	if err != nil {
 		return nil, &ExitError{Code: ExitFailure, Err: fmt.Errorf("notifications: %w", err)}
 	}

@@ -2,7 +2,9 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -11,10 +13,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/skep-cd/skep/harness"
+	"github.com/skep-cd/skep/notify"
 )
 
 // A repository on an internal address is refused unless
@@ -111,6 +116,80 @@ func TestDeployRefusesAGitRedirectToARefusedAddress(t *testing.T) {
 	}
 	if n := asked.Load(); n != 0 {
 		t.Errorf("the refused address was asked %d times, want 0", n)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test at once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// The controller's webhook and forge notifiers dial through the egress
+// policy: a receiver on an allowed address that redirects to a refused
+// one has its event fail, naming the refusal, and the refused address is
+// never asked.
+func TestOutboundNotifiersRefuseARedirectToARefusedAddress(t *testing.T) {
+	internal, asked := refusedServer(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("{}"))
+	}))
+	allowed := redirectTo(t, internal.URL)
+	secrets := t.TempDir()
+	hook := filepath.Join(secrets, "hook-url")
+	token := filepath.Join(secrets, "token")
+	for file, data := range map[string]string{hook: allowed.URL + "/hook", token: "t0ken"} {
+		if err := os.WriteFile(file, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name, notifier string
+	}{
+		{"webhook", "webhook: {url: {file: " + hook + "}}"},
+		{"forge", "forge: {provider: gitea, url: " + allowed.URL + "/api/v1, token: {file: " + token + "}, repositories: {web: team/web}}"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := asked.Load()
+			file := writeTemp(t, "notifications.yaml", "apiVersion: skep/v1\nkind: Notifications\nnotifiers:\n  - name: n\n    retries: 0\n    "+tc.notifier+"\n")
+			flags := controllerFlags{notifications: file, allowPrivateHosts: "127.0.0.1/32"}
+			var log syncBuffer
+			outbound, err := flags.outbound(slog.New(slog.NewTextHandler(&log, nil)), nil)
+			if err != nil || len(outbound) != 1 {
+				t.Fatalf("outbound notifiers of %s = %v, %v; want one", file, outbound, err)
+			}
+			n := outbound[0]
+			ctx, cancel := context.WithCancel(t.Context())
+			var wg sync.WaitGroup
+			wg.Go(func() { _ = n.(notify.Runner).Run(ctx) })
+			t.Cleanup(func() { cancel(); wg.Wait() })
+			n.Notify(ctx, notify.Event{Application: "web", Type: notify.SyncSucceeded, Revision: strings.Repeat("a", 40), At: time.Now()})
+			counted := n.(notify.Counted)
+			for st := counted.Stats(); st.Delivered+st.Failed == 0; st = counted.Stats() {
+				select {
+				case <-ctx.Done():
+					t.Fatalf("the event was neither delivered nor failed: %+v", st)
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+			if st := counted.Stats(); st.Failed != 1 || !strings.Contains(log.String(), "address refused: 127.0.0.2 is an internal address") {
+				t.Errorf("an event to a receiver redirecting to 127.0.0.2: %+v, log:\n%s\nwant it failed, naming the refusal", st, log.String())
+			}
+			if got := asked.Load() - before; got != 0 {
+				t.Errorf("the refused address was asked %d times, want 0", got)
+			}
+		})
 	}
 }
 

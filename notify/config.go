@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
 	"net/url"
 	"os"
 	"path"
@@ -483,6 +484,21 @@ type BuildOptions struct {
 	Logger *slog.Logger
 	// Previews tells forge notifiers which events are about previews.
 	Previews PreviewLookup
+	// Transport carries the requests of webhook and forge notifiers,
+	// redirects included; nil means http.DefaultTransport. The controller
+	// passes its egress policy's. Chat notifiers cannot take one: shoutrrr
+	// gives most of its services http.DefaultClient.
+	Transport http.RoundTripper
+}
+
+// client is the HTTP client of a notifier Build makes: one each, so none
+// shares another's redirect state; nil without a Transport (the
+// notifier's default).
+func (o BuildOptions) client() *http.Client {
+	if o.Transport == nil {
+		return nil
+	}
+	return &http.Client{Transport: o.Transport}
 }
 
 // Build makes the notifiers cfg describes, reading their secrets. It reports
@@ -518,7 +534,7 @@ func (o BuildOptions) Build(cfg Config) ([]Notifier, error) {
 				}
 				key = []byte(s)
 			}
-			w, err := NewWebhook(WebhookOptions{Name: nc.Name, URL: url, Secret: key, Delivery: d, Logger: logger})
+			w, err := NewWebhook(WebhookOptions{Name: nc.Name, URL: url, Secret: key, Delivery: d, Logger: logger, Client: o.client()})
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", nc.Webhook.URL.Origin, err))
 				continue
@@ -544,7 +560,7 @@ func (o BuildOptions) Build(cfg Config) ([]Notifier, error) {
 			}
 			f, err := NewForge(ForgeOptions{Name: nc.Name, Provider: nc.Forge.Provider, URL: nc.Forge.URL, Token: Token(token),
 				Repositories: nc.Forge.Repositories, Context: nc.Forge.Context, TargetURL: nc.Forge.TargetURL,
-				Previews: o.Previews, Delivery: d, Logger: logger})
+				Previews: o.Previews, Delivery: d, Logger: logger, Client: o.client()})
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", nc.Forge.Token.Origin, err))
 				continue
