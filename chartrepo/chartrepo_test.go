@@ -21,6 +21,7 @@ import (
 	"testing"
 
 	"github.com/skep-cd/skep/chart"
+	"github.com/skep-cd/skep/egress"
 	"github.com/skep-cd/skep/secret"
 )
 
@@ -553,6 +554,62 @@ func TestTheDefaultClientDialsThroughDialContext(t *testing.T) {
 			}
 			if got := hits.Load() - before; (got == 0) != tc.refuse {
 				t.Errorf("the server saw %d requests; want none exactly when refused", got)
+			}
+		})
+	}
+}
+
+// A chart repository on an address the egress policy allows that
+// redirects, index or archive, to one it refuses gains nothing: the hop
+// is dialled through the policy and refused, the error names the
+// refusal, and the refused server is never asked.
+func TestARedirectToAnAddressTheEgressPolicyRefusesIsNotFollowed(t *testing.T) {
+	policy, err := egress.Parse("127.0.0.1/32")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tgz := buildArchive(t, webChart("1.2.3"))
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Fatalf("listen on 127.0.0.2 (all of 127.0.0.0/8 is loopback on Linux): %v", err)
+	}
+	var asked atomic.Int64
+	internal := &httptest.Server{Listener: ln, Config: &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		_, _ = w.Write(tgz)
+	})}}
+	internal.Start()
+	defer internal.Close()
+	for _, tc := range []struct {
+		name     string
+		redirect string // the path answered with a redirect to the refused address
+	}{
+		{"the index is redirected", "/charts/index.yaml"},
+		{"the archive is redirected", "/charts/web-1.2.3.tgz"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			allowed := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				switch r.URL.Path {
+				case tc.redirect:
+					http.Redirect(w, r, internal.URL+r.URL.Path, http.StatusFound)
+				case "/charts/index.yaml":
+					_, _ = io.WriteString(w, indexFor([3]string{"1.2.3", "web-1.2.3.tgz", digestOf(tgz)}))
+				default:
+					http.NotFound(w, r)
+				}
+			}))
+			defer allowed.Close()
+			r, err := New(Options{Dir: filepath.Join(t.TempDir(), "charts"), AllowHTTP: true, DialContext: policy.Dialer().DialContext})
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := asked.Load()
+			_, _, err = r.Fetch(t.Context(), allowed.URL+"/charts", "web", "1.2.3")
+			if !errors.Is(err, egress.ErrRefused) || !strings.Contains(err.Error(), "127.0.0.2 is an internal address") {
+				t.Errorf("Fetch through a redirect to 127.0.0.2 = %v, want the egress refusal naming it", err)
+			}
+			if got := asked.Load() - before; got != 0 {
+				t.Errorf("the refused address was asked %d times, want 0", got)
 			}
 		})
 	}
