@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -17,6 +18,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/skep-cd/skep/egress"
 )
 
 // countingRegistry serves a real OCI registry on loopback and counts the
@@ -249,5 +252,63 @@ func TestResolveFillsDesiredCurrentAndCondition(t *testing.T) {
 	}
 	if vars["InfrastructureVersion"] != "2222222222222222222222222222222222222222" {
 		t.Errorf("InfrastructureVersion = %q", vars["InfrastructureVersion"])
+	}
+}
+
+// A registry on an address the egress policy allows gains nothing by
+// sending the check to one it refuses, by a redirect or as the realm its
+// bearer tokens come from: the registry client dials through the policy,
+// the check fails naming the refusal, and the refused server is never
+// asked.
+func TestRegistryRedirectToAnAddressTheEgressPolicyRefusesIsNotFollowed(t *testing.T) {
+	policy, err := egress.Parse("127.0.0.1/32")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Fatalf("listen on 127.0.0.2 (all of 127.0.0.0/8 is loopback on Linux): %v", err)
+	}
+	var asked atomic.Int64
+	internal := &httptest.Server{Listener: ln, Config: &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		_, _ = io.WriteString(w, `{"token":"t"}`)
+	})}}
+	internal.Start()
+	defer internal.Close()
+	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	for _, tc := range []struct {
+		name  string
+		serve func(w http.ResponseWriter, r *http.Request)
+	}{
+		{"the manifest is redirected", func(w http.ResponseWriter, r *http.Request) {
+			if strings.Contains(r.URL.Path, "/manifests/") {
+				http.Redirect(w, r, internal.URL+r.URL.Path, http.StatusFound)
+				return
+			}
+			reg.ServeHTTP(w, r)
+		}},
+		{"the token realm is the refused address", func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Authorization") == "" {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="`+internal.URL+`/token",service="registry"`)
+				http.Error(w, "who are you", http.StatusUnauthorized)
+				return
+			}
+			reg.ServeHTTP(w, r)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			allowed := httptest.NewServer(http.HandlerFunc(tc.serve))
+			defer allowed.Close()
+			before := asked.Load()
+			r := NewRegistry(RegistryOptions{Transport: policy.Transport()})
+			got := r.Check(t.Context(), strings.TrimPrefix(allowed.URL, "http://")+"/app", "v1")
+			if got.Condition != Failed || !strings.Contains(got.Reason, "address refused: 127.0.0.2 is an internal address") {
+				t.Errorf("Check through a registry sending it to 127.0.0.2 = %+v, want failed naming the egress refusal", got)
+			}
+			if n := asked.Load() - before; n != 0 {
+				t.Errorf("the refused address was asked %d times, want 0", n)
+			}
+		})
 	}
 }
