@@ -3,7 +3,10 @@
 // registries and chart repositories. Whoever can commit to the app set or
 // an artifact file chooses those hosts; without a guard, a commit could
 // point the controller at a cloud metadata endpoint or a service only the
-// swarm's network reaches.
+// swarm's network reaches. Any host it reaches may redirect, so every
+// outbound HTTP client of the controller (git, chart repositories,
+// registries, webhook and forge notifiers) is built on Dialer or
+// Transport, which judge each hop where it connects.
 //
 // An address is internal when it is loopback, private (RFC 1918, IPv6
 // unique local), link-local, unspecified or multicast. A Policy refuses an
