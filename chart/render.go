@@ -2,6 +2,7 @@ package chart
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,8 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -34,6 +37,9 @@ type RenderOptions struct {
 	Artifacts map[string]Artifact
 	// Preview is .Preview; zero when the release is not a preview.
 	Preview Preview
+	// Timeout bounds the time the templates of one render may run; zero
+	// means RenderTimeout.
+	Timeout time.Duration
 }
 
 // Manifest is what a revision records of a chart render: enough to show
@@ -133,10 +139,14 @@ func (c *Chart) renderCompose(ctx context.Context, opts RenderOptions) (map[stri
 			return nil, nil, err
 		}
 	}
+	timeout := cmp.Or(opts.Timeout, RenderTimeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, timeout, errRenderTimeout)
+	defer cancel()
 	e, err := newEngine(c.templates)
 	if err != nil {
 		return nil, nil, configfile.Problems{templateProblem(c.dir, err)}
 	}
+	e.b = &budget{ctx: ctx}
 	data := Context{
 		Values:    copyMap(values),
 		Release:   Release{Name: opts.ReleaseName, Namespace: opts.ReleaseName, Revision: opts.Revision, Service: "Skep"},
@@ -144,6 +154,50 @@ func (c *Chart) renderCompose(ctx context.Context, opts RenderOptions) (map[stri
 		Artifacts: maps.Clone(opts.Artifacts),
 		Preview:   opts.Preview,
 	}
+	// The templates run in a goroutine of their own, so that this returns
+	// once ctx ends or the time is up even while a function call of the
+	// render (a key generation, a parse of the rendered text) is still
+	// running. That goroutine spends its budget under the same ctx,
+	// cancelled when this returns, so it stops at its next step.
+	var current atomic.Value // the name of the template executing
+	current.Store(templatesDir)
+	done := make(chan renderResult, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				done <- renderResult{err: fmt.Errorf("chart %s: panic: %v", c.metadata.Name, p)}
+			}
+		}()
+		merged, err := c.executeTemplates(ctx, e, data, &current)
+		done <- renderResult{merged: merged, err: err}
+	}()
+	var r renderResult
+	select {
+	case r = <-done:
+	case <-ctx.Done():
+	}
+	if ctx.Err() != nil && (r.err != nil || r.merged == nil) {
+		if errors.Is(context.Cause(ctx), errRenderTimeout) {
+			return nil, nil, configfile.Problems{{File: path.Join(c.dir, current.Load().(string)),
+				Message: fmt.Sprintf("stopped after %v, the most a render may take", timeout)}}
+		}
+		return nil, nil, fmt.Errorf("chart %s: %w", c.metadata.Name, context.Cause(ctx))
+	}
+	if r.err != nil {
+		return nil, nil, r.err
+	}
+	return r.merged, values, nil
+}
+
+// renderResult is what the goroutine executing a render's templates gives.
+type renderResult struct {
+	merged map[string]any
+	err    error
+}
+
+// executeTemplates executes every template of c with data and merges the
+// fragments they render; current names the template executing.
+func (c *Chart) executeTemplates(ctx context.Context, e *engine, data Context, current *atomic.Value) (map[string]any, error) {
 	merged := map[string]any{}
 	var problems configfile.Problems
 	for _, t := range c.templates {
@@ -151,10 +205,14 @@ func (c *Chart) renderCompose(ctx context.Context, opts RenderOptions) (map[stri
 			continue
 		}
 		if err := ctx.Err(); err != nil {
-			return nil, nil, fmt.Errorf("chart %s: %w", c.metadata.Name, err)
+			return nil, err
 		}
+		current.Store(t.name)
 		text, err := e.execute(t.name, data)
 		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
 			problems = append(problems, templateProblem(c.dir, err))
 			continue
 		}
@@ -168,9 +226,9 @@ func (c *Chart) renderCompose(ctx context.Context, opts RenderOptions) (map[stri
 		}
 	}
 	if len(problems) > 0 {
-		return nil, nil, problems
+		return nil, problems
 	}
-	return merged, values, nil
+	return merged, nil
 }
 
 // parseFragment reads the YAML documents a template rendered; a template

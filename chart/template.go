@@ -2,13 +2,16 @@ package chart
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path"
 	"regexp"
 	"strconv"
 	"strings"
 	"text/template"
+	"text/template/parse"
 
 	"github.com/Masterminds/sprig/v3"
 	"go.yaml.in/yaml/v3"
@@ -78,49 +81,56 @@ type Preview struct {
 	Branch string
 }
 
-// engine is the template set of one render and its budget.
+// engine is the template set of one render and its budget. It belongs to
+// the goroutine executing the render.
 type engine struct {
-	tmpl  *template.Template
-	calls int
-	depth int
-	size  int
+	tmpl    *template.Template
+	b       *budget
+	guarded map[*parse.Tree]bool
+	calls   int
+	depth   int
+	size    int
 }
 
 // newEngine parses every template file into one set, named templates
-// first-come as text/template defines them.
+// first-come as text/template defines them, and guards it. A render sets
+// the budget before it executes the set.
 func newEngine(files []sourceFile) (*engine, error) {
-	e := &engine{}
+	e := &engine{guarded: map[*parse.Tree]bool{}}
 	t := template.New("chart").Option("missingkey=zero").Funcs(e.funcs())
 	for _, f := range files {
 		if _, err := t.New(f.name).Parse(f.text); err != nil {
 			return nil, err
 		}
 	}
+	e.guard(t)
 	e.tmpl = t
 	return e, nil
 }
 
 // funcs is Sprig's function map, minus Removed, with bounded sequences,
-// plus Helm's include, tpl, required, toYaml and fromYaml.
+// plus Helm's include, tpl, required, toYaml and fromYaml, and
+// text/template's printing builtins; every function is bounded (see
+// bounded), and the guard's hidden functions are added.
 func (e *engine) funcs() template.FuncMap {
 	f := sprig.TxtFuncMap()
+	maps.Copy(f, builtins())
 	for name, why := range Removed {
 		f[name] = removed(name, why)
 	}
 	f["until"] = func(n int) ([]int, error) { return sequence(0, n, 1) }
 	f["untilStep"] = func(start, stop, step int) ([]int, error) { return sequence(start, stop, step) }
 	f["seq"] = seq
-	f["repeat"] = func(count int, s string) (string, error) {
-		if count > 0 && len(s)*count > MaxRenderedSize {
-			return "", fmt.Errorf("repeat: the result is larger than %d bytes", MaxRenderedSize)
-		}
-		return strings.Repeat(s, max(count, 0)), nil
-	}
+	f["repeat"] = func(count int, s string) string { return strings.Repeat(s, max(count, 0)) }
 	f["include"] = e.include
 	f["tpl"] = e.tpl
 	f["required"] = required
 	f["toYaml"] = toYaml
 	f["fromYaml"] = fromYaml
+	for name, fn := range f {
+		f[name] = e.bounded(name, fn)
+	}
+	maps.Copy(f, e.hidden())
 	return f
 }
 
@@ -211,6 +221,7 @@ func (e *engine) tpl(text string, data any) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	e.guard(t)
 	w := &limitWriter{e: e}
 	if err := t.Execute(w, data); err != nil {
 		return "", err
@@ -227,6 +238,10 @@ func (e *engine) execute(name string, data any) (out string, err error) {
 	}()
 	w := &limitWriter{e: e}
 	if err := e.tmpl.ExecuteTemplate(w, name, data); err != nil {
+		// An error of the writer comes back without the template's name.
+		if !strings.HasPrefix(err.Error(), "template: ") {
+			err = fmt.Errorf("template: %s: %w", name, err)
+		}
 		return "", err
 	}
 	// A missing value prints "<no value>"; Helm prints nothing, and charts
@@ -242,6 +257,9 @@ type limitWriter struct {
 }
 
 func (w *limitWriter) Write(p []byte) (int, error) {
+	if err := w.e.b.ctx.Err(); err != nil {
+		return 0, context.Cause(w.e.b.ctx)
+	}
 	w.e.size += len(p)
 	if w.e.size > MaxRenderedSize {
 		return 0, fmt.Errorf("rendered text larger than %d bytes", MaxRenderedSize)
@@ -284,12 +302,19 @@ func fromYaml(s string) (map[string]any, error) {
 // text/template error: "template: NAME:LINE:COL: message".
 var templateLocation = regexp.MustCompile(`^template: ([^:]+):(\d+)(?::(\d+))?: `)
 
+// templateName picks the template name out of a text/template error
+// without a line: "template: NAME: message".
+var templateName = regexp.MustCompile(`^template: ([^:]+): `)
+
 // templateProblem turns a text/template error into a Problem at the
 // template file and line, keeping text/template's own words after them.
 func templateProblem(dir string, err error) configfile.Problem {
-	msg := err.Error()
+	msg := cleanMessage(err.Error())
 	m := templateLocation.FindStringSubmatch(msg)
 	if m == nil {
+		if m := templateName.FindStringSubmatch(msg); m != nil {
+			return configfile.Problem{File: path.Join(dir, m[1]), Message: msg[len(m[0]):]}
+		}
 		return configfile.Problem{File: path.Join(dir, templatesDir), Message: msg}
 	}
 	line, _ := strconv.Atoi(m[2])
