@@ -200,6 +200,7 @@ type renderResult struct {
 func (c *Chart) executeTemplates(ctx context.Context, e *engine, data Context, current *atomic.Value) (map[string]any, error) {
 	merged := map[string]any{}
 	var problems configfile.Problems
+	size := 0
 	for _, t := range c.templates {
 		if t.helper() {
 			continue
@@ -215,6 +216,13 @@ func (c *Chart) executeTemplates(ctx context.Context, e *engine, data Context, c
 			}
 			problems = append(problems, templateProblem(c.dir, err))
 			continue
+		}
+		// The fragments are one compose document: together they may hold
+		// what a compose file may, and text past that is never parsed.
+		size += len(text)
+		if size > render.MaxFileSize {
+			return nil, append(problems, configfile.Problem{File: path.Join(c.dir, t.name),
+				Message: fmt.Sprintf("the rendered fragments are larger than %d bytes, the most a compose file may hold", render.MaxFileSize)})
 		}
 		fragments, err := parseFragment(path.Join(c.dir, t.name), text)
 		if err != nil {

@@ -235,3 +235,49 @@ func TestRenderReservesTheStackLabelNamespace(t *testing.T) {
 		t.Errorf("render.ReservedLabelPrefix = %q, stack.LabelPrefix = %q; want one namespace", render.ReservedLabelPrefix, stack.LabelPrefix)
 	}
 }
+
+func TestRenderAndValidateRefuseARunawayChartOffline(t *testing.T) {
+	for _, tc := range []struct {
+		name, shape, want string
+	}{
+		{"an indent of three billion", "indent", "templates/x.yaml:1:8: executing \"templates/x.yaml\" at <indent 3000000000 \"x\">: error calling indent: would build 3000000001 bytes, past the 64 MiB a render may build"},
+		{"a dict doubled 25 times through toYaml", "dict-doubled", "templates/x.yaml:2:8: executing \"templates/x.yaml\" at <toYaml $d>: error calling toYaml: would build more than 64 MiB"},
+		{"three nested ranges of until 10000", "ranges-nested", "templates/x.yaml:1:55: executing \"templates/x.yaml\" at <until 10000>: ranging over 10000 items: more than 1000000 steps"},
+		{"a dict that holds itself, printed", "cycle", "templates/x.yaml:2:8: executing \"templates/x.yaml\" at <$d>: printing the value: nested deeper than 1000"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			shape, err := os.ReadFile(filepath.Join(chartInput, "runaway", tc.shape+".yaml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := filepath.Join(t.TempDir(), "runaway")
+			writeChart(t, dir, map[string]string{
+				"Chart.yaml":       "name: runaway\nversion: 1.0.0\n",
+				"templates/x.yaml": string(shape),
+			})
+			for _, cmd := range []string{"render", "validate"} {
+				code, stdout, stderr := run(t, cmd, dir)
+				if code != ExitFailure {
+					t.Errorf("skep %s exit = %d, want %d", cmd, code, ExitFailure)
+				}
+				if out := stdout + stderr; !strings.Contains(out, filepath.Join(dir, tc.want)) {
+					t.Errorf("skep %s printed\n%s\nwant the problem %s", cmd, out, filepath.Join(dir, tc.want))
+				}
+			}
+		})
+	}
+}
+
+// writeChart writes files, keyed by their path below dir.
+func writeChart(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, text := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
