@@ -72,6 +72,10 @@ func (c *Controller) renderChart(ctx context.Context, app appset.Application, ro
 		opts.ValuesFiles = append(opts.ValuesFiles, chart.ValuesFile{Name: name, Data: data})
 	}
 	doc, man, err := chart.Render(ctx, ch, opts)
+	if err != nil && ctx.Err() != nil {
+		// Cut short by a stop: not a problem of the chart, and no sync failed.
+		return chartRender{}, fmt.Errorf("chart %s: %w", chartName(spec), err)
+	}
 	if err != nil {
 		return chartRender{}, &outcome.StalledError{Err: fmt.Errorf("chart %s: %w", chartName(spec), err)}
 	}
