@@ -14,9 +14,13 @@
 // A template must never read the host, the network or the environment:
 // env, expandenv and getHostByName are replaced by functions that fail
 // with a clear error. Render does no I/O at all (Load read everything),
-// never panics on input (template panics are recovered, loops and
-// repetitions are bounded) and keeps no state, so it is safe to call
-// concurrently on a shared *Chart. Templates that read the clock or a
+// never panics on input (template panics are recovered) and keeps no
+// state, so it is safe to call concurrently on a shared *Chart. A template
+// is code from a repository: each render is bounded in the values its
+// functions build (MaxBuilt), its steps (MaxSteps), its text and its time
+// (RenderTimeout), every bound checked before the work, and a render past
+// one stops with a problem naming the template. Render returns once its
+// context ends, whatever the templates are doing. Templates that read the clock or a
 // random source render differently each time; CheckStable finds them.
 //
 // The format, the merge rules and the template context are documented in

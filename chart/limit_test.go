@@ -160,3 +160,35 @@ func TestEveryRunawayShapeHasACase(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkRunawayRender renders each runaway shape (but the slow one,
+// which only meets the time bound) to its refusal; B/op is everything the
+// render allocated on the way, an upper bound on the memory it held.
+func BenchmarkRunawayRender(b *testing.B) {
+	files, err := filepath.Glob(filepath.Join("testdata", "runaway", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		b.Fatalf("no runaway shapes: %v", err)
+	}
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".yaml")
+		if name == "slow-functions" {
+			continue
+		}
+		b.Run(name, func(b *testing.B) {
+			text, err := os.ReadFile(f)
+			if err != nil {
+				b.Fatal(err)
+			}
+			c, err := Load(minimal(map[string]string{"c/templates/web.yaml": "", "c/templates/x.yaml": string(text)}), "c")
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, _, err := Render(b.Context(), c, RenderOptions{Timeout: time.Hour}); err == nil {
+					b.Fatal("Render() = nil, want the refusal")
+				}
+			}
+		})
+	}
+}
