@@ -192,3 +192,16 @@ func BenchmarkRunawayRender(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRenderWebChart renders the test chart web with its ci values:
+// what the bounds cost a chart that meets none of them.
+func BenchmarkRenderWebChart(b *testing.B) {
+	c := load(b, "web")
+	opts := RenderOptions{ReleaseName: "web", ValuesFiles: c.CIValues()[:1]}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := Render(b.Context(), c, opts); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
