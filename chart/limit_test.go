@@ -101,6 +101,10 @@ func TestRenderStopsAtItsBoundsNamingTheTemplate(t *testing.T) {
 			want: `c/templates/x.yaml:2:8: executing "templates/x.yaml" at <uniq (concat $u $u $u $u $u $u $u $u $u $u)>: error calling uniq: comparing 100000 items with each other: more than 1000000 steps (function calls, pipelines and range iterations) in one render`,
 		},
 		{
+			name: "fromYaml of an alias bomb is refused by the YAML decoder's own guard", file: "yaml-aliases",
+			want: `c/templates/x.yaml:2:8: executing "templates/x.yaml" at <fromYaml $y>: error calling fromYaml: yaml: document contains excessive aliasing`,
+		},
+		{
 			name: "slow functions in a loop stop at the render's time bound", file: "slow-functions", timeout: 500 * time.Millisecond,
 			want: `c/templates/x.yaml: stopped after 500ms, the most a render may take`,
 		},
