@@ -53,38 +53,38 @@ var checks = map[string]check{
 		}
 		return b.fits(listSize(n, anyType))
 	},
-	"uniq":      checkQuadratic,
-	"mustUniq":  checkQuadratic,
-	"printf":    checkPrintf,
-	"fromJson":  checkDecode,
-	"fromYaml":  checkDecode,
-	"toYaml":    checkExpanded(6),
-	"toJson":    checkExpanded(6),
-	"toRawJson": checkExpanded(6),
-	"js":        checkExpanded(6),
-	"html":      checkExpanded(5),
-	"quote":     checkExpanded(4),
-	"squote":    checkExpanded(4),
-	"urlquery":  checkExpanded(3),
-	"print":     checkExpanded(1),
-	"println":   checkExpanded(1),
-	"cat":       checkExpanded(1),
-	"join":      checkExpanded(1),
-	"toString":  checkExpanded(1),
-	"toStrings": checkExpanded(1),
-	"sortAlpha": checkExpanded(1),
-	"deepCopy":  checkExpanded(1),
-	"merge":     checkExpanded(1),
-	"fail":      checkExpanded(1),
-	// The mustX twins share their checks, set in init.
-}
-
-func init() {
-	checks["toPrettyJson"] = checkExpanded(6)
-	checks["mergeOverwrite"] = checkExpanded(1)
-	for _, name := range []string{"toJson", "toPrettyJson", "toRawJson", "deepCopy", "merge", "mergeOverwrite", "fromJson"} {
-		checks["must"+strings.ToUpper(name[:1])+name[1:]] = checks[name]
-	}
+	"uniq":               checkQuadratic,
+	"mustUniq":           checkQuadratic,
+	"printf":             checkPrintf,
+	"fromJson":           checkDecode,
+	"mustFromJson":       checkDecode,
+	"fromYaml":           checkDecode,
+	"toYaml":             checkExpanded(6),
+	"toJson":             checkExpanded(6),
+	"mustToJson":         checkExpanded(6),
+	"toPrettyJson":       checkExpanded(6),
+	"mustToPrettyJson":   checkExpanded(6),
+	"toRawJson":          checkExpanded(6),
+	"mustToRawJson":      checkExpanded(6),
+	"js":                 checkExpanded(6),
+	"html":               checkExpanded(5),
+	"quote":              checkExpanded(4),
+	"squote":             checkExpanded(4),
+	"urlquery":           checkExpanded(3),
+	"print":              checkExpanded(1),
+	"println":            checkExpanded(1),
+	"cat":                checkExpanded(1),
+	"join":               checkExpanded(1),
+	"toString":           checkExpanded(1),
+	"toStrings":          checkExpanded(1),
+	"sortAlpha":          checkExpanded(1),
+	"deepCopy":           checkExpanded(1),
+	"mustDeepCopy":       checkExpanded(1),
+	"merge":              checkExpanded(1),
+	"mustMerge":          checkExpanded(1),
+	"mergeOverwrite":     checkExpanded(1),
+	"mustMergeOverwrite": checkExpanded(1),
+	"fail":               checkExpanded(1),
 }
 
 var (

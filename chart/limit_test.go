@@ -209,3 +209,19 @@ func BenchmarkRenderWebChart(b *testing.B) {
 		}
 	}
 }
+
+func TestEveryCheckNamesAFunctionOfTheTemplates(t *testing.T) {
+	e, err := newEngine(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	funcs := e.funcs()
+	for name := range checks {
+		if _, ok := funcs[name]; !ok {
+			t.Errorf("checks[%q] names no function a template can call", name)
+		}
+	}
+	if len(checks) < 40 {
+		t.Errorf("%d checks, want the 40 and more of docs/charts.md", len(checks))
+	}
+}
