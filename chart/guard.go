@@ -20,7 +20,7 @@ import (
 // functions take the pipeline's own text, so that an error names what the
 // chart wrote (see cleanMessage).
 const (
-	guardTick  = "skepStep"
+	guardStep  = "skepStep"
 	guardRange = "skepRange"
 	guardPrint = "skepPrint"
 )
@@ -49,21 +49,23 @@ func guardNode(tr *parse.Tree, n parse.Node) {
 		if len(n.Pipe.Decl) == 0 {
 			guardPipe(tr, n.Pipe, guardPrint)
 		} else {
-			guardPipe(tr, n.Pipe, guardTick)
+			guardPipe(tr, n.Pipe, guardStep)
 		}
 	case *parse.IfNode:
-		guardBranch(tr, &n.BranchNode, guardTick)
+		guardBranch(tr, &n.BranchNode, guardStep)
 	case *parse.WithNode:
-		guardBranch(tr, &n.BranchNode, guardTick)
+		guardBranch(tr, &n.BranchNode, guardStep)
 	case *parse.RangeNode:
 		guardBranch(tr, &n.BranchNode, guardRange)
 	case *parse.TemplateNode:
 		if n.Pipe == nil {
 			n.Pipe = &parse.PipeNode{NodeType: parse.NodePipe, Pos: n.Pos, Line: n.Line}
 		}
-		guardPipe(tr, n.Pipe, guardTick)
-		if len(n.Pipe.Cmds) == 1 {
-			n.Pipe.Cmds[0].Args[1].(*parse.StringNode).Text = "template " + strconv.Quote(n.Name)
+		guardPipe(tr, n.Pipe, guardStep)
+		if len(n.Pipe.Cmds) == 1 { // no pipeline of the chart's: name the call
+			text := n.Pipe.Cmds[0].Args[1].(*parse.StringNode)
+			text.Text = "template " + strconv.Quote(n.Name)
+			text.Quoted = strconv.Quote(text.Text)
 		}
 	}
 }
@@ -91,7 +93,7 @@ func guardPipe(tr *parse.Tree, p *parse.PipeNode, last string) {
 // argument is the text of the pipeline they end.
 func (e *engine) hidden() template.FuncMap {
 	return template.FuncMap{
-		guardTick: func(_ string, v ...any) (any, error) {
+		guardStep: func(_ string, v ...any) (any, error) {
 			if err := e.b.step(1); err != nil {
 				return nil, err
 			}
@@ -158,7 +160,7 @@ func printable(v any) any {
 
 // hiddenCall matches the hidden functions in text/template's messages:
 // `at <skepPrint "$d">: error calling skepPrint: `.
-var hiddenCall = regexp.MustCompile(`at <(?:` + guardTick + `|` + guardRange + `|` + guardPrint + `) ("(?:[^"\\]|\\.)*")>: error calling (?:` + guardTick + `|` + guardRange + `|` + guardPrint + `): `)
+var hiddenCall = regexp.MustCompile(`at <(?:` + guardStep + `|` + guardRange + `|` + guardPrint + `) ("(?:[^"\\]|\\.)*")>: error calling (?:` + guardStep + `|` + guardRange + `|` + guardPrint + `): `)
 
 // cleanMessage names, in a text/template message, the pipeline the chart
 // wrote instead of the hidden function that ends it.
