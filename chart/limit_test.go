@@ -225,3 +225,29 @@ func TestEveryCheckNamesAFunctionOfTheTemplates(t *testing.T) {
 		t.Errorf("%d checks, want the 40 and more of docs/charts.md", len(checks))
 	}
 }
+
+func TestTemplatedRequirementsRenderUnderTheSameBounds(t *testing.T) {
+	for _, tc := range []struct {
+		name, file string
+		timeout    time.Duration
+		want       string
+	}{
+		{"a name built past the memory bound", "networks:\n  - name: \"{{ indent 3000000000 \"x\" | len }}\"\n", time.Hour,
+			`c/requirements.yaml:2:14: executing "requirements.yaml" at <indent 3000000000 "x">: error calling indent: would build 3000000001 bytes, past the 64 MiB a render may build`},
+		{"nested ranges past the step bound", "{{ range until 10000 }}{{ range until 10000 }}{{ end }}{{ end }}networks: []\n", time.Hour,
+			`c/requirements.yaml:1:32: executing "requirements.yaml" at <until 10000>: ranging over 10000 items: more than 1000000 steps (function calls, pipelines and range iterations) in one render`},
+		{"slow functions past the time bound", runaway(t, "slow-functions"), 500 * time.Millisecond,
+			`c/requirements.yaml: stopped after 500ms, the most a render may take`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Load(minimal(map[string]string{"c/requirements.yaml": tc.file}), "c")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = c.Requirements(t.Context(), RenderOptions{ReleaseName: "r", Timeout: tc.timeout})
+			if diff := cmp.Diff([]string{tc.want}, problemStrings(err)); diff != "" {
+				t.Errorf("Requirements() problems (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -177,16 +177,23 @@ func (c *Chart) renderCompose(ctx context.Context, opts RenderOptions) (map[stri
 	case <-ctx.Done():
 	}
 	if ctx.Err() != nil && (r.err != nil || r.merged == nil) {
-		if errors.Is(context.Cause(ctx), errRenderTimeout) {
-			return nil, nil, configfile.Problems{{File: path.Join(c.dir, current.Load().(string)),
-				Message: fmt.Sprintf("stopped after %v, the most a render may take", timeout)}}
-		}
-		return nil, nil, fmt.Errorf("chart %s: %w", c.metadata.Name, context.Cause(ctx))
+		return nil, nil, c.stopped(ctx, current.Load().(string), timeout)
 	}
 	if r.err != nil {
 		return nil, nil, r.err
 	}
 	return r.merged, values, nil
+}
+
+// stopped is the error of a render whose ctx ended while it executed the
+// template name: a problem naming it when the render ran out of time, the
+// cancellation otherwise.
+func (c *Chart) stopped(ctx context.Context, name string, timeout time.Duration) error {
+	if errors.Is(context.Cause(ctx), errRenderTimeout) {
+		return configfile.Problems{{File: path.Join(c.dir, name),
+			Message: fmt.Sprintf("stopped after %v, the most a render may take", timeout)}}
+	}
+	return fmt.Errorf("chart %s: %w", c.metadata.Name, context.Cause(ctx))
 }
 
 // renderResult is what the goroutine executing a render's templates gives.

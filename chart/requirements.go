@@ -1,6 +1,7 @@
 package chart
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -200,7 +201,15 @@ func (c *Chart) Requirements(ctx context.Context, opts RenderOptions) (Requireme
 		Artifacts: maps.Clone(opts.Artifacts),
 		Preview:   opts.Preview,
 	}
+	// The file renders under the bounds of a chart render (docs/charts.md).
+	timeout := cmp.Or(opts.Timeout, RenderTimeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, timeout, errRenderTimeout)
+	defer cancel()
+	e.b = &budget{ctx: ctx}
 	text, err := e.execute(requirementsFile, data)
+	if err != nil && ctx.Err() != nil {
+		return Requirements{}, c.stopped(ctx, requirementsFile, timeout)
+	}
 	if err != nil {
 		return Requirements{}, configfile.Problems{templateProblem(c.dir, err)}
 	}
