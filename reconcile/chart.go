@@ -80,6 +80,9 @@ func (c *Controller) renderChart(ctx context.Context, app appset.Application, ro
 		return chartRender{}, &outcome.StalledError{Err: fmt.Errorf("chart %s: %w", chartName(spec), err)}
 	}
 	req, err := ch.Requirements(ctx, opts)
+	if err != nil && ctx.Err() != nil {
+		return chartRender{}, fmt.Errorf("chart %s: %w", chartName(spec), err)
+	}
 	if err != nil {
 		return chartRender{}, &outcome.StalledError{Err: fmt.Errorf("chart %s: %w", chartName(spec), err)}
 	}
