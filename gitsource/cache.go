@@ -17,10 +17,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 	"github.com/go-git/go-git/v5/storage/memory"
 )
 
@@ -78,6 +81,20 @@ type Options struct {
 	// redirect led to it; such a refusal fails the call with
 	// ErrHostRefused.
 	DialContext func(ctx context.Context, network, address string) (net.Conn, error)
+	// MaxFileBytes caps one file (one git object) a fetch may receive and a
+	// checkout may export (DefaultMaxFileBytes). It is what one fetch may
+	// hold in memory: go-git reads each received object whole.
+	MaxFileBytes int64
+	// MaxPackBytes caps what one fetch may receive (DefaultMaxPackBytes,
+	// or twice MaxFileBytes when that is more).
+	MaxPackBytes int64
+	// MaxTreeBytes and MaxTreeFiles cap one exported tree, in the bytes of
+	// its files and the number of its files, directories and links
+	// (DefaultMaxTreeBytes, DefaultMaxTreeFiles).
+	MaxTreeBytes int64
+	MaxTreeFiles int
+	// A repository over a cap is refused with a *LimitError (ErrTooLarge),
+	// and nothing of the fetch or the export is kept.
 }
 
 // Cache is the shared clone cache. Its methods are safe for concurrent
@@ -96,6 +113,7 @@ type Cache struct {
 	// lsClient makes the ls-remotes' on it (lsremote_http.go).
 	transport *http.Transport
 	lsClient  *http.Client
+	caps      caps
 
 	mu    sync.Mutex
 	repos map[string]*repo         // by location key
@@ -140,8 +158,9 @@ func New(o Options) (*Cache, error) {
 	if o.Dir == "" {
 		return nil, errors.New("git cache: directory is required")
 	}
-	if o.RefsMaxAge < 0 || o.KeepTrees < 0 || o.MaxPerHost < 0 || o.Timeout < 0 {
-		return nil, errors.New("git cache: refs max age, trees kept, per-host limit and timeout must not be negative")
+	if o.RefsMaxAge < 0 || o.KeepTrees < 0 || o.MaxPerHost < 0 || o.Timeout < 0 ||
+		o.MaxFileBytes < 0 || o.MaxPackBytes < 0 || o.MaxTreeBytes < 0 || o.MaxTreeFiles < 0 {
+		return nil, errors.New("git cache: refs max age, trees kept, per-host limit, timeout and caps must not be negative")
 	}
 	dir, err := filepath.Abs(o.Dir)
 	if err != nil {
@@ -153,7 +172,7 @@ func New(o Options) (*Cache, error) {
 	c := &Cache{
 		dir: dir, creds: o.Credentials, log: o.Logger,
 		refsMaxAge: o.RefsMaxAge, keepTrees: o.KeepTrees, maxPerHost: o.MaxPerHost, timeout: o.Timeout,
-		checkHost: o.CheckHost, transport: newTransport(o.DialContext),
+		checkHost: o.CheckHost, transport: newTransport(o.DialContext), caps: newCaps(o),
 		repos: map[string]*repo{}, byURL: map[string]*repo{}, hosts: map[string]chan struct{}{},
 	}
 	c.lsClient = &http.Client{Transport: c.transport, CheckRedirect: noRedirect}
@@ -454,7 +473,7 @@ func (c *Cache) withClone(ctx context.Context, r *repo, f func(*git.Repository) 
 	}
 	defer func() { <-r.lock }()
 	if r.git == nil {
-		g, err := openClone(filepath.Join(r.dir, "git"), r.loc.transport)
+		g, err := openClone(filepath.Join(r.dir, "git"), r.loc.transport, c.caps)
 		if err != nil {
 			return "", fmt.Errorf("open clone of %s: %w", r.name(), err)
 		}
@@ -464,15 +483,25 @@ func (c *Cache) withClone(ctx context.Context, r *repo, f func(*git.Repository) 
 }
 
 // openClone opens the bare clone at dir, creating it when missing or
-// unreadable (a crash while it was being created).
-func openClone(dir, remoteURL string) (*git.Repository, error) {
-	if g, err := git.PlainOpen(dir); err == nil {
+// unreadable (a crash while it was being created). Its storage refuses a
+// fetch over caps, and streams objects larger than a small buffer from
+// disk rather than reading them whole.
+func openClone(dir, remoteURL string, caps caps) (*git.Repository, error) {
+	storage := func() *cappedStorage {
+		fs := filesystem.NewStorageWithOptions(osfs.New(dir), cache.NewObjectLRUDefault(),
+			filesystem.Options{LargeObjectThreshold: largeObject})
+		return &cappedStorage{Storage: fs, dir: dir, maxPack: caps.pack, maxFile: caps.file}
+	}
+	if g, err := git.Open(storage(), nil); err == nil {
 		return g, nil
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, err
 	}
-	g, err := git.PlainInit(dir, true)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	g, err := git.Init(storage(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -656,7 +685,7 @@ func (c *Cache) export(ctx context.Context, r *repo, g *git.Repository, h plumbi
 	if err != nil {
 		return err
 	}
-	if err := exportTree(ctx, g, h, tmp); err != nil {
+	if err := exportTree(ctx, g, h, tmp, c.caps); err != nil {
 		_ = os.RemoveAll(tmp)
 		return err
 	}

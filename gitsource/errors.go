@@ -58,10 +58,11 @@ func (e *RemoteError) Error() string {
 func (e *RemoteError) Unwrap() error { return e.Err }
 
 // Transient reports whether asking again later may succeed without anyone
-// changing configuration: false for authentication failures and missing
-// repositories, true otherwise.
+// changing configuration: false for authentication failures, missing
+// repositories, refused hosts and repositories over a cap, true otherwise.
 func (e *RemoteError) Transient() bool {
-	return !errors.Is(e.Err, ErrAuth) && !errors.Is(e.Err, ErrRepositoryNotFound) && !errors.Is(e.Err, ErrHostRefused)
+	return !errors.Is(e.Err, ErrAuth) && !errors.Is(e.Err, ErrRepositoryNotFound) && !errors.Is(e.Err, ErrHostRefused) &&
+		!errors.Is(e.Err, ErrTooLarge)
 }
 
 // classify attaches this package's sentinels to go-git's errors; auth is

@@ -142,7 +142,9 @@ func resolveConfined(root *os.Root, name string) (string, error) {
 
 // exportTree writes the files of commit h into dst, an empty directory.
 // Writes go through os.Root, so a crafted tree cannot place files outside.
-func exportTree(ctx context.Context, g *git.Repository, h plumbing.Hash, dst string) error {
+// Each file's size is checked against caps before it is read, so a tree
+// over a cap stops at the first file past it.
+func exportTree(ctx context.Context, g *git.Repository, h plumbing.Hash, dst string, caps caps) error {
 	commit, err := g.CommitObject(h)
 	if err != nil {
 		return err
@@ -158,6 +160,7 @@ func exportTree(ctx context.Context, g *git.Repository, h plumbing.Hash, dst str
 	defer root.Close()
 	w := object.NewTreeWalker(tree, true, nil)
 	defer w.Close()
+	budget := &exportBudget{caps: caps}
 	for n := 0; ; n++ {
 		if n%256 == 0 && ctx.Err() != nil {
 			return ctx.Err()
@@ -169,7 +172,14 @@ func exportTree(ctx context.Context, g *git.Repository, h plumbing.Hash, dst str
 		if err != nil {
 			return err
 		}
-		if err := exportEntry(g, root, name, entry); err != nil {
+		if err := budget.entry(name); err != nil {
+			return err
+		}
+		if err := exportEntry(g, root, name, entry, budget); err != nil {
+			var limit *LimitError
+			if errors.As(err, &limit) {
+				return err // it names the file
+			}
 			return fmt.Errorf("export %s: %w", name, err)
 		}
 	}
@@ -178,7 +188,7 @@ func exportTree(ctx context.Context, g *git.Repository, h plumbing.Hash, dst str
 // exportEntry writes one tree entry under root. Files are created with
 // O_EXCL: the directory is fresh, so an existing name means the tree is
 // malformed, and a file is never written through a symlink.
-func exportEntry(g *git.Repository, root *os.Root, name string, entry object.TreeEntry) error {
+func exportEntry(g *git.Repository, root *os.Root, name string, entry object.TreeEntry, budget *exportBudget) error {
 	switch entry.Mode {
 	case filemode.Dir, filemode.Submodule:
 		return root.MkdirAll(name, 0o755)
@@ -197,6 +207,9 @@ func exportEntry(g *git.Repository, root *os.Root, name string, entry object.Tre
 		if err != nil {
 			return err
 		}
+		if err := budget.take(name, blob.Size); err != nil {
+			return err
+		}
 		r, err := blob.Reader()
 		if err != nil {
 			return err
@@ -213,6 +226,34 @@ func exportEntry(g *git.Repository, root *os.Root, name string, entry object.Tre
 		return f.Close()
 	}
 	return fmt.Errorf("unsupported file mode %s", entry.Mode)
+}
+
+// exportBudget is what is left of the caps on one exported tree.
+type exportBudget struct {
+	caps  caps
+	files int
+	bytes int64
+}
+
+// entry counts the entry at name (a file, directory or link), or returns
+// the *LimitError of the cap on their number.
+func (b *exportBudget) entry(name string) error {
+	if b.files++; b.files > b.caps.treeFiles {
+		return &LimitError{Cap: CapTreeFiles, Path: name, Size: int64(b.files), Limit: int64(b.caps.treeFiles)}
+	}
+	return nil
+}
+
+// take counts size bytes of the file at name, or returns the *LimitError
+// of the first cap it passes.
+func (b *exportBudget) take(name string, size int64) error {
+	if size > b.caps.file {
+		return &LimitError{Cap: CapFile, Path: name, Size: size, Limit: b.caps.file}
+	}
+	if b.bytes += size; b.bytes > b.caps.treeBytes {
+		return &LimitError{Cap: CapTreeBytes, Path: name, Size: b.bytes, Limit: b.caps.treeBytes}
+	}
+	return nil
 }
 
 // readBlob returns a symlink's target, at most 4 KiB (PATH_MAX): a larger
