@@ -64,6 +64,8 @@ type env struct {
 	watcher skepswarm.WatcherOptions
 	// notifiers are registered beside events.
 	notifiers []notify.Notifier
+	// maxFileBytes, when set, is the git cache's cap on one file.
+	maxFileBytes int64
 }
 
 func newEnv(t testing.TB) *env {
@@ -143,7 +145,7 @@ func (e *env) controllerWith(t testing.TB, source appset.Source, opts reconcile.
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	git, err := gitsource.New(gitsource.Options{Dir: t.TempDir(), Logger: logger, RefsMaxAge: 500 * time.Millisecond})
+	git, err := gitsource.New(gitsource.Options{Dir: t.TempDir(), Logger: logger, RefsMaxAge: 500 * time.Millisecond, MaxFileBytes: e.maxFileBytes})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -674,13 +674,14 @@ func applySummary(release string, res apply.Result) string {
 }
 
 // classifyGit classes a git failure: a revision, repository or credential
-// git refuses is stalled until someone changes the app set or the remote;
-// anything else (the network, a 5xx) is transient.
+// git refuses, or a repository over the git cache's caps, is stalled until
+// someone changes the app set or the remote; anything else (the network, a
+// 5xx) is transient.
 func classifyGit(err error) error {
 	var remote *gitsource.RemoteError
 	switch {
 	case errors.Is(err, gitsource.ErrRevisionNotFound), errors.Is(err, gitsource.ErrAuth),
-		errors.Is(err, gitsource.ErrRepositoryNotFound):
+		errors.Is(err, gitsource.ErrRepositoryNotFound), errors.Is(err, gitsource.ErrTooLarge):
 		return &outcome.StalledError{Err: err}
 	case errors.As(err, &remote) && !remote.Transient():
 		return &outcome.StalledError{Err: err}
