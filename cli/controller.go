@@ -61,6 +61,9 @@ type controllerFlags struct {
 	parallelWrites int
 	// gitTimeout bounds one git remote call (gitsource.Options.Timeout).
 	gitTimeout time.Duration
+	// gitMaxFileMiB caps one file a fetch may receive
+	// (gitsource.Options.MaxFileBytes), in MiB.
+	gitMaxFileMiB int64
 	// data holds the git cache and the event store; it outlives restarts.
 	data string
 	// controllerID is stamped in every ownership label. Prune deletes only
@@ -99,6 +102,8 @@ func (f *controllerFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&f.parallelWrites, "parallel-writes", reconcile.DefaultParallelWrites,
 		"writes (service, network, config and secret creates, updates and removes) in flight on one swarm at once; the others wait their turn")
 	fs.DurationVar(&f.gitTimeout, "git-timeout", gitsource.DefaultTimeout, "bound of one git ls-remote or fetch; a git host that does not answer within it fails the reconcile as transient")
+	fs.Int64Var(&f.gitMaxFileMiB, "git-max-file-mib", gitsource.DefaultMaxFileBytes>>20,
+		"cap in MiB on one file in a git repository (in any commit fetched), which is what one fetch holds in memory; a repository with a larger file is refused as stalled")
 	fs.StringVar(&f.data, "data", "/var/lib/skep", "data directory (git clones, store)")
 	fs.StringVar(&f.controllerID, "controller-id", "default", "id stamped in ownership labels; two controllers on one swarm need different ids")
 	fs.StringVar(&f.destinations, "destinations", "", "YAML file of the swarms besides the local one (managers over unix, TCP with TLS or ssh)")
@@ -182,6 +187,9 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 	if f.gitTimeout <= 0 {
 		return nil, nil, usageError("--git-timeout: want a positive duration, got %s", f.gitTimeout)
 	}
+	if f.gitMaxFileMiB <= 0 || f.gitMaxFileMiB > 1<<20 {
+		return nil, nil, usageError("--git-max-file-mib: want a number of MiB from 1 to 1048576, got %d", f.gitMaxFileMiB)
+	}
 	if f.parallelWrites <= 0 {
 		return nil, nil, usageError("--parallel-writes: want a positive number, got %d", f.parallelWrites)
 	}
@@ -190,7 +198,7 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 		return nil, nil, err
 	}
 	git, err := gitsource.New(gitsource.Options{Dir: filepath.Join(f.data, "git"), Credentials: creds, Logger: logger, Timeout: f.gitTimeout,
-		CheckHost: policy.CheckHost, DialContext: policy.Dialer().DialContext})
+		CheckHost: policy.CheckHost, DialContext: policy.Dialer().DialContext, MaxFileBytes: f.gitMaxFileMiB << 20})
 	if err != nil {
 		return nil, nil, fmt.Errorf("git cache in %s: %w", f.data, err)
 	}
