@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -132,6 +133,9 @@ type repo struct {
 
 	lock chan struct{} // held while using git (the clone) or exporting
 	git  *git.Repository
+	// refused, held under lock, is the last fetch refused for a cap and
+	// the refs the remote advertised then; nil after a fetch that passed.
+	refused *refusal
 
 	refsLock chan struct{} // held during ls-remote, so callers share one
 	refsMu   sync.Mutex
@@ -513,8 +517,33 @@ func openClone(dir, remoteURL string, caps caps) (*git.Repository, error) {
 	return g, err
 }
 
-// fetch brings every branch and tag of the remote into the clone.
+// refusal is a fetch refused for a cap (its error) and the refs the
+// remote advertised when it was.
+type refusal struct {
+	refs map[string]string
+	err  error
+}
+
+// fetch brings every branch and tag of the remote into the clone. A
+// fetch refused for a cap is refused again without asking the remote
+// while the refs last listed are the same: the same pack would come.
 func (c *Cache) fetch(ctx context.Context, r *repo, g *git.Repository) error {
+	r.refsMu.Lock()
+	listed, refs := !r.refsAt.IsZero(), r.refs.byName
+	r.refsMu.Unlock()
+	if r.refused != nil && listed && maps.Equal(r.refused.refs, refs) {
+		return r.refused.err
+	}
+	err := c.fetchRemote(ctx, r, g)
+	r.refused = nil
+	if errors.Is(err, ErrTooLarge) && listed {
+		r.refused = &refusal{refs: refs, err: err}
+	}
+	return err
+}
+
+// fetchRemote is fetch's call to the remote.
+func (c *Cache) fetchRemote(ctx context.Context, r *repo, g *git.Repository) error {
 	if err := c.allowed(ctx, r); err != nil {
 		return &RemoteError{Op: "fetch", Repo: r.name(), Err: err}
 	}

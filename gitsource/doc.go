@@ -17,6 +17,12 @@
 // to an immutable directory keyed by sha and shared by every reader. Symlinks are kept as symlinks; Tree.ReadFile and
 // Cache.ReadFile refuse ".." and any symlink leading out of the tree.
 //
+// A fetch is bounded while it is received (Options.MaxFileBytes per object,
+// read from each object's header before go-git would hold it whole, and
+// Options.MaxPackBytes per fetch), and an export by MaxFileBytes,
+// MaxTreeBytes and MaxTreeFiles; a repository over a cap is refused with a
+// *LimitError and nothing of it is kept.
+//
 // Remotes: https/http (basic auth or bearer token), ssh (private key, host
 // keys always checked against known_hosts), git://, file:// and local paths
 // to repositories, bare or not. Credentials are matched by the longest URL

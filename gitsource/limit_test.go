@@ -91,6 +91,9 @@ func TestFetchRefusesARepositoryOverTheCapsAndKeepsNothing(t *testing.T) {
 			server := serveHTTP(t, root, "", "", "")
 
 			c := newCache(t, tc.opts)
+			if _, err := c.Resolve(t.Context(), server.URL+"/big", "main"); err != nil {
+				t.Fatal(err)
+			}
 			_, err := c.Checkout(t.Context(), server.URL+"/big", bigHead)
 			var limit *LimitError
 			if !errors.As(err, &limit) || !errors.Is(err, ErrTooLarge) {
@@ -105,6 +108,19 @@ func TestFetchRefusesARepositoryOverTheCapsAndKeepsNothing(t *testing.T) {
 			}
 			if files := packFiles(t, c, server.URL+"/big"); len(files) != 0 {
 				t.Errorf("the refused fetch left %v", files)
+			}
+			// Until the remote's refs move, the refusal stands without
+			// asking the remote for the pack again.
+			fetches := c.Stats().Fetches
+			c.Forget(server.URL + "/big")
+			if _, err := c.Resolve(t.Context(), server.URL+"/big", "main"); err != nil {
+				t.Fatal(err)
+			}
+			if _, again := c.Checkout(t.Context(), server.URL+"/big", bigHead); !errors.Is(again, ErrTooLarge) || again.Error() != err.Error() {
+				t.Errorf("second Checkout = %v, want %v", again, err)
+			}
+			if n := c.Stats().Fetches - fetches; n != 0 {
+				t.Errorf("second Checkout fetched %d times, want the refusal remembered", n)
 			}
 
 			tree, err := c.Checkout(t.Context(), server.URL+"/small", smallHead)
