@@ -80,7 +80,7 @@ fuzz:
 # with `docker stack deploy`, printed as one table. It takes about 30
 # minutes; BENCH_IDLE, BENCH_SAMPLES and BENCH_SCALE (-1 skips the large
 # scale point) shorten it, BENCH_SCALE_REPOS spreads the large scale
-# point over that many repositories; BENCH_ONLY=scale, deploy, idle or polling measures one part
+# point over that many repositories; BENCH_ONLY=scale, deploy, idle, polling or webhook measures one part
 # alone (docs/performance.md).
 BENCH_PKGS ?= ./stack ./plan ./notify ./gitsource
 BENCH_IDLE ?= 5m

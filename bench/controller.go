@@ -48,6 +48,7 @@ type ControllerOptions struct {
 	AppSet     string // the app-set file
 	ID         string // the controller id, unique to the run
 	DockerHost string // DOCKER_HOST, normally the counting proxy
+	LogLevel   string // --log-level; "" is the controller's default
 }
 
 // StartController starts `skep controller` and waits until /readyz
@@ -78,6 +79,9 @@ func StartController(tb testing.TB, opts ControllerOptions) *Controller {
 	c.cmd = exec.Command(opts.Binary, "controller", "--config", opts.AppSet, "--listen", addr,
 		"--data", filepath.Join(opts.Dir, "data"), "--controller-id", opts.ID, "--webhooks-file", webhooks,
 		"--log-format", "json")
+	if opts.LogLevel != "" {
+		c.cmd.Args = append(c.cmd.Args, "--log-level", opts.LogLevel)
+	}
 	c.cmd.Env = append(os.Environ(), "DOCKER_HOST="+opts.DockerHost, "SKEP_ADMIN_TOKEN_FILE="+tokenFile)
 	c.cmd.Stdout, c.cmd.Stderr = logFile, logFile
 	c.Started = time.Now()

@@ -61,6 +61,12 @@ type Options struct {
 	// pushes, on the 20 applications deployed and settled: the row whose
 	// median moves most with how the pushes' phases fell.
 	PollOnly bool
+	// WebhookOnly measures the webhook push against `docker stack deploy`
+	// alone, Samples pushes each, on the 20 applications deployed and
+	// settled and application 1's docker twin.
+	WebhookOnly bool
+	// ControllerLogLevel is the controller's --log-level. Default info.
+	ControllerLogLevel string
 	// GoResults names a file of `go test -bench` output whose results for
 	// render, convert and plan, live drift and the event fan-out join the
 	// table. Empty leaves them out.
@@ -151,10 +157,12 @@ func Run(tb testing.TB, cli *client.Client, opts Options) *Report {
 		e.idleWindows(r)
 	case opts.PollOnly:
 		e.pollingAlone(r)
+	case opts.WebhookOnly:
+		e.webhookAlone(r)
 	case !opts.ScaleOnly:
 		e.small(r)
 	}
-	if opts.Scale > 0 && !opts.DeployOnly && !opts.IdleOnly && !opts.PollOnly {
+	if opts.Scale > 0 && !opts.DeployOnly && !opts.IdleOnly && !opts.PollOnly && !opts.WebhookOnly {
 		e.large(r)
 	}
 	if opts.GoResults != "" {
@@ -305,6 +313,23 @@ func (e *env) pollingAlone(r *Report) {
 	})
 }
 
+// webhookAlone measures the webhook push against `docker stack deploy`
+// on the 20 applications deployed by Skep alone and settled, and
+// application 1's docker twin.
+func (e *env) webhookAlone(r *Report) {
+	e.onSettledSmallSet(func(ctrl *Controller, apps []app, _ string) {
+		ctx := e.tb.Context()
+		file := filepath.Join(e.tb.TempDir(), apps[0].docker+".yaml")
+		e.writeFile(file, compose(apps[0], e.image, e.rev))
+		start := time.Now()
+		e.stackDeploy(ctx, file, apps[0].docker)
+		e.waitDeployed(ctx, serviceNames(apps[:1], true), start)
+		e.log.Info("webhook push against docker stack deploy", "samples", e.opts.Samples)
+		r.Webhook, r.DockerWebhook = e.webhook(ctx, ctrl, apps[0], file)
+		e.removeStacks(ctx, apps[0].docker)
+	})
+}
+
 // onSettledSmallSet deploys the 20 applications with Skep alone, lets
 // them settle, runs measure, then stops the controller and removes the
 // stacks.
@@ -431,7 +456,7 @@ func (e *env) repoURL(repo *harness.Repo) string {
 
 func (e *env) startController(dir, appsFile string) *Controller {
 	return StartController(e.tb, ControllerOptions{Binary: e.opts.Binary, Dir: dir, AppSet: appsFile,
-		ID: e.prefix + "-" + filepath.Base(dir), DockerHost: "unix://" + e.proxy.Socket})
+		ID: e.prefix + "-" + filepath.Base(dir), DockerHost: "unix://" + e.proxy.Socket, LogLevel: e.opts.ControllerLogLevel})
 }
 
 // waitDeployed waits until every named service exists and runs a task,
@@ -622,8 +647,13 @@ func (e *env) idle(ctrl *Controller, apps int) Idle {
 
 // webhook times, samples times each, a commit announced by a generic
 // webhook until Skep updated the service, and the same change deployed by
-// `docker stack deploy` to a's twin stack (from file) until the Engine
-// updated its service. Each side waits for its rollout to end before the
+// `docker stack deploy --resolve-image never` to a's twin stack (from
+// file) until the Engine updated its service. Both clocks start when the
+// change is pushed: Skep's once the commit is in the repository, docker's
+// once the file is written; both stop at the Engine's update event, so
+// the CLI's start-up counts as Skep's webhook round trip does. Skep checks
+// the image on its own (the image gate), so the bare write is docker's
+// without the registry. Each side waits for its rollout to end before the
 // next sample.
 func (e *env) webhook(ctx context.Context, ctrl *Controller, a app, file string) (skep, docker []time.Duration) {
 	for i := range e.opts.Samples {
@@ -637,8 +667,9 @@ func (e *env) webhook(ctx context.Context, ctrl *Controller, a app, file string)
 
 		e.writeFile(file, compose(a, e.image, e.rev))
 		start = time.Now()
-		e.stackDeploy(ctx, file, a.docker)
+		e.stackDeploy(ctx, file, a.docker, "--resolve-image", "never")
 		docker = append(docker, e.updated(ctx, a.docker+"_web", start).Sub(start))
+		e.log.Info("webhook sample", "sample", i+1, "skep", skep[i].Round(time.Millisecond), "docker", docker[i].Round(time.Millisecond))
 	}
 	return skep, docker
 }
@@ -824,10 +855,11 @@ func (e *env) updated(ctx context.Context, service string, start time.Time) time
 }
 
 // stackDeploy runs `docker stack deploy` of file as stack through the
-// counting proxy, with its defaults (resolve-image always), detached as
-// the CLI's default is.
-func (e *env) stackDeploy(ctx context.Context, file, stack string) {
-	cmd := exec.CommandContext(ctx, e.docker, "stack", "deploy", "--detach=true", "-c", file, stack)
+// counting proxy, detached as the CLI's default is, with its defaults
+// (resolve-image always) unless flags say otherwise.
+func (e *env) stackDeploy(ctx context.Context, file, stack string, flags ...string) {
+	args := append([]string{"stack", "deploy", "--detach=true"}, flags...)
+	cmd := exec.CommandContext(ctx, e.docker, append(args, "-c", file, stack)...)
 	cmd.Env = append(os.Environ(), "DOCKER_HOST=unix://"+e.proxy.Socket)
 	start := time.Now()
 	out, err := cmd.CombinedOutput()

@@ -26,8 +26,9 @@ import (
 //	SKEP_BENCH_ONLY=deploy        Skep's first deploy of the 20 applications alone, SAMPLES times
 //	SKEP_BENCH_ONLY=idle          the 20 applications' idle window alone, SAMPLES windows
 //	SKEP_BENCH_ONLY=polling       polling at the interval floor alone, SAMPLES pushes
+//	SKEP_BENCH_ONLY=webhook       the webhook push against docker stack deploy alone, SAMPLES pushes
 //	SKEP_BENCH_GO=bin/bench-go.txt  the Go benchmarks' output, added to the table
-//	SKEP_BENCH_LOG=debug          more progress on stderr
+//	SKEP_BENCH_LOG=debug          more progress on stderr, the controller at --log-level debug
 //
 // It is a benchmark and not a test because tests never time anything; and
 // it runs under `go test` rather than as a command because the harness it
@@ -46,6 +47,7 @@ func BenchmarkSwarm(b *testing.B) {
 	level := slog.LevelInfo
 	if os.Getenv("SKEP_BENCH_LOG") == "debug" {
 		level = slog.LevelDebug
+		opts.ControllerLogLevel = "debug"
 	}
 	opts.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	if v := os.Getenv("SKEP_BENCH_SAMPLES"); v != "" {
@@ -61,8 +63,10 @@ func BenchmarkSwarm(b *testing.B) {
 		opts.IdleOnly = true
 	case "polling":
 		opts.PollOnly = true
+	case "webhook":
+		opts.WebhookOnly = true
 	default:
-		b.Fatalf("SKEP_BENCH_ONLY=%q: the parts that run alone are scale, deploy, idle and polling", v)
+		b.Fatalf("SKEP_BENCH_ONLY=%q: the parts that run alone are scale, deploy, idle, polling and webhook", v)
 	}
 	if v := os.Getenv("SKEP_BENCH_SCALE"); v != "" {
 		opts.Scale = atoi(b, "SKEP_BENCH_SCALE", v)
