@@ -293,6 +293,9 @@ func (a *applier) run(ctx context.Context) (Result, error) {
 		revErr, liveErr, netErr error
 		wg                      sync.WaitGroup
 	)
+	// The registry too: under ResolveAlways each image's digest is asked
+	// for anyway, and the answer waits in the cache for applyServices.
+	a.prefetchDigests(ctx)
 	wg.Go(func() { revs, revErr = revisionConfigs(ctx, a.eng, owner) })
 	wg.Go(func() { live, liveErr = releaseServices(ctx, a.eng, a.rel.Name) })
 	wg.Go(func() { netErr = a.listNetworks(ctx) })

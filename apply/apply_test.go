@@ -19,6 +19,7 @@ import (
 
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
+	dockerregistry "github.com/docker/docker/api/types/registry"
 	"github.com/docker/docker/api/types/swarm"
 	"github.com/docker/docker/client"
 	"github.com/google/go-cmp/cmp"
@@ -856,5 +857,34 @@ func TestApplySendsItsFirstReadsTogether(t *testing.T) {
 	}
 	if got := actions(res)["service "+f.ns+"_web"]; got != Created {
 		t.Errorf("service %q, want created", got)
+	}
+}
+
+// digestGatheringEngine is a gatheringEngine whose digest look-ups count
+// among the first reads.
+type digestGatheringEngine struct{ *gatheringEngine }
+
+func (g digestGatheringEngine) DistributionInspect(ctx context.Context, image, auth string) (out dockerregistry.DistributionInspect, err error) {
+	g.read(func() { out, err = g.Client.DistributionInspect(ctx, image, auth) })
+	return out, err
+}
+
+// Under ResolveAlways the registry is asked for the release's images
+// while the first reads are out, not one round trip after them: a
+// webhook's change of an environment variable waited for both in turn.
+func TestApplyAsksForDigestsWithItsFirstReads(t *testing.T) {
+	f := newFixture(t)
+	reg := harness.StartRegistry(t)
+	ref := reg.Push(t, f.cli, harness.TestImage(t, f.cli, harness.ImageOptions{}), "apply/"+f.ns, "stable")
+	eng := digestGatheringEngine{&gatheringEngine{Client: f.cli, want: 5, gather: make(chan struct{})}}
+	opts := f.opts(t, ResolveAlways)
+	opts.Digests = NewDigestCache(0, 0)
+	res := mustApply(t, f.release(ref, "listen 80\n"), eng, opts)
+	if eng.most != 5 {
+		t.Errorf("at most %d of the first 4 reads and the digest look-up were in flight together, want 5", eng.most)
+	}
+	web := f.service(t, f.ns+"_web")
+	if got, want := web.Spec.TaskTemplate.ContainerSpec.Image, ref+"@"+registryDigest(t, ref); got != want || actions(res)["service "+f.ns+"_web"] != Created {
+		t.Errorf("service created with image %q, want %q", got, want)
 	}
 }

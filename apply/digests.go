@@ -59,6 +59,18 @@ func (c *DigestCache) inspect(ctx context.Context, eng Engine, image string) (re
 	if c == nil {
 		return eng.DistributionInspect(ctx, image, "")
 	}
+	e := c.start(ctx, eng, image)
+	select {
+	case <-e.done:
+		return e.info, e.err
+	case <-ctx.Done():
+		return registry.DistributionInspect{}, ctx.Err()
+	}
+}
+
+// start returns image's entry: the fresh or in-flight one, or a new one
+// whose look-up it starts. It does not wait for the answer.
+func (c *DigestCache) start(ctx context.Context, eng Engine, image string) *digestEntry {
 	c.mu.Lock()
 	e, ok := c.entries[image]
 	if ok {
@@ -79,12 +91,7 @@ func (c *DigestCache) inspect(ctx context.Context, eng Engine, image string) (re
 	} else {
 		c.mu.Unlock()
 	}
-	select {
-	case <-e.done:
-		return e.info, e.err
-	case <-ctx.Done():
-		return registry.DistributionInspect{}, ctx.Err()
-	}
+	return e
 }
 
 // lookup asks eng for image within the concurrency bound and completes e.

@@ -78,6 +78,24 @@ func hasDigest(image string) bool {
 	return ok
 }
 
+// prefetchDigests starts the registry look-ups resolveImage will make
+// under ResolveAlways, one per distinct image, without waiting for them:
+// resolveImage then finds each answered or in flight in the cache. Under
+// the other policies whether a service is looked up depends on the live
+// one, so nothing is asked ahead.
+func (a *applier) prefetchDigests(ctx context.Context) {
+	if a.opts.ResolveImage != ResolveAlways || a.opts.Digests == nil {
+		return
+	}
+	for _, spec := range a.rel.Services {
+		if cs := spec.TaskTemplate.ContainerSpec; cs != nil {
+			if image := normalizeImage(cs.Image); !hasDigest(image) {
+				a.opts.Digests.start(ctx, a.eng, image)
+			}
+		}
+	}
+}
+
 // resolveImage sets spec's image (normalized by the caller) according to
 // the policy. cur is the live service or nil. It never fails: a registry
 // that cannot be reached leaves the image unpinned, with a warning.
