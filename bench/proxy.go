@@ -152,8 +152,19 @@ func (p *Proxy) count(r *http.Request) {
 	}
 }
 
+// Keep makes p keep every request from now on (the git proxy always
+// does), or stop keeping them and drop those kept.
+func (p *Proxy) Keep(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.keep = on
+	if !on {
+		p.requests = nil
+	}
+}
+
 // Requests returns the kept requests whose path starts with prefix made
-// in [from, to), oldest first; only the git proxy keeps them.
+// in [from, to), oldest first; see Keep.
 func (p *Proxy) Requests(prefix string, from, to time.Time) []Request {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -199,8 +199,9 @@ func (r *Report) Rows() []Row {
 	if len(r.Webhook) > 0 {
 		skep, docker := median(r.Webhook), median(r.DockerWebhook)
 		ratio := float64(skep) / float64(docker)
-		add(fmt.Sprintf("Webhook push → updated spec, median of %d", len(r.Webhook)),
-			fmt.Sprintf("%s (%.2f×)", millis(skep), ratio), millis(docker), "≤ 1.1× docker stack deploy", ok(ratio <= 1.1))
+		add(fmt.Sprintf("Webhook push → updated spec, median of %d (range)", len(r.Webhook)),
+			fmt.Sprintf("%s (%.2f×; %s)", millis(skep), ratio, spread(r.Webhook)), fmt.Sprintf("%s (%s)", millis(docker), spread(r.DockerWebhook)),
+			"≤ 1.1× docker stack deploy --resolve-image never", ok(ratio <= 1.1))
 	}
 	if len(r.Polling) > 0 {
 		limit := pollInterval/2 + 300*time.Millisecond
@@ -422,6 +423,11 @@ func ok(b bool) *bool { return &b }
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func seconds(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
+
+// spread is the smallest and largest of ds, in milliseconds.
+func spread(ds []time.Duration) string {
+	return fmt.Sprintf("%.0f–%.0f ms", ms(slices.Min(ds)), ms(slices.Max(ds)))
+}
 
 func millis(d time.Duration) string {
 	if d < 10*time.Millisecond {

@@ -655,7 +655,12 @@ func (e *env) idle(ctrl *Controller, apps int) Idle {
 // the image on its own (the image gate), so the bare write is docker's
 // without the registry. Each side waits for its rollout to end before the
 // next sample.
+//
+// Each sample is logged with the git and Engine requests made between the
+// start and the update, as offsets from the start: where the time went.
 func (e *env) webhook(ctx context.Context, ctrl *Controller, a app, file string) (skep, docker []time.Duration) {
+	e.proxy.Keep(true)
+	defer e.proxy.Keep(false)
 	for i := range e.opts.Samples {
 		e.rev++
 		a.repo.Commit(e.tb, "main", map[string]string{"compose.yaml": compose(a, e.image, e.rev)})
@@ -663,15 +668,37 @@ func (e *env) webhook(ctx context.Context, ctrl *Controller, a app, file string)
 		if err := ctrl.Webhook(ctx, a.repoURL, fmt.Sprintf("%s-%d", e.prefix, i)); err != nil {
 			e.tb.Fatal(err)
 		}
-		skep = append(skep, e.updated(ctx, a.release+"_web", start).Sub(start))
+		at := e.updated(ctx, a.release+"_web", start)
+		skep = append(skep, at.Sub(start))
+		skepRequests := e.timeline(start, at, "/"+a.repo.Name+".git/")
 
 		e.writeFile(file, compose(a, e.image, e.rev))
 		start = time.Now()
 		e.stackDeploy(ctx, file, a.docker, "--resolve-image", "never")
-		docker = append(docker, e.updated(ctx, a.docker+"_web", start).Sub(start))
-		e.log.Info("webhook sample", "sample", i+1, "skep", skep[i].Round(time.Millisecond), "docker", docker[i].Round(time.Millisecond))
+		at = e.updated(ctx, a.docker+"_web", start)
+		docker = append(docker, at.Sub(start))
+		e.log.Info("webhook sample", "sample", i+1, "skep", skep[i].Round(time.Millisecond), "docker", docker[i].Round(time.Millisecond),
+			"skep_requests", skepRequests, "docker_requests", e.timeline(start, at, ""))
 	}
 	return skep, docker
+}
+
+// timeline lists the git requests under gitPrefix ("" for none) and the
+// Engine requests made in [from, to), each as its offset from from.
+func (e *env) timeline(from, to time.Time, gitPrefix string) string {
+	reqs := e.proxy.Requests("", from, to)
+	if gitPrefix != "" {
+		for _, r := range e.gitProxy.Requests(gitPrefix, from, to) {
+			r.Class = "git " + r.Class
+			reqs = append(reqs, r)
+		}
+	}
+	slices.SortFunc(reqs, func(a, b Request) int { return a.At.Compare(b.At) })
+	var b strings.Builder
+	for _, r := range reqs {
+		fmt.Fprintf(&b, "+%.1fms %s; ", float64(r.At.Sub(from).Microseconds())/1000, r.Class)
+	}
+	return b.String()
 }
 
 // polling makes a's interval the floor and times, samples times, a commit
