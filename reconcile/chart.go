@@ -77,14 +77,14 @@ func (c *Controller) renderChart(ctx context.Context, app appset.Application, ro
 		return chartRender{}, fmt.Errorf("chart %s: %w", chartName(spec), err)
 	}
 	if err != nil {
-		return chartRender{}, &outcome.StalledError{Err: fmt.Errorf("chart %s: %w", chartName(spec), err)}
+		return chartRender{}, &outcome.StalledError{Err: &templateError{err: fmt.Errorf("chart %s: %w", chartName(spec), err)}}
 	}
 	req, err := ch.Requirements(ctx, opts)
 	if err != nil && ctx.Err() != nil {
 		return chartRender{}, fmt.Errorf("chart %s: %w", chartName(spec), err)
 	}
 	if err != nil {
-		return chartRender{}, &outcome.StalledError{Err: fmt.Errorf("chart %s: %w", chartName(spec), err)}
+		return chartRender{}, &outcome.StalledError{Err: &templateError{err: fmt.Errorf("chart %s: %w", chartName(spec), err)}}
 	}
 	create, err := c.checkRequirements(app, ch.Metadata().Name, req)
 	if err != nil {
@@ -96,6 +96,15 @@ func (c *Controller) renderChart(ctx context.Context, app appset.Application, ro
 	}
 	return chartRender{doc: doc, record: rec, chart: ch, opts: opts, create: create}, nil
 }
+
+// templateError is a chart's templates failing to render. It depends only
+// on the render's inputs, so a tick with the same inputs (the same quiet
+// key) fails the same way and is not rendered again: a template that runs
+// to its time bound would otherwise cost that much CPU on every tick.
+type templateError struct{ err error }
+
+func (e *templateError) Error() string { return e.err.Error() }
+func (e *templateError) Unwrap() error { return e.err }
 
 // fetchChart reads a chart from its chart repository.
 func (c *Controller) fetchChart(ctx context.Context, spec *appset.Chart) (*chart.Chart, error) {

@@ -95,6 +95,9 @@ type appState struct {
 	failures   int
 	// quiet is the last tick that found nothing to do, for the next one.
 	quiet quietTick
+	// templateFailed is the last tick whose chart templates failed: a tick
+	// with the same quiet key fails the same way without rendering.
+	templateFailed templateFailure
 	// resolved is the commit the last reconcile that asked git found, for
 	// the wakes that do not ask (Request.live).
 	resolved resolvedCommit

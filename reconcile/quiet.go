@@ -22,6 +22,13 @@ type quietTick struct {
 	d   desired
 }
 
+// templateFailure is a tick whose chart templates did not render, and the
+// quiet key of its inputs.
+type templateFailure struct {
+	key string
+	err error
+}
+
 // quietInputs keeps, from one tick of an application to the next, the
 // parts of its quiet key that cost most to compute while nothing they
 // depend on moved: at 500 applications at rest, encoding the definition

@@ -105,9 +105,16 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 			d, wasQuiet = st.quiet.d, true
 			return st.quiet.out, nil
 		}
+		if quiet != "" && quiet == st.templateFailed.key {
+			out.Commit, out.Artifacts, wasQuiet = d.commit, d.artifacts, true
+			return out, st.templateFailed.err
+		}
 		d, err = c.renderResolved(ctx, app, d)
 	}
-	st.quiet = quietTick{}
+	st.quiet, st.templateFailed = quietTick{}, templateFailure{}
+	if tmpl := (*templateError)(nil); quiet != "" && errors.As(err, &tmpl) {
+		st.templateFailed = templateFailure{key: quiet, err: err}
+	}
 	out.Commit, out.Artifacts = d.commit, d.artifacts
 	c.reportWaiting(ctx, app, d, st)
 	if err != nil {
