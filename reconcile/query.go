@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -77,6 +78,50 @@ func (c *Controller) LiveServices(ctx context.Context, app string) ([]dswarm.Ser
 		out = append(out, list...)
 	}
 	return out, errors.Join(errs...)
+}
+
+// Converging says why the live view of application name does not yet
+// show its last write done: the snapshot was taken before that write ended
+// (a relist is asked for), or the swarm still rolls a service of its
+// releases out or runs a task of an earlier spec. It is "" when the view
+// shows it, and without a live snapshot, which has nothing to say. A
+// caller waiting for a sync to take effect (skep app sync --wait) waits
+// for "" as well as for the sync's end: the sync ends when its write did,
+// and the snapshot API readers see follows. See
+// TestConvergingUntilTheLiveViewShowsTheWrite.
+func (c *Controller) Converging(name string) (string, error) {
+	app, err := c.lookup(name)
+	if err != nil {
+		return "", err
+	}
+	live := c.liveOf(app)
+	if live == nil {
+		return "", nil
+	}
+	snap := live.Current()
+	if snap.ReadFailed() {
+		return fmt.Sprintf("the live snapshot cannot be read: %v", snap.Err()), nil
+	}
+	if !c.seenWrites(app.Name, snap) {
+		// No event may come to bring the relist that shows the write.
+		live.Relist()
+		return "the live snapshot does not show the last write yet", nil
+	}
+	c.mu.Lock()
+	var releases []stack.Release
+	for _, key := range c.renderedBy[app.Name] {
+		if r := c.rendered[key]; r.app == app.Name && r.swarm == app.Destination.Swarm {
+			releases = append(releases, r.release)
+		}
+	}
+	c.mu.Unlock()
+	slices.SortFunc(releases, func(a, b stack.Release) int { return strings.Compare(a.Name, b.Name) })
+	for _, rel := range releases {
+		if why := cmp.Or(rollout(rel, snap), converged(rel, snap)); why != "" {
+			return "release " + rel.Name + ": " + why, nil
+		}
+	}
+	return "", nil
 }
 
 // LiveTasks lists the tasks of app's services, from the live snapshot as
