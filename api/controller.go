@@ -176,6 +176,13 @@ func (a *Controller) Application(ctx context.Context, name string) (wire.Applica
 	detail := wire.ApplicationDetail{Application: a.summary(app)}
 	names, _ := a.ctrl.Releases(name)
 	var problems []error
+	// Read before the services: the snapshot only moves forward, so when
+	// this one shows the last write, the services read next do too.
+	converging, err := a.ctrl.Converging(name)
+	if err != nil {
+		problems = append(problems, err)
+	}
+	detail.Converging = converging
 	services, err := a.ctrl.LiveServices(ctx, app.Name)
 	if err != nil {
 		problems = append(problems, err)

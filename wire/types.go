@@ -242,6 +242,10 @@ type ApplicationDetail struct {
 	Application Application `json:"application"`
 	Releases    []Release   `json:"releases"`
 	LiveError   string      `json:"liveError,omitempty"`
+	// Converging says why the live releases do not yet show the
+	// application's last write done (the controller's snapshot predates
+	// it, or the swarm still rolls it out); "" when they do.
+	Converging string `json:"converging,omitempty"`
 }
 
 // Release is one release of an application with its live services.
