@@ -416,7 +416,7 @@ type syncFlags struct {
 // register adds -o, --wait and --timeout to cmd.
 func (f *syncFlags) register(cmd *cobra.Command) {
 	f.out.register(cmd)
-	cmd.Flags().BoolVar(&f.wait, "wait", false, "wait for the sync to end and its services to converge; exit non-zero if it failed")
+	cmd.Flags().BoolVar(&f.wait, "wait", false, "wait for the sync to end and the swarm to run what it wrote; exit non-zero if it failed")
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 5*time.Minute, "how long --wait waits")
 }
 
@@ -508,18 +508,29 @@ func waitSync(ctx context.Context, c *client.Client, w io.Writer, name string, i
 			phase = "converging"
 		}
 		line := fmt.Sprintf("%s: %s, services %d/%d converged", name, phase, a.Services.Running, a.Services.Desired)
+		if done != nil && d.Converging != "" {
+			line += " (" + d.Converging + ")"
+		}
 		// Print changes only, so a long wait is a short log.
 		if line != last {
 			fmt.Fprintln(w, line)
 			last = line
 		}
-		if done != nil && a.Services.Running == a.Services.Desired {
+		// The counts are of the controller's snapshot of the swarm, which
+		// follows the write: until Converging is "" they may be of the
+		// services before it (none, for an install). See
+		// TestWaitSyncWaitsUntilTheLiveViewShowsTheWrite.
+		if done != nil && d.Converging == "" && a.Services.Running == a.Services.Desired {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
 			if done != nil {
-				return fmt.Errorf("sync #%d of %s succeeded but services did not converge in time (%d/%d running)", id, name, a.Services.Running, a.Services.Desired)
+				why := fmt.Sprintf("%d/%d running", a.Services.Running, a.Services.Desired)
+				if d.Converging != "" {
+					why += "; " + d.Converging
+				}
+				return fmt.Errorf("sync #%d of %s succeeded but services did not converge in time (%s)", id, name, why)
 			}
 			return fmt.Errorf("sync #%d of %s did not end in time: %w", id, name, ctx.Err())
 		case <-tick.C:
