@@ -49,10 +49,21 @@ func (s *Store) History(ctx context.Context, app string, limit int) ([]Sync, err
 		limit = DefaultLimit
 	}
 	limit = min(limit, MaxLimit)
-	rows, err := s.db.QueryContext(ctx, `SELECT id, application, swarm, revision, actor, started, finished, outcome, summary, result, error
-		FROM syncs WHERE application = ? ORDER BY id DESC LIMIT ?`, app, limit)
+	syncs, err := s.syncs(ctx, `SELECT `+syncColumns+` FROM syncs WHERE application = ? ORDER BY id DESC LIMIT ?`, app, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read sync history of %s: %w", app, err)
+	}
+	return syncs, nil
+}
+
+// syncColumns are the columns syncs scans, in its order.
+const syncColumns = "id, application, swarm, revision, actor, started, finished, outcome, summary, result, error"
+
+// syncs runs query, which selects syncColumns, and scans its rows.
+func (s *Store) syncs(ctx context.Context, query string, args ...any) ([]Sync, error) {
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
 	}
 	defer rows.Close()
 	var syncs []Sync
@@ -65,7 +76,7 @@ func (s *Store) History(ctx context.Context, app string, limit int) ([]Sync, err
 		)
 		if err := rows.Scan(&sy.ID, &sy.Application, &sy.Swarm, &sy.Revision, &sy.Actor, &started, &finished,
 			&outcome, &sy.Summary, &sy.Result, &sy.Error); err != nil {
-			return nil, fmt.Errorf("read sync history of %s: %w", app, err)
+			return nil, err
 		}
 		sy.Started = time.Unix(0, started).UTC()
 		if finished.Valid {
@@ -74,10 +85,7 @@ func (s *Store) History(ctx context.Context, app string, limit int) ([]Sync, err
 		sy.Outcome = Outcome(outcome)
 		syncs = append(syncs, sy)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read sync history of %s: %w", app, err)
-	}
-	return syncs, nil
+	return syncs, rows.Err()
 }
 
 // CloseRunning marks every sync still running as interrupted at at, with
