@@ -56,6 +56,19 @@ func (s *Store) History(ctx context.Context, app string, limit int) ([]Sync, err
 	return syncs, nil
 }
 
+// LastSucceeded returns the newest succeeded sync of every application
+// the history holds, by application name: what a controller that starts
+// on this store last wrote of each (see
+// TestLastSucceededIsTheNewestSuccessOfEachApplication).
+func (s *Store) LastSucceeded(ctx context.Context) ([]Sync, error) {
+	syncs, err := s.syncs(ctx, `SELECT `+syncColumns+` FROM syncs WHERE id IN
+		(SELECT MAX(id) FROM syncs WHERE outcome = ? GROUP BY application) ORDER BY application`, Succeeded)
+	if err != nil {
+		return nil, fmt.Errorf("read last succeeded syncs: %w", err)
+	}
+	return syncs, nil
+}
+
 // syncColumns are the columns syncs scans, in its order.
 const syncColumns = "id, application, swarm, revision, actor, started, finished, outcome, summary, result, error"
 

@@ -558,3 +558,36 @@ func TestRunRetentionPrunesAndStopsWithItsContext(t *testing.T) {
 		t.Errorf("RunRetention = %v, want nil after cancel", err)
 	}
 }
+
+func TestLastSucceededIsTheNewestSuccessOfEachApplication(t *testing.T) {
+	s := newStore(t)
+	at := func(sec int) time.Time { return t0.Add(time.Duration(sec) * time.Second) }
+	for _, e := range []notify.Event{
+		{Application: "web", Type: notify.SyncStarted, Revision: "a", Actor: "alice", At: at(0)},
+		{Application: "web", Type: notify.SyncSucceeded, Revision: "a", Actor: "alice", At: at(1)},
+		{Application: "web", Type: notify.SyncStarted, Revision: "b", At: at(2)},
+		{Application: "web", Type: notify.SyncSucceeded, Revision: "b", At: at(3)},
+		// A later failure wrote nothing that lasted: b stays the last success.
+		{Application: "web", Type: notify.SyncStarted, Revision: "c", Actor: "bob", At: at(4)},
+		{Application: "web", Type: notify.SyncFailed, Revision: "c", Actor: "bob", At: at(5)},
+		{Application: "api", Type: notify.SyncStarted, Revision: "d", Actor: "carol", At: at(6)},
+		{Application: "api", Type: notify.SyncSucceeded, Revision: "d", Actor: "carol", At: at(7)},
+		// Never succeeded: not listed.
+		{Application: "db", Type: notify.SyncStarted, Revision: "e", At: at(8)},
+	} {
+		if _, err := s.Append(t.Context(), e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.LastSucceeded(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Sync{
+		{ID: 4, Application: "api", Revision: "d", Actor: "carol", Started: at(6), Finished: at(7), Outcome: Succeeded},
+		{ID: 2, Application: "web", Revision: "b", Started: at(2), Finished: at(3), Outcome: Succeeded},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("LastSucceeded (-want +got):\n%s", d)
+	}
+}
