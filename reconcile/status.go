@@ -100,13 +100,16 @@ const (
 
 // LastSync is the last sync that wrote an application's release, of any
 // kind: asked for or made by the controller on its own, drift corrections
-// included. The zero value (Trigger "") means none since the controller
-// started.
+// included. The zero value (At zero) means none is known: none since the
+// controller started, and none an earlier run recorded (see
+// Statuses.SeedLastSyncs).
 type LastSync struct {
 	At       time.Time
 	Revision string // the commit written
 	Actor    string // who asked; "" when the controller acted on its own
-	Trigger  Trigger
+	// Trigger is "" for a sync an earlier run recorded: the history keeps
+	// who asked, not what started it.
+	Trigger Trigger
 }
 
 // AppStatus is the last observed state of one application. It is a value:
@@ -205,6 +208,7 @@ type AppSetStatus struct {
 type Statuses struct {
 	mu      sync.RWMutex
 	apps    map[string]*AppStatus // changed in place under mu; readers get clones
+	seeds   map[string]LastSync   // by application: its LastSync until it has a status
 	appSet  AppSetStatus
 	pruned  map[string]bool // applications gone from the set, releases pruned
 	checked time.Time       // when the controller last looked for releases to prune
@@ -251,14 +255,28 @@ func (s *Statuses) PruneChecked() time.Time {
 // NewStatuses returns an empty status table.
 func NewStatuses() *Statuses { return &Statuses{apps: map[string]*AppStatus{}} }
 
+// SeedLastSyncs gives applications the last sync an earlier run of the
+// controller recorded (the history store), keyed by application, so that a
+// restart does not show them as never synced: an application's status
+// starts with its seed as LastSync, until its next sync replaces it. A
+// seed is used once; one for an application outside the app set is never
+// used. Call it before the controller runs. The map is copied. See
+// TestRestartedControllerReportsTheLastSyncItRecorded.
+func (s *Statuses) SeedLastSyncs(seeds map[string]LastSync) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seeds = maps.Clone(seeds)
+}
+
 // Update applies fn, in place, to the status of app (a zero AppStatus
-// named app when new).
+// named app, with its seeded LastSync, when new).
 func (s *Statuses) Update(app string, fn func(*AppStatus)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st, ok := s.apps[app]
 	if !ok {
-		st = &AppStatus{Name: app, Sync: Unknown}
+		st = &AppStatus{Name: app, Sync: Unknown, LastSync: s.seeds[app]}
+		delete(s.seeds, app)
 		s.apps[app] = st
 	}
 	// In place, without a copy: readers only ever get clones, made under
