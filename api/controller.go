@@ -142,7 +142,7 @@ func (a *Controller) summary(app appset.Application) wire.Application {
 		t := st.LastReconcile.UTC()
 		v.LastReconcile = &t
 	}
-	if s := st.LastSync; s.Trigger != "" {
+	if s := st.LastSync; !s.At.IsZero() {
 		v.LastApplied = &wire.AppliedSync{At: s.At.UTC(), Revision: s.Revision, Actor: s.Actor, Trigger: string(s.Trigger)}
 	}
 	if r := st.LastRequestedSync; r.ID != 0 {

@@ -67,7 +67,8 @@ type Application struct {
 	LastReconcile  *time.Time `json:"lastReconcile,omitempty"`
 	// LastSync is the last requested sync, whatever its outcome;
 	// LastApplied the last sync of any kind that wrote the application,
-	// the controller's own (git, webhook, drift correction) included.
+	// the controller's own (git, webhook, drift correction) included, and
+	// after a restart the last one the history store recorded.
 	LastSync    *SyncRecord  `json:"lastSync,omitempty"`
 	LastApplied *AppliedSync `json:"lastApplied,omitempty"`
 	// Artifacts are the release artifacts as the last reconcile resolved
@@ -205,12 +206,14 @@ type SyncRecord struct {
 
 // AppliedSync is the last sync that wrote an application, and who or what
 // started it: Actor when someone asked (Trigger TriggerSync), otherwise
-// the Trigger that made the controller act on its own.
+// the Trigger that made the controller act on its own. Trigger is "" for
+// a sync an earlier run of the controller recorded: the history store
+// keeps the actor, not the trigger.
 type AppliedSync struct {
 	At       time.Time `json:"at"`
 	Revision string    `json:"revision,omitempty"`
 	Actor    string    `json:"actor,omitempty"`
-	Trigger  string    `json:"trigger"`
+	Trigger  string    `json:"trigger,omitempty"`
 }
 
 // What started a sync (AppliedSync.Trigger).
