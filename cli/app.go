@@ -157,11 +157,13 @@ func newAppGetCommand() *cobra.Command {
 		Short: "Show one application: releases, services and tasks",
 		Long: "get shows one application: its source, sync state and health, then each release\n" +
 			"with its services and tasks.\n\n" +
-			"Last sync is the last sync of any kind that wrote the application since the\n" +
-			"controller started, and who or what started it: \"by alice\" for a sync someone\n" +
-			"asked for, or \"by the controller:\" and its trigger (new commit in git, push\n" +
-			"webhook, interval, drift correction) when the controller acted on its own.\n" +
-			"Requested sync is the last sync someone asked for, whatever its outcome.",
+			"Last sync is the last sync of any kind that wrote the application, and who or\n" +
+			"what started it: \"by alice\" for a sync someone asked for, or \"by the\n" +
+			"controller:\" and its trigger (new commit in git, push webhook, interval, drift\n" +
+			"correction) when the controller acted on its own. After a restart it is the\n" +
+			"last successful sync the history store recorded, with its actor but no trigger\n" +
+			"(the store keeps none), until the next sync. Requested sync is the last sync\n" +
+			"someone asked for since the controller started, whatever its outcome.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var d wire.ApplicationDetail
@@ -185,9 +187,10 @@ var triggerText = map[string]string{
 }
 
 // startedBy says who or what started a sync: the actor who asked, or the
-// controller and its trigger.
+// controller and its trigger. A sync an earlier run recorded has no
+// trigger: its actor, or the controller, is all that is known.
 func startedBy(trigger, actor string) string {
-	if trigger == wire.TriggerSync {
+	if trigger == wire.TriggerSync || trigger == "" {
 		if actor == "" {
 			return "by the controller"
 		}
@@ -234,7 +237,7 @@ func printAppDetail(w io.Writer, d wire.ApplicationDetail) error {
 	if l := a.LastApplied; l != nil {
 		fmt.Fprintf(tw, "Last sync:\t%s at %s %s\n", short(l.Revision), l.At.Format(time.RFC3339), startedBy(l.Trigger, l.Actor))
 	} else {
-		fmt.Fprintf(tw, "Last sync:\tnone since the controller started\n")
+		fmt.Fprintf(tw, "Last sync:\tnone recorded\n")
 	}
 	if a.LastSync != nil {
 		fmt.Fprintf(tw, "Requested sync:\t#%d %s at %s by %s\n", a.LastSync.ID, a.LastSync.Outcome, short(a.LastSync.Revision), orDash(a.LastSync.Actor))

@@ -132,9 +132,15 @@ func TestAppGetShowsTheLastSyncOfAnyKindAndWhoOrWhatStartedIt(t *testing.T) {
 			wire.Application{LastApplied: &wire.AppliedSync{At: at, Revision: commit, Actor: "alice", Trigger: wire.TriggerSync},
 				LastSync: &wire.SyncRecord{ID: 4, Revision: commit, Actor: "alice", Outcome: wire.OutcomeSucceeded, StartedAt: at}},
 			[]string{"Last sync: 0123456789ab at 2026-12-04T18:30:00Z by alice", "Requested sync: #4 succeeded at 0123456789ab by alice"}},
-		{"no sync since the controller started says so",
+		{"a sync an earlier run recorded names its actor, with no trigger",
+			wire.Application{LastApplied: &wire.AppliedSync{At: at, Revision: commit, Actor: "alice"}},
+			[]string{"Last sync: 0123456789ab at 2026-12-04T18:30:00Z by alice"}},
+		{"one the controller made on its own, recorded by an earlier run, names the controller alone",
+			wire.Application{LastApplied: &wire.AppliedSync{At: at, Revision: commit}},
+			[]string{"Last sync: 0123456789ab at 2026-12-04T18:30:00Z by the controller"}},
+		{"no sync known says so",
 			wire.Application{},
-			[]string{"Last sync: none since the controller started"}},
+			[]string{"Last sync: none recorded"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := tc.app

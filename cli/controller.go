@@ -550,6 +550,9 @@ func runController(ctx context.Context, logger *slog.Logger, flags *controllerFl
 	}
 	previews.ctrl.Store(ctrl)
 	defer closeEngine()
+	if db != nil {
+		seedLastSyncs(ctx, logger, ctrl, db)
+	}
 	if err := registerCounters(metrics, ctrl, &notifier, broker); err != nil {
 		return err
 	}
@@ -577,6 +580,23 @@ func runController(ctx context.Context, logger *slog.Logger, flags *controllerFl
 	// The notifier set is copied: registration is over, and the runners must
 	// not see a set that changes under them.
 	return serveController(ctx, logger, ctrl, apiServer, metrics, apiOpts, certs, notifier.Notifiers(), broker, db)
+}
+
+// seedLastSyncs gives each application the last sync the store recorded,
+// so that a restarted controller still says when each was last synced and
+// by whom. Unreadable, the applications show none until their next sync:
+// the store is history, never safety.
+func seedLastSyncs(ctx context.Context, logger *slog.Logger, ctrl *reconcile.Controller, db *store.Store) {
+	last, err := db.LastSucceeded(ctx)
+	if err != nil {
+		logger.Warn("store last syncs unreadable; applications show none until they sync", "err", err)
+		return
+	}
+	seeds := make(map[string]reconcile.LastSync, len(last))
+	for _, s := range last {
+		seeds[s.Application] = reconcile.LastSync{At: s.Finished, Revision: s.Revision, Actor: s.Actor}
+	}
+	ctrl.Statuses().SeedLastSyncs(seeds)
 }
 
 // openStore opens the history store at path. A corrupt database is moved

@@ -69,6 +69,12 @@ type cliEnv struct {
 	v1, v2 string
 	apps   string         // the app-set file the controller reads
 	docker *client.Client // the swarm the controller deploys to
+	// id is the controller id launch gives, the same for each launch: a
+	// restart on the same data is the same controller.
+	id string
+	// stop stops the controller launched last, as the end of the test
+	// would; calls after the first do nothing.
+	stop func()
 }
 
 // Secrets the controller of the end-to-end tests holds; its output must
@@ -154,8 +160,11 @@ func launchLogging(t *testing.T, e *cliEnv, dir, apps string, logs io.Writer, ex
 	}
 	addr := freeAddr(t)
 	e.server = "http://" + addr
+	if e.id == "" {
+		e.id = harness.Name(t, "ctl")
+	}
 	args := append([]string{"controller", "--config", apps, "--listen", addr, "--data", filepath.Join(dir, "data"),
-		"--controller-id", harness.Name(t, "ctl"), "--log-level", "debug", "--webhooks-file", hooks}, extra...)
+		"--controller-id", e.id, "--log-level", "debug", "--webhooks-file", hooks}, extra...)
 	ctrl := exec.Command(skepBinary, args...)
 	ctrl.Env = append(os.Environ(), "SKEP_ADMIN_TOKEN_FILE="+tokenFile)
 	// The output is kept to check, when the controller has stopped, that
@@ -181,7 +190,7 @@ func launchLogging(t *testing.T, e *cliEnv, dir, apps string, logs io.Writer, ex
 	})
 	exited := make(chan error, 1)
 	go func() { exited <- ctrl.Wait() }()
-	t.Cleanup(func() {
+	e.stop = sync.OnceFunc(func() {
 		_ = ctrl.Process.Signal(syscall.SIGINT)
 		select {
 		case err := <-exited:
@@ -194,6 +203,7 @@ func launchLogging(t *testing.T, e *cliEnv, dir, apps string, logs io.Writer, ex
 			t.Error("controller did not stop within 30s of SIGINT")
 		}
 	})
+	t.Cleanup(e.stop)
 	e.env = append(os.Environ(), "SKEP_SERVER="+e.server, "SKEP_TOKEN_FILE="+tokenFile, "HOME="+dir, "SKEP_TOKEN=", "SKEP_CONFIG=")
 	harness.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
 		req, _ := http.NewRequestWithContext(ctx, "GET", e.server+"/readyz", nil)
