@@ -27,7 +27,9 @@ const appLink = (name, rest = '') => '#/app/' + encodeURIComponent(name) + rest;
 const triggerText = { webhook: 'push webhook', git: 'new commit in git', interval: 'interval', 'drift-correction': 'drift correction' };
 
 function startedBy(s) {
-  if (s.trigger === 'sync') return 'by ' + (s.actor || 'the controller');
+  // No trigger: a sync an earlier run recorded, whose actor is all the
+  // history keeps.
+  if (s.trigger === 'sync' || !s.trigger) return 'by ' + (s.actor || 'the controller');
   return 'by the controller: ' + (triggerText[s.trigger] || s.trigger);
 }
 
