@@ -3,7 +3,8 @@
 // application derived from them.
 //
 // It is history, never safety: nothing in the reconcile reads it to decide
-// what to deploy or delete, and a store that cannot be opened or written is
+// what to deploy or delete (the controller reads only each application's
+// last sync from it at start, to show), and a store that cannot be opened or written is
 // reported while the controller goes on reconciling (see notify.Recorder,
 // which writes to it off the reconcile path). The schema is versioned and
 // migrated forward only when the database is opened; a database written by
