@@ -65,6 +65,7 @@ func TestConvergingUntilTheLiveViewShowsTheWrite(t *testing.T) {
 		".env": "IMAGE=" + e.v1 + "\n"})
 	ctrl := e.controller(t, appset.FileSource{Path: writeFile(t, t.TempDir(), "apps.yaml", appSet(e.app("web", false)))})
 	run(t, ctrl)
+	waitStatus(t, ctrl, "web", time.Minute, func(s reconcile.AppStatus) bool { return !s.LastReconcile.IsZero() })
 	ctx := notify.WithActor(t.Context(), "alice")
 
 	synced := func(want string) {
@@ -111,4 +112,34 @@ func TestConvergingUntilTheLiveViewShowsTheWrite(t *testing.T) {
 	}
 	reader.unpause()
 	converges(e.v2)
+}
+
+// A requested sync deploys what git declares when it is asked for: a
+// commit pushed a moment after the controller last read the branch is the
+// one deployed, however long ls-remote answers are reused otherwise.
+func TestSyncReadsTheBranchAfresh(t *testing.T) {
+	e := newEnv(t)
+	e.refsMaxAge = time.Hour
+	e.repo.Commit(t, "main", map[string]string{"compose.yaml": "services:\n  web:\n    image: ${IMAGE}\n    deploy: {endpoint_mode: dnsrr, replicas: 1}\n",
+		".env": "IMAGE=" + e.v1 + "\n"})
+	ctrl := e.controller(t, appset.FileSource{Path: writeFile(t, t.TempDir(), "apps.yaml", appSet(e.app("web", false)))})
+	run(t, ctrl)
+	waitStatus(t, ctrl, "web", time.Minute, func(s reconcile.AppStatus) bool { return !s.LastReconcile.IsZero() })
+	ctx := notify.WithActor(t.Context(), "alice")
+	synced := func(want string) {
+		t.Helper()
+		q, err := ctrl.Sync(ctx, "web", reconcile.SyncOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := waitStatus(t, ctrl, "web", 2*time.Minute, func(s reconcile.AppStatus) bool {
+			return s.LastRequestedSync.ID >= q.ID && s.LastRequestedSync.Outcome != reconcile.SyncRunning
+		})
+		if r := st.LastRequestedSync; r.Outcome != reconcile.SyncSucceeded || r.Revision != want {
+			t.Fatalf("sync #%d = %+v, want it to succeed at %.12s, the branch's head when it was asked for", q.ID, r, want)
+		}
+	}
+	synced(e.repo.Head(t, "main"))
+	// The branch was read moments ago, well within the cache's hour.
+	synced(e.repo.Commit(t, "main", map[string]string{".env": "IMAGE=" + e.v2 + "\n"}))
 }

@@ -1,6 +1,7 @@
 package reconcile_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -66,6 +67,8 @@ type env struct {
 	notifiers []notify.Notifier
 	// maxFileBytes, when set, is the git cache's cap on one file.
 	maxFileBytes int64
+	// refsMaxAge is the git cache's RefsMaxAge; zero means 500ms.
+	refsMaxAge time.Duration
 }
 
 func newEnv(t testing.TB) *env {
@@ -145,7 +148,7 @@ func (e *env) controllerWith(t testing.TB, source appset.Source, opts reconcile.
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	git, err := gitsource.New(gitsource.Options{Dir: t.TempDir(), Logger: logger, RefsMaxAge: 500 * time.Millisecond, MaxFileBytes: e.maxFileBytes})
+	git, err := gitsource.New(gitsource.Options{Dir: t.TempDir(), Logger: logger, RefsMaxAge: cmp.Or(e.refsMaxAge, 500*time.Millisecond), MaxFileBytes: e.maxFileBytes})
 	if err != nil {
 		t.Fatal(err)
 	}

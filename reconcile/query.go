@@ -258,6 +258,10 @@ func (c *Controller) Sync(ctx context.Context, name string, opts SyncOptions) (Q
 	if err := c.checkManualSync(app); err != nil {
 		return Queued{}, err
 	}
+	// Deploy what git declares now: an ls-remote answer the cache still
+	// reuses may predate a push made just before the request (see
+	// TestSyncReadsTheBranchAfresh).
+	c.git.Forget(app.Source.Repo)
 	queued, merged, err := c.enqueue(name, Request{Sync: true, Actor: notify.ActorFrom(ctx), Revision: opts.Revision, Prune: opts.Prune})
 	if err != nil {
 		return Queued{}, err
