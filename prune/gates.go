@@ -23,6 +23,12 @@ var (
 	// ErrDeclaredElsewhere: another application in the app set declares
 	// the release, so its objects are that application's to manage.
 	ErrDeclaredElsewhere = errors.New("another application declares the release")
+	// ErrSnapshotBehind: the live snapshot the prune reads was taken before
+	// the latest writes of the release's application ended (or while one
+	// runs), so what it does not show may well be running: the watcher
+	// lists services before configs, and a snapshot can hold a revision
+	// recorded after its services were listed.
+	ErrSnapshotBehind = errors.New("the live snapshot has not seen the latest writes")
 )
 
 // HeldError says why prune may not run now. Reason is one of the ErrX
@@ -68,6 +74,10 @@ type Gates struct {
 	// DeclaredBy are the other applications in the app set whose render
 	// declares the release about to be pruned (never the pruning one).
 	DeclaredBy []string
+	// WritesUnseen are the applications with a write to the swarm that the
+	// live snapshot the prune reads does not show yet: one in flight, or
+	// one that ended after the snapshot was taken.
+	WritesUnseen []string
 }
 
 // Allowed returns nil when prune may run, or every reason it is held, each
@@ -88,6 +98,9 @@ func Allowed(g Gates) error {
 	}
 	if len(g.DeclaredBy) > 0 {
 		held = append(held, &HeldError{Reason: ErrDeclaredElsewhere, Names: g.DeclaredBy})
+	}
+	if len(g.WritesUnseen) > 0 {
+		held = append(held, &HeldError{Reason: ErrSnapshotBehind, Names: g.WritesUnseen})
 	}
 	return errors.Join(held...)
 }

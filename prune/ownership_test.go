@@ -324,8 +324,9 @@ func TestAllowed(t *testing.T) {
 		{"an empty app set holds prune", Gates{}, []error{ErrAppSetEmpty}},
 		{"an application not reconciled yet holds prune", Gates{Applications: []string{"shop", "b"}, NotReconciled: []string{"b"}}, []error{ErrNotReconciled}},
 		{"another application declaring the release holds prune", Gates{Applications: []string{"shop", "b"}, DeclaredBy: []string{"b"}}, []error{ErrDeclaredElsewhere}},
-		{"every reason is reported", Gates{AppSetLoadFailed: true, NotReconciled: []string{"x"}, DeclaredBy: []string{"y"}},
-			[]error{ErrAppSetUnavailable, ErrAppSetEmpty, ErrNotReconciled, ErrDeclaredElsewhere}},
+		{"a write the live snapshot has not seen holds prune", Gates{Applications: []string{"shop"}, WritesUnseen: []string{"gone"}}, []error{ErrSnapshotBehind}},
+		{"every reason is reported", Gates{AppSetLoadFailed: true, NotReconciled: []string{"x"}, DeclaredBy: []string{"y"}, WritesUnseen: []string{"z"}},
+			[]error{ErrAppSetUnavailable, ErrAppSetEmpty, ErrNotReconciled, ErrDeclaredElsewhere, ErrSnapshotBehind}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := Allowed(tc.gates)

@@ -141,6 +141,10 @@ type Controller struct {
 	renderedBy map[string][]string
 	renderGen  uint64               // moves with every change to rendered
 	wrote      map[string]time.Time // by application: when its last write to the swarm ended
+	// writing counts, by application, its writes to the swarm in flight.
+	// Neither map forgets an application that left the set: its last
+	// writes are what the prune of its release must see first.
+	writing map[string]int
 	// goneGenerated names, with their generator, the generated
 	// applications with syncPolicy.prune that left the set since this
 	// controller started.
@@ -176,6 +180,7 @@ func New(opts Options) (*Controller, error) {
 		rendered:      map[string]rendered{},
 		renderedBy:    map[string][]string{},
 		wrote:         map[string]time.Time{},
+		writing:       map[string]int{},
 		goneGenerated: map[string]string{},
 		seenLive:      map[string]string{},
 		unwoken:       map[string]bool{},
@@ -345,7 +350,6 @@ func (c *Controller) onAppSet(ctx context.Context, snap appset.Snapshot) {
 			delete(c.workers, name)
 			delete(c.seenLive, name)
 			delete(c.unwoken, name)
-			delete(c.wrote, name)
 			c.forgetRendered(name)
 			c.status.Remove(name)
 		}

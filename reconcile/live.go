@@ -145,7 +145,7 @@ func (c *Controller) correct(ctx context.Context, app appset.Application, d desi
 	if err := c.gate(app, rel); err != nil {
 		return err
 	}
-	defer c.markWrite(app.Name)
+	defer c.beginWrite(app.Name)()
 	res, err := apply.Apply(ctx, c.engineOf(app), rel, apply.Options{
 		Digests:      c.destOf(app).digests,
 		Owner:        c.owner(app),
@@ -435,19 +435,38 @@ func (c *Controller) revisionSource(app appset.Application) apply.ConfigLister {
 }
 
 // seenWrites reports whether snap was taken after app's last write to the
-// swarm ended, so that it shows everything the write did.
+// swarm ended, with none in flight, so that it shows everything app wrote.
 func (c *Controller) seenWrites(app string, snap swarm.Snapshot) bool {
-	c.mu.Lock()
-	wrote := c.wrote[app]
-	c.mu.Unlock()
-	return !snap.TakenAt().IsZero() && snap.TakenAt().After(wrote)
+	return !snap.TakenAt().IsZero() && !c.writeUnseen(app, snap.TakenAt())
 }
 
-// markWrite records that app's write to the swarm ended now.
-func (c *Controller) markWrite(app string) {
+// writeUnseen reports whether a snapshot taken at taken may miss some of
+// app's writes: one is in flight, or the last one ended after taken. An
+// application that has not written since the controller started has
+// nothing unseen.
+func (c *Controller) writeUnseen(app string, taken time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.wrote[app] = time.Now()
+	wrote, ok := c.wrote[app]
+	return c.writing[app] > 0 || ok && !taken.After(wrote)
+}
+
+// beginWrite records that a write of app to the swarm starts, and returns
+// the function that records its end; call it once, when nothing more is
+// written (defer c.beginWrite(app)()).
+func (c *Controller) beginWrite(app string) (end func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.writing[app]++
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.writing[app]--
+		if c.writing[app] == 0 {
+			delete(c.writing, app)
+		}
+		c.wrote[app] = time.Now()
+	}
 }
 
 // namespaceState summarises what occupies release's namespace on the swarm

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"cmp"
 	"slices"
+	"time"
 
 	"github.com/skep-cd/skep/stack"
 	"github.com/skep-cd/skep/swarm"
@@ -40,7 +41,7 @@ func (c *Controller) Orphans() []Orphan {
 		if snap.ReadFailed() {
 			continue
 		}
-		out = append(out, c.orphansOf(name, liveOwners(d.owner, snap))...)
+		out = append(out, c.orphansOf(name, snap.TakenAt(), liveOwners(d.owner, snap))...)
 	}
 	sortOrphans(out)
 	return out
@@ -72,11 +73,11 @@ func liveOwners(owner string, snap swarm.Snapshot) []stack.Owner {
 // orphansOf keeps the owners on destination dest that no loaded
 // application declares there, with the reason each stays, sorted. It asks
 // pruneVerdictOf, as pruneReleases does, so what it lists is what that
-// leaves alone.
-func (c *Controller) orphansOf(dest string, owners []stack.Owner) []Orphan {
+// leaves alone; taken is when dest's live snapshot was taken.
+func (c *Controller) orphansOf(dest string, taken time.Time, owners []stack.Owner) []Orphan {
 	var out []Orphan
 	for _, owner := range owners {
-		v := c.pruneVerdictOf(dest, owner)
+		v := c.pruneVerdictOf(dest, taken, owner)
 		if v.declared {
 			continue
 		}

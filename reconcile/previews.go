@@ -237,7 +237,7 @@ func (c *Controller) deployPreview(ctx context.Context, app appset.Application, 
 	}
 	c.notePreview(app.Name, b.Commit, b.Name, st.Domain)
 	c.emit(ctx, app, notify.SyncStarted, b.Commit, what+": "+p.Summary())
-	defer c.markWrite(app.Name)
+	defer c.beginWrite(app.Name)()
 	res, err := apply.Apply(ctx, c.engineOf(app), rel, apply.Options{
 		Digests:      c.destOf(app).digests,
 		Owner:        owner,
@@ -307,7 +307,7 @@ func (c *Controller) prunePreviews(ctx context.Context, app appset.Application, 
 		if owner.Application != app.Name || !match.MatchString(owner.Release) || wanted[owner.Release] {
 			continue
 		}
-		if err := prune.Allowed(c.gates(app.Name, owner.Release)); err != nil {
+		if err := prune.Allowed(c.releaseGates(owner, snap.TakenAt())); err != nil {
 			c.log.Warn("preview prune held", "app", app.Name, "release", owner.Release, "err", err)
 			continue
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/skep-cd/skep/apply"
 	"github.com/skep-cd/skep/appset"
@@ -34,6 +35,20 @@ func (c *Controller) gates(app, release string) prune.Gates {
 		if st, ok := c.status.Get(a.Name); a.Name != app && (!ok || st.LastReconcile.IsZero()) {
 			g.NotReconciled = append(g.NotReconciled, a.Name)
 		}
+	}
+	return g
+}
+
+// releaseGates are the gates for pruning owner's whole release, records
+// and all, on a live snapshot taken at taken: besides gates, that snapshot
+// must show every write of owner's application. Only that application
+// writes what its records prove its own; a snapshot that missed one may
+// show its revision and not its services (see
+// TestPruneWaitsForASnapshotThatSawTheReleasesServices).
+func (c *Controller) releaseGates(owner stack.Owner, taken time.Time) prune.Gates {
+	g := c.gates(owner.Application, owner.Release)
+	if c.writeUnseen(owner.Application, taken) {
+		g.WritesUnseen = []string{owner.Application}
 	}
 	return g
 }
@@ -69,6 +84,10 @@ func (c *Controller) pruneResources(ctx context.Context, app appset.Application,
 	if !enabled || c.liveOf(app) == nil {
 		return
 	}
+	// A snapshot behind this application's own write is fine here, unlike
+	// for a whole release: what it misses is declared, and the records
+	// stay.
+	snap := c.liveOf(app).Current()
 	if err := prune.Allowed(c.gates(app.Name, app.Release)); err != nil {
 		c.log.Warn("prune held", "app", app.Name, "release", app.Release, "err", err)
 		return
@@ -80,7 +99,7 @@ func (c *Controller) pruneResources(ctx context.Context, app appset.Application,
 		return
 	}
 	p := prune.Orphans(prune.Input{
-		Owner: owner, Declared: d.release, Live: liveObjects(c.liveOf(app).Current()), Recorded: records(revs),
+		Owner: owner, Declared: d.release, Live: liveObjects(snap), Recorded: records(revs),
 		Applications: c.appNames(), OwnStack: c.ownStack, PruneVolumes: app.SyncPolicy.PruneVolumes,
 	})
 	c.reportUnmanaged(app.Name, p)
@@ -108,7 +127,7 @@ func (c *Controller) execute(ctx context.Context, app, swarmName, commit string,
 	if len(p.Deletions()) == 0 {
 		return prune.Result{}
 	}
-	defer c.markWrite(app)
+	defer c.beginWrite(app)()
 	if swarmName == "" && c.self.ServiceID != "" {
 		p = p.Protect(prune.KindService, c.self.ServiceID, "the controller's own service is never pruned")
 	}
@@ -149,7 +168,7 @@ func (c *Controller) pruneReleases(ctx context.Context, d *destination) {
 		return
 	}
 	for _, owner := range c.recordedOwners(d, snap) {
-		v := c.pruneVerdictOf(d.name, owner)
+		v := c.pruneVerdictOf(d.name, snap.TakenAt(), owner)
 		if v.held != nil {
 			c.log.Warn("prune held", "app", owner.Application, "release", owner.Release, "swarm", d.name, "err", v.held)
 		}
@@ -174,9 +193,10 @@ type pruneVerdict struct {
 	why string
 }
 
-// pruneVerdictOf decides for owner's release on swarm dest. It reads only
-// the app set, the statuses and the live snapshots in memory.
-func (c *Controller) pruneVerdictOf(dest string, owner stack.Owner) pruneVerdict {
+// pruneVerdictOf decides for owner's release on swarm dest, whose live
+// snapshot the prune reads was taken at taken. It reads only the app set,
+// the statuses and the live snapshots in memory.
+func (c *Controller) pruneVerdictOf(dest string, taken time.Time, owner stack.Owner) pruneVerdict {
 	snap := c.watcher.Current()
 	set := snap.Set
 	app, inSet := set.Lookup(owner.Application)
@@ -207,7 +227,7 @@ func (c *Controller) pruneVerdictOf(dest string, owner stack.Owner) pruneVerdict
 		// here, to say where it moved from (movedFrom).
 		return pruneVerdict{kept: fmt.Sprintf("application moved to %s; kept until the move is synced there", swarm.Describe(app.Destination.Swarm))}
 	}
-	if err := prune.Allowed(c.gates(owner.Application, owner.Release)); err != nil {
+	if err := prune.Allowed(c.releaseGates(owner, taken)); err != nil {
 		return pruneVerdict{kept: strings.ReplaceAll(err.Error(), "\n", "; "), held: err}
 	}
 	v := pruneVerdict{}

@@ -101,7 +101,7 @@ func TestOrphansSayWhyNothingWasPruned(t *testing.T) {
 			for _, name := range tc.reconcile {
 				c.status.Update(name, func(s *AppStatus) { s.LastReconcile = time.Now() })
 			}
-			got := c.orphansOf("", owners)
+			got := c.orphansOf("", time.Time{}, owners)
 			if len(got) != len(tc.want) {
 				t.Fatalf("orphans = %+v, want %d: %+v", got, len(tc.want), tc.want)
 			}
@@ -110,6 +110,55 @@ func TestOrphansSayWhyNothingWasPruned(t *testing.T) {
 				if g.Application != w.app || g.Release != w.release || g.Swarm != "" || !strings.Contains(g.Reason, w.reason) {
 					t.Errorf("orphan %d = %+v, want %s/%s on the local swarm saying %q", i, g, w.app, w.release, w.reason)
 				}
+			}
+		})
+	}
+}
+
+// A snapshot taken before an application's last write ended may show the
+// revision that write recorded but not the services it created (the
+// watcher lists services before configs): pruning on it would remove the
+// records of a release that still runs.
+func TestPruneHeldUntilTheSnapshotHasSeenTheApplicationsLastWrite(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "apps.yaml")
+	doc := "apiVersion: skep/v1\napplications:\n  - {name: web, source: {repo: /r}}\n"
+	if err := os.WriteFile(file, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wrote := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	owners := []stack.Owner{{Application: "gone", Release: "gone"}}
+	for _, tc := range []struct {
+		name    string
+		taken   time.Time
+		wrote   bool // gone's last write ended at wrote
+		writing bool // gone has a write in flight
+		want    string
+	}{
+		{name: "an application that never wrote is pruned on any snapshot", taken: wrote.Add(-time.Second), want: "to be pruned at the next check"},
+		{name: "a snapshot taken after the write ended is pruned on", taken: wrote.Add(time.Second), wrote: true, want: "to be pruned at the next check"},
+		{name: "a snapshot taken before the write ended holds the prune", taken: wrote.Add(-time.Second), wrote: true,
+			want: "prune held: the live snapshot has not seen the latest writes (gone)"},
+		{name: "a snapshot taken as the write ended holds the prune", taken: wrote, wrote: true,
+			want: "prune held: the live snapshot has not seen the latest writes (gone)"},
+		{name: "a write in flight holds the prune on any snapshot", taken: wrote.Add(time.Second), wrote: true, writing: true,
+			want: "prune held: the live snapshot has not seen the latest writes (gone)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &Controller{id: "c1", watcher: appset.NewWatcher(appset.FileSource{Path: file}), status: NewStatuses(),
+				pruneApps: true, wrote: map[string]time.Time{}, writing: map[string]int{}}
+			if _, err := c.watcher.Reload(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			c.status.Update("web", func(s *AppStatus) { s.LastReconcile = time.Now() })
+			if tc.writing {
+				defer c.beginWrite("gone")()
+			}
+			if tc.wrote {
+				c.wrote["gone"] = wrote
+			}
+			got := c.orphansOf("", tc.taken, owners)
+			if len(got) != 1 || got[0].Reason != tc.want {
+				t.Errorf("orphans = %+v, want gone/gone saying %q", got, tc.want)
 			}
 		})
 	}

@@ -504,7 +504,7 @@ func (c *Controller) applyRelease(ctx context.Context, app appset.Application, d
 	c.emit(ctx, app, notify.SyncStarted, d.commit, summary)
 	c.status.Update(app.Name, func(s *AppStatus) { s.Phase = PhaseApplying })
 	start := time.Now()
-	defer c.markWrite(app.Name)
+	defer c.beginWrite(app.Name)()
 	opts := apply.Options{
 		Digests:      c.destOf(app).digests,
 		Owner:        c.owner(app),
