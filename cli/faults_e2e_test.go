@@ -10,6 +10,8 @@ package cli_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -535,14 +537,25 @@ func networkNames(o objects) []string {
 	return out
 }
 
-// versions maps each service to its Version.Index: a write to a service
-// raises it.
-func versions(o objects) map[string]uint64 {
-	out := map[string]uint64{}
+// versions maps each service to its writeMark.
+func versions(o objects) map[string]string {
+	out := map[string]string{}
 	for name, s := range o.services {
-		out[name] = s.Version.Index
+		out[name] = writeMark(s)
 	}
 	return out
+}
+
+// writeMark is a digest of what a write to s changes: its spec or, when
+// the spec is the same, its previous spec. The version index is no
+// measure: Swarm moves it itself as a service's status settles.
+func writeMark(s swarm.Service) string {
+	b, err := json.Marshal([]any{s.ID, s.Spec, s.PreviousSpec})
+	if err != nil {
+		return "unencodable: " + err.Error()
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:6])
 }
 
 // handMade creates a service nobody declared, labelled into namespace ns

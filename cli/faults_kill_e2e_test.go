@@ -78,7 +78,7 @@ func TestFaultControllerKilledMidApplyLosesNothing(t *testing.T) {
 
 	handMade := e.handMade(t, e.ns, "handmade")
 	second := e.repo.Commit(t, "main", map[string]string{".env": "IMAGE=" + e.v2 + "\n"})
-	var untouched map[string]uint64 // services already at v2 when the kill came
+	var untouched map[string]string // services already at v2 when the kill came, by writeMark
 	t.Run("killed during an upgrade, restarted on its data: the rest is upgraded, nothing rewritten", func(t *testing.T) {
 		// The controller from the subtest above still runs; a new one on the
 		// same data takes over after this one is killed mid-upgrade.
@@ -90,10 +90,10 @@ func TestFaultControllerKilledMidApplyLosesNothing(t *testing.T) {
 		e.proxy.waitWrites(t, base, 2)
 		killRunning(t, e)
 		objs := settled(t, docker, e.ns)
-		untouched = map[string]uint64{}
+		untouched = map[string]string{}
 		for name, s := range objs.services {
 			if s.Spec.TaskTemplate.ContainerSpec.Image == e.v2 {
-				untouched[name] = s.Version.Index
+				untouched[name] = writeMark(s)
 			}
 		}
 		if len(untouched) == 0 || len(untouched) == faultServices || len(objs.revisions) != 1 {
@@ -105,9 +105,9 @@ func TestFaultControllerKilledMidApplyLosesNothing(t *testing.T) {
 		e.startController(t, data)
 		objs = e.waitConverged(t, second, e.v2, 2*time.Minute)
 		e.checkObjects(t, objs, 2, handMade)
-		for name, index := range untouched {
-			if got := objs.services[name].Version.Index; got != index {
-				t.Errorf("%s was written again after the restart (version %d → %d)", name, index, got)
+		for name, mark := range untouched {
+			if got := writeMark(objs.services[name]); got != mark {
+				t.Errorf("%s was written again after the restart (spec %s → %s)", name, mark, got)
 			}
 		}
 		h := e.history(t)

@@ -80,7 +80,7 @@ generators:
 			t.Errorf("application %s left with another directory: %v", name, err)
 		}
 	}
-	if s, err := e.serviceNamed(t, b+"_app"); err != nil || s == nil || s.Version.Index != before.Version.Index {
+	if s, err := e.serviceNamed(t, b+"_app"); err != nil || !unwritten(before, s) {
 		t.Errorf("%s was touched when another directory left: %v, %v", b, s, err)
 	}
 }

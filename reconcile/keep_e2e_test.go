@@ -258,7 +258,7 @@ func TestRolledBackRolloutFailsTheSyncOnceAndIsNotRedeployed(t *testing.T) {
 		t.Errorf("the rolled-back revision was redeployed: %d sync-started events, want %d", n, starts)
 	}
 	now, err := e.service(t.Context(), "web")
-	if err != nil || now == nil || now.Version.Index != svc.Version.Index {
+	if err != nil || !unwritten(svc, now) {
 		t.Errorf("the rolled-back service was written to again")
 	}
 	_ = first
