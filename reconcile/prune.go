@@ -84,10 +84,9 @@ func (c *Controller) pruneResources(ctx context.Context, app appset.Application,
 	if !enabled || c.liveOf(app) == nil {
 		return
 	}
-	// A snapshot behind this application's own write is fine here, unlike
-	// for a whole release: what it misses is declared, and the records
-	// stay.
-	snap := c.liveOf(app).Current()
+	// Unlike a whole release's (releaseGates), this prune may read a
+	// snapshot behind the application's own write: what it misses is
+	// declared, and the records stay.
 	if err := prune.Allowed(c.gates(app.Name, app.Release)); err != nil {
 		c.log.Warn("prune held", "app", app.Name, "release", app.Release, "err", err)
 		return
@@ -99,7 +98,7 @@ func (c *Controller) pruneResources(ctx context.Context, app appset.Application,
 		return
 	}
 	p := prune.Orphans(prune.Input{
-		Owner: owner, Declared: d.release, Live: liveObjects(snap), Recorded: records(revs),
+		Owner: owner, Declared: d.release, Live: liveObjects(c.liveOf(app).Current()), Recorded: records(revs),
 		Applications: c.appNames(), OwnStack: c.ownStack, PruneVolumes: app.SyncPolicy.PruneVolumes,
 	})
 	c.reportUnmanaged(app.Name, p)
