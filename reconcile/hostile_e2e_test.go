@@ -79,7 +79,7 @@ func TestHostileCommitsAreRefusedBeforeTheSwarm(t *testing.T) {
 				t.Errorf("error = %q (%s), want a stalled error saying %q", st.LastError, st.LastErrorClass, tc.want)
 			}
 			live, err := e.service(t.Context(), "web")
-			if err != nil || live == nil || live.Version.Index != before.Version.Index {
+			if err != nil || !unwritten(before, live) {
 				t.Errorf("a refused commit touched the service: %v, %v", live, err)
 			}
 			forged, err := e.cli.ConfigList(t.Context(), swarm.ConfigListOptions{Filters: filters.NewArgs(
