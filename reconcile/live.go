@@ -451,6 +451,16 @@ func (c *Controller) writeUnseen(app string, taken time.Time) bool {
 	return c.writing[app] > 0 || ok && !taken.After(wrote)
 }
 
+// seenEndedWrites is seenWrites without the writes in flight: a wait for
+// health inside an apply is one of them, and waits for the writes before
+// it, not for its own end.
+func (c *Controller) seenEndedWrites(app string, snap swarm.Snapshot) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	wrote, ok := c.wrote[app]
+	return !snap.TakenAt().IsZero() && (!ok || snap.TakenAt().After(wrote))
+}
+
 // beginWrite records that a write of app to the swarm starts, and returns
 // the function that records its end; call it once, when nothing more is
 // written (defer c.beginWrite(app)()).

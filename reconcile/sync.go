@@ -605,7 +605,7 @@ func (c *Controller) waitHealthy(ctx context.Context, app appset.Application, re
 		}
 		last := releaseHealth(rel, snap)
 		pending := cmp.Or(rollout(rel, snap), converged(rel, snap))
-		step := nextWaitStep(written, snap.TakenAt(), c.seenWrites(app.Name, snap), last.State == health.Healthy && pending == "")
+		step := nextWaitStep(written, snap.TakenAt(), c.seenEndedWrites(app.Name, snap), last.State == health.Healthy && pending == "")
 		if step == waitDone {
 			return nil
 		}
