@@ -66,21 +66,7 @@ func TestConvergingUntilTheLiveViewShowsTheWrite(t *testing.T) {
 	ctrl := e.controller(t, appset.FileSource{Path: writeFile(t, t.TempDir(), "apps.yaml", appSet(e.app("web", false)))})
 	run(t, ctrl)
 	waitStatus(t, ctrl, "web", time.Minute, func(s reconcile.AppStatus) bool { return !s.LastReconcile.IsZero() })
-	ctx := notify.WithActor(t.Context(), "alice")
-
-	synced := func(want string) {
-		t.Helper()
-		q, err := ctrl.Sync(ctx, "web", reconcile.SyncOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		st := waitStatus(t, ctrl, "web", 2*time.Minute, func(s reconcile.AppStatus) bool {
-			return s.LastRequestedSync.ID >= q.ID && s.LastRequestedSync.Outcome != reconcile.SyncRunning
-		})
-		if r := st.LastRequestedSync; r.Outcome != reconcile.SyncSucceeded || r.Revision != want {
-			t.Fatalf("sync #%d = %+v, want it to succeed at %s", q.ID, r, want)
-		}
-	}
+	synced := func(want string) { syncAs(t, ctrl, "alice", want) }
 	// converges waits until Converging is "" and checks that the live
 	// service then runs image.
 	converges := func(image string) {
@@ -125,21 +111,24 @@ func TestSyncReadsTheBranchAfresh(t *testing.T) {
 	ctrl := e.controller(t, appset.FileSource{Path: writeFile(t, t.TempDir(), "apps.yaml", appSet(e.app("web", false)))})
 	run(t, ctrl)
 	waitStatus(t, ctrl, "web", time.Minute, func(s reconcile.AppStatus) bool { return !s.LastReconcile.IsZero() })
-	ctx := notify.WithActor(t.Context(), "alice")
-	synced := func(want string) {
-		t.Helper()
-		q, err := ctrl.Sync(ctx, "web", reconcile.SyncOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		st := waitStatus(t, ctrl, "web", 2*time.Minute, func(s reconcile.AppStatus) bool {
-			return s.LastRequestedSync.ID >= q.ID && s.LastRequestedSync.Outcome != reconcile.SyncRunning
-		})
-		if r := st.LastRequestedSync; r.Outcome != reconcile.SyncSucceeded || r.Revision != want {
-			t.Fatalf("sync #%d = %+v, want it to succeed at %.12s, the branch's head when it was asked for", q.ID, r, want)
-		}
-	}
+	synced := func(want string) { syncAs(t, ctrl, "alice", want) }
 	synced(e.repo.Head(t, "main"))
 	// The branch was read moments ago, well within the cache's hour.
 	synced(e.repo.Commit(t, "main", map[string]string{".env": "IMAGE=" + e.v2 + "\n"}))
+}
+
+// syncAs asks for a sync of web as actor and fails t unless it succeeds at
+// want, the branch's head when it was asked for.
+func syncAs(t *testing.T, ctrl *reconcile.Controller, actor, want string) {
+	t.Helper()
+	q, err := ctrl.Sync(notify.WithActor(t.Context(), actor), "web", reconcile.SyncOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := waitStatus(t, ctrl, "web", 2*time.Minute, func(s reconcile.AppStatus) bool {
+		return s.LastRequestedSync.ID >= q.ID && s.LastRequestedSync.Outcome != reconcile.SyncRunning
+	})
+	if r := st.LastRequestedSync; r.Outcome != reconcile.SyncSucceeded || r.Revision != want {
+		t.Fatalf("sync #%d = %+v, want it to succeed at %.12s, the branch's head when it was asked for", q.ID, r, want)
+	}
 }
