@@ -111,7 +111,7 @@ applications:
 	metrics := api.NewMetrics(api.MetricsOptions{})
 	l.ctrl, err = reconcile.New(reconcile.Options{
 		ControllerID: harness.Name(t, "ctl"), AppSet: appset.FileSource{Path: appsFile}, AppSetInterval: time.Hour,
-		Git: gitCache, Engine: engine, Notifier: &reg, Logger: logger, Observer: metrics,
+		Git: gitCache, Destinations: map[string]reconcile.Remote{"": {Engine: engine}}, Notifier: &reg, Logger: logger, Observer: metrics,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -240,13 +240,13 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 			}
 		}
 	}
-	var watcher *swarm.Watcher
-	byName := map[string]reconcile.Remote{}
 	// Only the controller's Run runs watchers; deploy makes one pass and
 	// exits, so it gets none.
+	local := reconcile.Remote{Engine: engine}
 	if live {
-		watcher = swarm.NewWatcher(engine, swarm.WatcherOptions{Logger: logger})
+		local.Live = swarm.NewWatcher(engine, swarm.WatcherOptions{Logger: logger})
 	}
+	byName := map[string]reconcile.Remote{}
 	for _, r := range remotes {
 		rr := reconcile.Remote{Engine: r}
 		if live {
@@ -254,8 +254,12 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 		}
 		byName[r.Destination] = rr
 	}
+	if _, ok := byName[swarm.Local]; ok {
+		closeAll()
+		return nil, nil, errors.New(`destinations: "" names the controller's own swarm; give the other swarms names`)
+	}
+	byName[swarm.Local] = local
 	ctrl, err := reconcile.New(reconcile.Options{
-		Live:              watcher,
 		PruneApplications: f.prune,
 		OwnStack:          f.ownStack,
 		Self:              self,
@@ -264,14 +268,13 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 		AppSetName:        describe,
 		AppSetInterval:    f.appsetInterval,
 		Git:               git,
-		Engine:            engine,
 		ParallelWrites:    f.parallelWrites,
 		Notifier:          notifier,
 		Logger:            logger,
 		Observer:          observer,
 		Charts:            charts,
 		Images:            artifact.NewRegistry(artifact.RegistryOptions{Transport: policy.Transport()}),
-		Remotes:           byName,
+		Destinations:      byName,
 		Keys:              keys,
 		// The Engine connects where a log driver or a network volume
 		// says: those hosts come from git too.

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,41 +13,33 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types"
-	"github.com/docker/docker/api/types/container"
-	dswarm "github.com/docker/docker/api/types/swarm"
 
-	"github.com/skep-cd/skep/apply"
 	"github.com/skep-cd/skep/appset"
 	"github.com/skep-cd/skep/artifact"
 	"github.com/skep-cd/skep/gitsource"
 	"github.com/skep-cd/skep/notify"
-	"github.com/skep-cd/skep/prune"
 	"github.com/skep-cd/skep/sops"
-	"github.com/skep-cd/skep/stack"
 	"github.com/skep-cd/skep/swarm"
+	"github.com/skep-cd/skep/syncpass"
 	"github.com/skep-cd/skep/tickgrid"
 )
 
 // DefaultAppSetInterval is how often the app-set source is re-read.
 const DefaultAppSetInterval = 30 * time.Second
 
-// Engine is everything the controller asks of a swarm manager: apply's
-// writes, prune's deletions and re-labelling, the task list and ping the
-// API's reads need, and who the manager is. *swarm.Client implements it;
-// a client lacking a capability does not compile, so no step is ever
+// Engine is everything the controller asks of a swarm manager: what a
+// sync pass writes and reads with (syncpass.Engine), the ping the
+// readiness check makes, and who the manager is. *swarm.Client implements
+// it; a client lacking a capability does not compile, so no step is ever
 // skipped at run time for want of one.
 type Engine interface {
-	apply.Engine
-	prune.Deleter
-	prune.Relabeler
-	TaskList(ctx context.Context, options dswarm.TaskListOptions) ([]dswarm.Task, error)
-	ServiceLogs(ctx context.Context, serviceID string, options container.LogsOptions) (io.ReadCloser, error)
+	syncpass.Engine
 	Ping(ctx context.Context) (types.Ping, error)
 	Identity() swarm.Identity
 }
 
-// Options wire a Controller. Git, Engine and AppSet are required; the zero
-// value of every other field means its default.
+// Options wire a Controller. Git, AppSet and the local swarm (Destinations
+// "") are required; the zero value of every other field means its default.
 type Options struct {
 	// ControllerID is stamped in ownership labels; "" means "default".
 	ControllerID string
@@ -56,21 +49,20 @@ type Options struct {
 	// AppSetInterval is how often AppSet is re-read.
 	AppSetInterval time.Duration
 	Git            *gitsource.Cache
-	Engine         Engine
+	// Destinations are the swarms the controller deploys to, by the name
+	// applications give in destination.swarm: "" is the swarm it runs in.
+	Destinations map[string]Remote
 	// ParallelWrites bounds the writes in flight on each swarm; zero
 	// means DefaultParallelWrites.
 	ParallelWrites int
 	// Notifier receives every event; nil means none.
 	Notifier *notify.Registry
 	Logger   *slog.Logger
-	// Now is the clock; nil means time.Now.
+	// Now is the calendar clock (windows, TTLs, event and status times);
+	// nil means time.Now.
 	Now func() time.Time
 	// Observer is told what each reconcile took (metrics); nil means none.
 	Observer Observer
-	// Live is the swarm's live snapshot, kept fresh by the events stream;
-	// Run runs it. Without it there is no health, live drift, write gate or
-	// prune (tests of the pure loop and `skep deploy` run without).
-	Live *swarm.Watcher
 	// PruneApplications removes the releases of applications that left the
 	// app set (controller flag --prune).
 	PruneApplications bool
@@ -87,9 +79,6 @@ type Options struct {
 	// Charts fetches charts from chart repositories; nil means an
 	// application naming one stalls with a clear error.
 	Charts ChartSource
-	// Remotes are the named swarms besides the local one (Engine, Live),
-	// by the name applications give in destination.swarm.
-	Remotes map[string]Remote
 	// Keys decrypt the SOPS-encrypted files of compose releases (secrets,
 	// env files); nil means a release using one stalls with an error
 	// naming the file.
@@ -101,15 +90,27 @@ type Options struct {
 	CheckAddress func(ctx context.Context, host string) error
 }
 
+// ChartSource fetches charts from chart repositories; *chartrepo.Repos
+// implements it.
+type ChartSource = syncpass.ChartSource
+
 // Controller keeps every application of an app set at what git declares.
 // Its methods are safe for concurrent use.
+//
+// Locks, always taken in this order: appSetMu (one app-set intake at a
+// time) → mu (the running set and the workers) → any of worker.mu,
+// liveIndex.mu, previewIndex.mu, Statuses.mu, destination.mu. No lock is
+// held while a pass runs or an Engine or git call is made.
 type Controller struct {
 	id       string
 	git      *gitsource.Cache
 	dests    map[string]*destination // by name; "" is the local swarm. Fixed at New.
 	notifier *notify.Registry
 	log      *slog.Logger
+	// now is the calendar clock; wall the clock of durations and of the
+	// instants compared with a snapshot's TakenAt (time.Now).
 	now      func() time.Time
+	wall     func() time.Time
 	watcher  *appset.Watcher
 	interval time.Duration
 	source   string
@@ -122,35 +123,19 @@ type Controller struct {
 	loaded    atomic.Bool
 	pruneApps bool
 	ownStack  string
-	self      swarm.Self
-	images    artifact.Images
-	charts    ChartSource
-	keys      *sops.Keys
-	checkAddr func(ctx context.Context, host string) error
-	declared  declaredReleases      // what release files declared, by application
-	previewAt map[string]previewRef // by application@commit: the previews deployed, for notifiers
+	declared  declaredReleases // what release files declared, by application
+	previews  previewIndex     // the previews deployed, by application and commit, for notifiers
+	live      liveIndex        // renders, writes and wakes, for health and the live-drift wakes
 
 	appSetMu sync.Mutex // serialises onAppSet
 	mu       sync.Mutex
 	apps     map[string]appset.Application
 	appsGen  uint64 // moves each time apps is replaced; 0 before the first set
 	workers  map[string]*worker
-	rendered map[string]rendered // by destination and release: the last render, for health
-	// renderedBy is keyed by application: its keys in rendered, so that a
-	// tick reads its own releases without going through every one.
-	renderedBy map[string][]string
-	renderGen  uint64               // moves with every change to rendered
-	wrote      map[string]time.Time // by application: when its last write to the swarm ended
-	// writing counts, by application, its writes to the swarm in flight.
-	// Neither map forgets an application that left the set: its last
-	// writes are what the prune of its release must see first.
-	writing map[string]int
 	// goneGenerated names, with their generator, the generated
 	// applications with syncPolicy.prune that left the set since this
 	// controller started.
 	goneGenerated map[string]string
-	seenLive      map[string]string // by application: the digest of its objects as the last live-drift wake saw them
-	unwoken       map[string]bool   // applications whose objects moved while a wake was held back
 	wg            sync.WaitGroup
 }
 
@@ -161,63 +146,18 @@ func New(opts Options) (*Controller, error) {
 		return nil, errors.New("controller: no app-set source")
 	case opts.Git == nil:
 		return nil, errors.New("controller: no git cache")
-	case opts.Engine == nil:
+	case opts.Destinations[swarm.Local].Engine == nil:
 		return nil, errors.New("controller: no docker engine for the local swarm")
 	}
 	c := &Controller{
-		id:            opts.ControllerID,
-		git:           opts.Git,
-		notifier:      opts.Notifier,
-		log:           opts.Logger,
-		now:           opts.Now,
-		interval:      opts.AppSetInterval,
-		source:        opts.AppSetName,
-		status:        NewStatuses(),
-		observer:      opts.Observer,
-		appSet:        opts.AppSet,
-		apps:          map[string]appset.Application{},
-		workers:       map[string]*worker{},
-		rendered:      map[string]rendered{},
-		renderedBy:    map[string][]string{},
-		wrote:         map[string]time.Time{},
-		writing:       map[string]int{},
-		goneGenerated: map[string]string{},
-		seenLive:      map[string]string{},
-		unwoken:       map[string]bool{},
-		pruneApps:     opts.PruneApplications,
-		ownStack:      opts.OwnStack,
-		self:          opts.Self,
-		images:        opts.Images,
-		charts:        opts.Charts,
-		keys:          opts.Keys,
-		checkAddr:     opts.CheckAddress,
-	}
-	c.dests = map[string]*destination{swarm.Local: {name: swarm.Local, engine: opts.Engine, live: opts.Live}}
-	for name, r := range opts.Remotes {
-		switch {
-		case name == swarm.Local:
-			return nil, errors.New(`controller: remote "" is the local swarm; give it as Engine`)
-		case r.Engine == nil:
-			return nil, fmt.Errorf("controller: remote %q has no engine", name)
-		}
-		c.dests[name] = &destination{name: name, engine: r.Engine, live: r.Live}
-	}
-	c.watcher = appset.NewCheckedWatcher(generated{inner: opts.AppSet, git: opts.Git}, c.checkSwarms)
-	if c.images == nil {
-		c.images = artifact.NewRegistry(artifact.RegistryOptions{})
-	}
-	if c.id == "" {
-		c.id = "default"
+		id: cmp.Or(opts.ControllerID, "default"), git: opts.Git, notifier: opts.Notifier, log: opts.Logger,
+		now: opts.Now, wall: time.Now, interval: opts.AppSetInterval, source: opts.AppSetName, status: NewStatuses(),
+		observer: opts.Observer, appSet: opts.AppSet, pruneApps: opts.PruneApplications, ownStack: opts.OwnStack,
+		apps: map[string]appset.Application{}, workers: map[string]*worker{}, goneGenerated: map[string]string{},
 	}
 	// '@' separates a named destination in the controller label (ownerID).
 	if strings.Contains(c.id, "@") {
 		return nil, fmt.Errorf("controller id %q: '@' is not allowed", c.id)
-	}
-	for _, d := range c.dests {
-		d.client, d.engine = d.engine, limitWrites(d.engine, opts.ParallelWrites)
-		d.owner = ownerID(c.id, d.name)
-		d.digests = apply.NewDigestCache(0, 0)
-		d.state.Name = d.name
 	}
 	if c.notifier == nil {
 		c.notifier = &notify.Registry{}
@@ -231,6 +171,17 @@ func New(opts Options) (*Controller, error) {
 	if c.interval <= 0 {
 		c.interval = DefaultAppSetInterval
 	}
+	if opts.Images == nil {
+		opts.Images = artifact.NewRegistry(artifact.RegistryOptions{})
+	}
+	c.dests = map[string]*destination{}
+	for name, r := range opts.Destinations {
+		if r.Engine == nil {
+			return nil, fmt.Errorf("controller: destination %q has no engine", name)
+		}
+		c.dests[name] = c.newDestination(name, r, opts)
+	}
+	c.watcher = appset.NewCheckedWatcher(generated{inner: opts.AppSet, git: opts.Git}, c.checkSwarms)
 	return c, nil
 }
 
@@ -276,8 +227,8 @@ func (c *Controller) followSwarm(ctx context.Context, d *destination) {
 	changes := d.live.Subscribe(ctx)
 	observe := func() {
 		c.observeDestination(ctx, d)
-		c.refreshHealth(d)
-		c.wakeLiveDrift(d)
+		c.refreshHealth(d, "")
+		c.wake(d, "")
 	}
 	// The watcher runs in a goroutine of its own: its first snapshot may
 	// be out before this subscription, and a failed list is told once, so
@@ -287,7 +238,7 @@ func (c *Controller) followSwarm(ctx context.Context, d *destination) {
 	}
 	// On the app set's grid: the prune check comes due with the re-read,
 	// not at a wake-up of its own.
-	tick := time.NewTimer(tickgrid.Until(time.Now(), c.interval))
+	tick := time.NewTimer(tickgrid.Until(c.wall(), c.interval))
 	defer tick.Stop()
 	for {
 		select {
@@ -299,7 +250,7 @@ func (c *Controller) followSwarm(ctx context.Context, d *destination) {
 			}
 			observe()
 		case <-tick.C:
-			tick.Reset(tickgrid.Until(time.Now(), c.interval))
+			tick.Reset(tickgrid.Until(c.wall(), c.interval))
 			if c.Loaded() {
 				c.pruneReleases(ctx, d)
 				c.status.SetPruneChecked(c.now())
@@ -348,9 +299,7 @@ func (c *Controller) onAppSet(ctx context.Context, snap appset.Snapshot) {
 			c.log.Info("application left the app set", "app", name)
 			w.stop()
 			delete(c.workers, name)
-			delete(c.seenLive, name)
-			delete(c.unwoken, name)
-			c.forgetRendered(name)
+			c.live.forget(name)
 			c.status.Remove(name)
 		}
 	}
@@ -401,22 +350,9 @@ func (c *Controller) setApps(snap appset.Snapshot) {
 	c.mu.Unlock()
 }
 
-// generatorGone returns the generator of app when app is a generated
-// application with prune on that left the set, or "".
-func (c *Controller) generatorGone(app string) string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.goneGenerated[app]
-}
-
-// app returns the application called name in the set the workers read.
-func (c *Controller) app(name string) (appset.Application, bool) {
-	a, _, ok := c.appAt(name)
-	return a, ok
-}
-
-// appAt is app with the generation of the set it was read from: equal
-// generations mean an unchanged definition.
+// appAt returns the application called name in the set the workers
+// read, with the generation of that set: equal generations mean an
+// unchanged definition.
 func (c *Controller) appAt(name string) (appset.Application, uint64, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -428,9 +364,4 @@ func (c *Controller) appAt(name string) (appset.Application, uint64, bool) {
 // order; none before a set is loaded.
 func (c *Controller) Applications() []appset.Application {
 	return c.watcher.Current().Set.Applications()
-}
-
-// owner is the ownership of app's release by this controller.
-func (c *Controller) owner(app appset.Application) stack.Owner {
-	return stack.Owner{Controller: c.destOf(app).owner, Application: app.Name, Release: app.Release}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -11,14 +12,14 @@ import (
 
 	"github.com/skep-cd/skep/apply"
 	"github.com/skep-cd/skep/appset"
-	"github.com/skep-cd/skep/health"
 	"github.com/skep-cd/skep/notify"
 	"github.com/skep-cd/skep/outcome"
 	"github.com/skep-cd/skep/stack"
 	"github.com/skep-cd/skep/swarm"
+	"github.com/skep-cd/skep/syncpass"
 )
 
-// Remote is one named swarm the controller deploys to besides its own.
+// Remote is one swarm the controller deploys to.
 type Remote struct {
 	Engine Engine
 	// Live is the swarm's own snapshot, fed by its own events stream; nil
@@ -41,8 +42,8 @@ type destination struct {
 	// named one, so two destinations never claim each other's objects even
 	// when both names reach one swarm.
 	owner string
-	// digests answers image digest look-ups for every apply here.
-	digests *apply.DigestCache
+	// env is what every sync pass here works with; built once, at New.
+	env syncpass.Env
 
 	mu    sync.Mutex
 	state DestinationState
@@ -73,6 +74,41 @@ func ownerID(id, name string) string {
 	return id + "@" + name
 }
 
+// newDestination wires destination name: its client with writes limited,
+// and the Env its passes share, whose Fleet reaches back into c.
+func (c *Controller) newDestination(name string, r Remote, opts Options) *destination {
+	d := &destination{name: name, client: r.Engine, engine: limitWrites(r.Engine, opts.ParallelWrites), live: r.Live,
+		owner: ownerID(c.id, name)}
+	d.state.Name = name
+	appSetRepo := ""
+	if g, ok := opts.AppSet.(GitAppSet); ok {
+		appSetRepo = g.Repo
+	}
+	d.env = syncpass.Env{
+		Swarm: name, Owner: d.owner, Engine: d.engine, Live: r.Live, Digests: apply.NewDigestCache(0, 0),
+		Git: c.git, Images: opts.Images, Charts: opts.Charts, Keys: opts.Keys, Self: opts.Self, OwnStack: opts.OwnStack,
+		AppSetRepo: appSetRepo, CheckAddress: opts.CheckAddress, Notifier: c.notifier, Now: c.now, Wall: c.wall, Log: c.log,
+		Fleet: syncpass.Fleet{
+			Applying:   func(app string) { c.status.Update(app, func(s *AppStatus) { s.Phase = PhaseApplying }) },
+			BeginWrite: func(app string) func() { return c.live.beginWrite(app, c.wall) },
+			SeenWrites: c.live.seen,
+			Remember:   c.remember,
+			RefreshHealth: func(app appset.Application) {
+				c.refreshHealth(c.dest(app.Destination.Swarm), app.Name)
+			},
+			MovedFrom:    c.movedFrom,
+			Gates:        c.gates,
+			ReleaseGates: c.releaseGates,
+			AppNames:     c.appNames,
+			PruneRelease: func(ctx context.Context, owner stack.Owner, snap swarm.Snapshot, why string) {
+				c.pruneRelease(ctx, owner, d, snap, why)
+			},
+			NotePreview: c.previews.note,
+		},
+	}
+	return d
+}
+
 // dest returns the destination called name. The app set's check refuses
 // an unknown name before any worker sees it; should one slip through, the
 // destination returned has no engine, and a reconcile of it stalls
@@ -81,19 +117,16 @@ func (c *Controller) dest(name string) *destination {
 	if d, ok := c.dests[name]; ok {
 		return d
 	}
-	return &destination{name: name, engine: nil, owner: ownerID(c.id, name)}
+	d := &destination{name: name, engine: nil, owner: ownerID(c.id, name)}
+	d.env = c.dests[swarm.Local].env
+	d.env.Swarm, d.env.Owner, d.env.Engine, d.env.Live, d.env.Digests = name, d.owner, nil, nil, nil
+	return d
 }
 
-// destOf returns the destination app deploys to.
-func (c *Controller) destOf(app appset.Application) *destination {
-	return c.dest(app.Destination.Swarm)
+// ownerOf is the ownership of app's release by this controller on d.
+func (d *destination) ownerOf(app appset.Application) stack.Owner {
+	return stack.Owner{Controller: d.owner, Application: app.Name, Release: app.Release}
 }
-
-// engineOf returns the client of app's destination.
-func (c *Controller) engineOf(app appset.Application) Engine { return c.destOf(app).engine }
-
-// liveOf returns the live snapshot of app's destination; nil without one.
-func (c *Controller) liveOf(app appset.Application) *swarm.Watcher { return c.destOf(app).live }
 
 // checkSwarms refuses an app set naming a destination this controller has
 // not been given.
@@ -120,7 +153,7 @@ var ErrUnreachable = errors.New("swarm unreachable")
 // answer, and nil otherwise (including before its first list, when the
 // snapshot's own gate applies).
 func (c *Controller) unreachable(app appset.Application) error {
-	d := c.destOf(app)
+	d := c.dest(app.Destination.Swarm)
 	if d.engine == nil {
 		return &outcome.StalledError{Err: fmt.Errorf("%s is not configured", swarm.Describe(d.name))}
 	}
@@ -140,15 +173,6 @@ func (d *destination) down() error {
 	}
 	return fmt.Errorf("%w: %s since %s: %s", ErrUnreachable, swarm.Describe(d.name),
 		d.state.UnreachableSince.UTC().Format(time.RFC3339), d.state.Error)
-}
-
-// markUnknown records that nothing is known of app's release while its
-// swarm does not answer.
-func (c *Controller) markUnknown(app string, err error) {
-	c.status.Update(app, func(s *AppStatus) {
-		s.Health, s.HealthMessage = health.Unknown, err.Error()
-		s.Sync = Unknown
-	})
 }
 
 // observeDestination updates d's state from its snapshot and, on a change
@@ -210,7 +234,7 @@ func (c *Controller) observeDestination(ctx context.Context, d *destination) {
 			continue
 		}
 		if becameDown {
-			c.markUnknown(name, fmt.Errorf("%w: %s: %s", ErrUnreachable, swarm.Describe(d.name), st.Error))
+			c.status.markUnknown(name, fmt.Errorf("%w: %s: %s", ErrUnreachable, swarm.Describe(d.name), st.Error))
 		} else {
 			w.enqueue(Request{})
 		}
@@ -225,7 +249,7 @@ func (c *Controller) Destinations() []DestinationState {
 		counts[a.Destination.Swarm]++
 	}
 	out := make([]DestinationState, 0, len(c.dests))
-	for _, name := range c.destNames() {
+	for _, name := range destNames(c.dests) {
 		d := c.dests[name]
 		d.mu.Lock()
 		st := d.state
@@ -242,14 +266,9 @@ func (c *Controller) Destinations() []DestinationState {
 	return out
 }
 
-// destNames lists the destinations, "" first, then by name.
-func (c *Controller) destNames() []string {
-	names := make([]string, 0, len(c.dests))
-	for n := range c.dests {
-		names = append(names, n)
-	}
-	slices.Sort(names) // "" sorts first
-	return names
+// destNames lists the destinations of dests, "" first, then by name.
+func destNames(dests map[string]*destination) []string {
+	return slices.Sorted(maps.Keys(dests)) // "" sorts first
 }
 
 // movedFrom says where else app's release was recorded by this controller:
@@ -259,8 +278,8 @@ func (c *Controller) destNames() []string {
 func (c *Controller) movedFrom(app appset.Application) string {
 	var from []string
 	owner := stack.Owner{Application: app.Name, Release: app.Release}
-	for _, name := range c.destNames() {
-		if name != app.Destination.Swarm && c.recordedOn(name, owner) {
+	for _, name := range destNames(c.dests) {
+		if name != app.Destination.Swarm && recordedOn(c.dests[name], owner) {
 			from = append(from, swarm.Describe(name))
 		}
 	}

@@ -48,7 +48,7 @@ func TestAMovedReleaseStaysUntilItsMoveIsSynced(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = edge.Close() })
-	ctrl := e.controllerWith(t, appset.FileSource{Path: apps}, reconcile.Options{Remotes: map[string]reconcile.Remote{
+	ctrl := e.controllerWith(t, appset.FileSource{Path: apps}, reconcile.Options{Destinations: map[string]reconcile.Remote{
 		"edge": {Engine: edge, Live: skepswarm.NewWatcher(edge, skepswarm.WatcherOptions{})}}})
 	run(t, ctrl)
 	e.waitImage(t, e.v1, 2*time.Minute)

@@ -38,8 +38,8 @@ func TestADestinationDownBeforeItIsFollowedIsMarkedDown(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = gone.Close() })
 	live := swarm.NewWatcher(gone, swarm.WatcherOptions{MinInterval: 50 * time.Millisecond})
-	c, err := New(Options{AppSet: appset.FileSource{Path: filepath.Join(dir, "apps.yaml")}, Git: git, Engine: local,
-		Remotes: map[string]Remote{"gone": {Engine: gone, Live: live}}})
+	c, err := New(Options{AppSet: appset.FileSource{Path: filepath.Join(dir, "apps.yaml")}, Git: git,
+		Destinations: map[string]Remote{"": {Engine: local}, "gone": {Engine: gone, Live: live}}})
 	if err != nil {
 		t.Fatal(err)
 	}

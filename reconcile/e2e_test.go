@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -141,8 +142,8 @@ func (e *env) controller(t testing.TB, source appset.Source) *reconcile.Controll
 }
 
 // controllerWith builds a controller like the binary does, with the live
-// snapshot, taking PruneApplications, OwnStack, Charts, Now, Observer, Self
-// Remotes and CheckAddress from opts.
+// snapshot of the local swarm, taking PruneApplications, OwnStack, Charts,
+// Now, Observer, Self, the named Destinations and CheckAddress from opts.
 func (e *env) controllerWith(t testing.TB, source appset.Source, opts reconcile.Options) *reconcile.Controller {
 	t.Helper()
 	logger := opts.Logger
@@ -167,12 +168,16 @@ func (e *env) controllerWith(t testing.TB, source appset.Source, opts reconcile.
 	if e.wrap != nil {
 		eng = e.wrap(engine)
 	}
+	dests := maps.Clone(opts.Destinations)
+	if dests == nil {
+		dests = map[string]reconcile.Remote{}
+	}
+	dests[""] = reconcile.Remote{Engine: eng, Live: e.newWatcher(engine, logger)}
 	ctrl, err := reconcile.New(reconcile.Options{
 		ControllerID: e.id, AppSet: source, AppSetInterval: time.Second,
-		Git: git, Engine: eng, Notifier: &reg, Logger: logger,
-		Live:              e.newWatcher(engine, logger),
+		Git: git, Destinations: dests, Notifier: &reg, Logger: logger,
 		PruneApplications: opts.PruneApplications, OwnStack: opts.OwnStack, Charts: opts.Charts, Now: opts.Now, Observer: opts.Observer,
-		Self: opts.Self, Remotes: opts.Remotes, CheckAddress: opts.CheckAddress,
+		Self: opts.Self, CheckAddress: opts.CheckAddress,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -32,7 +32,7 @@ type Orphan struct {
 // TestOrphansSayWhyNothingWasPruned).
 func (c *Controller) Orphans() []Orphan {
 	var out []Orphan
-	for _, name := range c.destNames() {
+	for _, name := range destNames(c.dests) {
 		d := c.dests[name]
 		if d.live == nil {
 			continue

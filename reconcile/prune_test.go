@@ -145,16 +145,16 @@ func TestPruneHeldUntilTheSnapshotHasSeenTheApplicationsLastWrite(t *testing.T) 
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &Controller{id: "c1", watcher: appset.NewWatcher(appset.FileSource{Path: file}), status: NewStatuses(),
-				pruneApps: true, wrote: map[string]time.Time{}, writing: map[string]int{}}
+				pruneApps: true}
 			if _, err := c.watcher.Reload(t.Context()); err != nil {
 				t.Fatal(err)
 			}
 			c.status.Update("web", func(s *AppStatus) { s.LastReconcile = time.Now() })
-			if tc.writing {
-				defer c.beginWrite("gone")()
-			}
 			if tc.wrote {
-				c.wrote["gone"] = wrote
+				c.live.beginWrite("gone", func() time.Time { return wrote })()
+			}
+			if tc.writing {
+				defer c.live.beginWrite("gone", time.Now)()
 			}
 			got := c.orphansOf("", tc.taken, owners)
 			if len(got) != 1 || got[0].Reason != tc.want {

@@ -18,6 +18,8 @@ import (
 	"github.com/skep-cd/skep/notify"
 	"github.com/skep-cd/skep/stack"
 	"github.com/skep-cd/skep/swarm"
+	"github.com/skep-cd/skep/syncpass"
+	"github.com/skep-cd/skep/window"
 )
 
 // This file is what the API reads of the controller and asks of it, in
@@ -27,18 +29,13 @@ import (
 // recorded and raised. Errors wrap ErrUnknownApplication, ErrNotRecorded,
 // ErrInvalidRequest or ErrUnavailable where a caller must tell them apart.
 
-// lookup returns the application called name in the running app set.
-func (c *Controller) lookup(name string) (appset.Application, error) {
-	app, ok := c.app(name)
+// Application returns the application called name in the running app set.
+func (c *Controller) Application(name string) (appset.Application, error) {
+	app, _, ok := c.appAt(name)
 	if !ok {
 		return appset.Application{}, fmt.Errorf("%w: %s", ErrUnknownApplication, name)
 	}
 	return app, nil
-}
-
-// Application returns the application called name in the running app set.
-func (c *Controller) Application(name string) (appset.Application, error) {
-	return c.lookup(name)
 }
 
 // GitStats returns the git cache's counters of remote calls.
@@ -52,9 +49,9 @@ func (c *Controller) GitStats() gitsource.Stats { return c.git.Stats() }
 // not to answer is skipped at once (the error says so) rather than waited
 // for.
 func (c *Controller) LiveServices(ctx context.Context, app string) ([]dswarm.Service, error) {
-	dests := c.destNames()
+	dests := destNames(c.dests)
 	if app != "" {
-		a, ok := c.app(app)
+		a, _, ok := c.appAt(app)
 		if !ok {
 			return nil, fmt.Errorf("%w: %s", ErrUnknownApplication, app)
 		}
@@ -90,11 +87,11 @@ func (c *Controller) LiveServices(ctx context.Context, app string) ([]dswarm.Ser
 // and the snapshot API readers see follows. See
 // TestConvergingUntilTheLiveViewShowsTheWrite.
 func (c *Controller) Converging(name string) (string, error) {
-	app, err := c.lookup(name)
+	app, err := c.Application(name)
 	if err != nil {
 		return "", err
 	}
-	live := c.liveOf(app)
+	live := c.dest(app.Destination.Swarm).live
 	if live == nil {
 		return "", nil
 	}
@@ -102,22 +99,13 @@ func (c *Controller) Converging(name string) (string, error) {
 	if snap.ReadFailed() {
 		return fmt.Sprintf("the live snapshot cannot be read: %v", snap.Err()), nil
 	}
-	if !c.seenWrites(app.Name, snap) {
+	if snap.TakenAt().IsZero() || !c.live.seen(app.Name, snap.TakenAt(), false) {
 		// No event may come to bring the relist that shows the write.
 		live.Relist()
 		return "the live snapshot does not show the last write yet", nil
 	}
-	c.mu.Lock()
-	var releases []stack.Release
-	for _, key := range c.renderedBy[app.Name] {
-		if r := c.rendered[key]; r.app == app.Name && r.swarm == app.Destination.Swarm {
-			releases = append(releases, r.release)
-		}
-	}
-	c.mu.Unlock()
-	slices.SortFunc(releases, func(a, b stack.Release) int { return strings.Compare(a.Name, b.Name) })
-	for _, rel := range releases {
-		if why := cmp.Or(rollout(rel, snap), converged(rel, snap)); why != "" {
+	for _, rel := range c.live.releases(app) {
+		if why := cmp.Or(syncpass.Rollout(rel, snap), syncpass.Converged(rel, snap)); why != "" {
 			return "release " + rel.Name + ": " + why, nil
 		}
 	}
@@ -127,11 +115,11 @@ func (c *Controller) Converging(name string) (string, error) {
 // LiveTasks lists the tasks of app's services, from the live snapshot as
 // LiveServices does, else in one Engine call.
 func (c *Controller) LiveTasks(ctx context.Context, app string) ([]dswarm.Task, error) {
-	a, ok := c.app(app)
+	a, _, ok := c.appAt(app)
 	if !ok {
 		return nil, fmt.Errorf("%w: %s", ErrUnknownApplication, app)
 	}
-	d := c.destOf(a)
+	d := c.dest(a.Destination.Swarm)
 	if err := d.down(); err != nil {
 		return nil, err
 	}
@@ -156,17 +144,19 @@ func (c *Controller) LiveTasks(ctx context.Context, app string) ([]dswarm.Task, 
 // Revisions returns the revisions recorded in the swarm for release of
 // application name ("" = its only release), oldest first.
 func (c *Controller) Revisions(ctx context.Context, name, release string) ([]apply.Revision, error) {
-	app, err := c.lookup(name)
+	app, err := c.Application(name)
 	if err != nil {
 		return nil, err
 	}
-	release, err = c.releaseOf(app, release)
+	names, _ := c.Releases(app.Name)
+	release, err = releaseOf(app, names, release)
 	if err != nil {
 		return nil, err
 	}
-	owner := c.owner(app)
+	d := c.dest(app.Destination.Swarm)
+	owner := d.ownerOf(app)
 	owner.Release = release
-	revs, err := apply.Revisions(ctx, c.engineOf(app), owner)
+	revs, err := apply.Revisions(ctx, d.engine, owner)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
@@ -174,9 +164,8 @@ func (c *Controller) Revisions(ctx context.Context, name, release string) ([]app
 }
 
 // releaseOf checks that release ("" = the application's only one) is one
-// of app's releases and returns its name.
-func (c *Controller) releaseOf(app appset.Application, release string) (string, error) {
-	names, _ := c.Releases(app.Name)
+// of app's releases, named names, and returns its name.
+func releaseOf(app appset.Application, names []string, release string) (string, error) {
 	switch {
 	case release == "" && len(names) == 1:
 		return names[0], nil
@@ -194,7 +183,7 @@ func (c *Controller) releaseOf(app appset.Application, release string) (string, 
 // commit of name's repository; "" stays "". A revision git does not know
 // wraps ErrInvalidRequest.
 func (c *Controller) Resolve(ctx context.Context, name, revision string) (string, error) {
-	app, err := c.lookup(name)
+	app, err := c.Application(name)
 	if err != nil || revision == "" {
 		return "", err
 	}
@@ -212,7 +201,7 @@ func (c *Controller) Resolve(ctx context.Context, name, revision string) (string
 // it is held at) and compares it with what was last recorded, writing
 // nothing. It is safe to call beside the workers.
 func (c *Controller) Plan(ctx context.Context, name, commit string) (Result, error) {
-	app, err := c.lookup(name)
+	app, err := c.Application(name)
 	if err != nil {
 		return Result{}, err
 	}
@@ -220,12 +209,7 @@ func (c *Controller) Plan(ctx context.Context, name, commit string) (Result, err
 		st, _ := c.status.Get(name)
 		commit = st.Held.Revision
 	}
-	d, err := c.render(ctx, app, commit)
-	if err != nil {
-		return Result{Commit: d.commit}, err
-	}
-	p, latest, err := c.compare(ctx, app, d)
-	return Result{Commit: d.commit, Plan: p, Recorded: latest.Revision, Warnings: slices.Concat(d.release.Warnings, latest.Skipped)}, err
+	return syncpass.Plan(ctx, c.dest(app.Destination.Swarm).env, app, commit)
 }
 
 // SyncOptions shape a requested sync. The zero value syncs what the
@@ -251,12 +235,12 @@ type Queued struct {
 // Sync queues a sync of name by the actor ctx carries and returns at once.
 // A sync window that allows no manual sync refuses it (ErrSyncWindow).
 func (c *Controller) Sync(ctx context.Context, name string, opts SyncOptions) (Queued, error) {
-	app, err := c.lookup(name)
+	app, err := c.Application(name)
 	if err != nil {
 		return Queued{}, err
 	}
-	if err := c.checkManualSync(app); err != nil {
-		return Queued{}, err
+	if v := window.Evaluate(app.SyncWindows, app.Name, c.now()); v.ManualDenied {
+		return Queued{}, fmt.Errorf("%w: application %s is %s, which allows no manual sync", ErrSyncWindow, app.Name, v)
 	}
 	// Deploy what git declares now: an ls-remote answer the cache still
 	// reuses may predate a push made just before the request (see
@@ -273,15 +257,15 @@ func (c *Controller) Sync(ctx context.Context, name string, opts SyncOptions) (Q
 // release ("" = the application's only release), re-rendered from git
 // (revisions hold no secret values), which holds the application there.
 func (c *Controller) Rollback(ctx context.Context, name, release string, number int) (Queued, error) {
-	app, err := c.lookup(name)
+	app, err := c.Application(name)
 	if err != nil {
 		return Queued{}, err
 	}
 	if number <= 0 {
 		return Queued{}, fmt.Errorf("%w: revision: want a recorded revision number, got %d", ErrInvalidRequest, number)
 	}
-	release, err = c.releaseOf(app, release)
-	if err != nil {
+	names, _ := c.Releases(app.Name)
+	if release, err = releaseOf(app, names, release); err != nil {
 		return Queued{}, err
 	}
 	revs, err := c.Revisions(ctx, name, release)
@@ -301,12 +285,13 @@ func (c *Controller) Rollback(ctx context.Context, name, release string, number 
 // Unhold releases name's hold, in the status and in the swarm, and queues
 // a tick.
 func (c *Controller) Unhold(ctx context.Context, name string) error {
-	app, err := c.lookup(name)
+	app, err := c.Application(name)
 	if err != nil {
 		return err
 	}
 	c.status.Update(name, func(s *AppStatus) { s.Held = apply.Hold{} })
-	if err := apply.SaveHold(ctx, c.engineOf(app), c.owner(app), apply.Hold{}); err != nil {
+	d := c.dest(app.Destination.Swarm)
+	if err := apply.SaveHold(ctx, d.engine, d.ownerOf(app), apply.Hold{}); err != nil {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	c.log.InfoContext(ctx, "hold released", "app", name, "actor", notify.ActorFrom(ctx))
@@ -322,7 +307,7 @@ func (c *Controller) Refresh(_ context.Context, name string) error {
 
 // refresh is Refresh with the tick req to queue.
 func (c *Controller) refresh(name string, req Request) error {
-	app, err := c.lookup(name)
+	app, err := c.Application(name)
 	if err != nil {
 		return err
 	}

@@ -1,12 +1,12 @@
 package reconcile
 
 import (
-	"context"
+	"slices"
 	"time"
 
 	"github.com/skep-cd/skep/appset"
-	"github.com/skep-cd/skep/notify"
 	"github.com/skep-cd/skep/outcome"
+	"github.com/skep-cd/skep/syncpass"
 )
 
 // Observation is what one reconcile of one application took and found,
@@ -38,99 +38,117 @@ type Observer interface {
 	ObserveReconcile(Observation)
 }
 
-// record stores what one reconcile found in the status table.
-func (c *Controller) record(app appset.Application, out Result, err error) {
+// record stores what one pass found in the status table, in one update:
+// the pass's only writer of the status, but for the phase and health.
+func (c *Controller) record(app appset.Application, out syncpass.Outcome) {
 	now := c.now()
 	c.status.Update(app.Name, func(s *AppStatus) {
 		s.Automated = app.SyncPolicy.Automated
 		s.LastReconcile = now
 		s.Phase = PhaseIdle
-		if out.Commit != "" {
-			s.Revision = out.Commit
+		recordResult(s, app, out.Result, out.Err)
+		if out.Result.Synced.Trigger != "" {
+			s.LastSync = LastSync{At: now, Revision: out.Result.Synced.Revision, Actor: out.Result.Synced.Actor, Trigger: out.Result.Synced.Trigger}
 		}
-		if out.Recorded != nil {
-			s.DeployedRevision = out.Recorded.Commit
-		}
-		if out.Artifacts != nil || app.Artifacts == nil {
-			s.Artifacts = out.Artifacts
-		}
-		if out.Plan.Action.Valid() {
-			s.Warnings = out.Warnings
-			s.Plan = []string{out.Plan.Summary()}
-			if out.moved != "" {
-				s.Plan = append(s.Plan, out.moved)
-			}
-			s.Sync, s.Drift = Synced, ""
-			switch {
-			case out.Plan.Changed():
-				s.Sync, s.Drift = OutOfSync, DriftGit
-			case out.liveDrift:
-				s.Sync, s.Drift = OutOfSync, DriftLive
-			case waitingArtifacts(out.Artifacts) != "":
-				s.Sync, s.Drift = OutOfSync, DriftArtifact
-			}
-		}
-		if out.Applied {
-			s.Sync, s.Drift, s.DeployedRevision = Synced, "", out.Commit
-		}
-		if out.synced.Trigger != "" {
-			s.LastSync = out.synced
-			s.LastSync.At = now
-		}
-		s.LastError, s.LastErrorClass = "", ""
-		if err != nil {
-			s.LastError, s.LastErrorClass = err.Error(), outcome.Of(err)
-			if !out.Plan.Action.Valid() {
-				s.Sync = Unknown
-			}
-		}
+		c.recordFound(s, app.Release, out.Found)
 	})
 }
 
-// emit raises one event about app, stamped with its destination and the
-// actor ctx carries.
-func (c *Controller) emit(ctx context.Context, app appset.Application, t notify.EventType, commit, msg string) {
-	c.notifier.Dispatch(ctx, notify.Event{
-		Application: app.Name,
-		Type:        t,
-		Revision:    commit,
-		Message:     msg,
-		At:          c.now(),
-		Swarm:       app.Destination.Swarm,
-		Actor:       notify.ActorFrom(ctx),
-	})
-}
-
-// syncFailed raises sync-failed for a sync that started, unless ctx ended:
-// a sync cut short because the controller is stopping (or the application
-// left the set) did not fail, and a forge must not mark its commit failed
-// for it. It raises nothing; the store closes the sync as interrupted at
-// the next start, and the next controller finishes the write (see
-// TestFaultHangingNotifierAndSIGTERMMidApply).
-func (c *Controller) syncFailed(ctx context.Context, app appset.Application, commit, msg string) {
-	if ctx.Err() != nil {
-		c.log.Info("sync abandoned", "app", app.Name, "revision", commit, "why", context.Cause(ctx), "err", msg)
-		return
+// recordResult sets what a pass's result says of the sync state.
+func recordResult(s *AppStatus, app appset.Application, out Result, err error) {
+	if out.Commit != "" {
+		s.Revision = out.Commit
 	}
-	c.emit(ctx, app, notify.SyncFailed, commit, msg)
+	if out.Recorded != nil {
+		s.DeployedRevision = out.Recorded.Commit
+	}
+	if out.Artifacts != nil || app.Artifacts == nil {
+		s.Artifacts = out.Artifacts
+	}
+	if out.Plan.Action.Valid() {
+		s.Warnings = out.Warnings
+		s.Plan = []string{out.Plan.Summary()}
+		if out.Moved != "" {
+			s.Plan = append(s.Plan, out.Moved)
+		}
+		s.Sync, s.Drift = syncState(out)
+	}
+	if out.Applied {
+		s.Sync, s.Drift, s.DeployedRevision = Synced, "", out.Commit
+	}
+	s.LastError, s.LastErrorClass = "", ""
+	if err != nil {
+		s.LastError, s.LastErrorClass = err.Error(), outcome.Of(err)
+		if !out.Plan.Action.Valid() {
+			s.Sync = Unknown
+		}
+	}
 }
 
-// observe tells the observer what one reconcile took.
-func (c *Controller) observe(app appset.Application, req Request, out Result, d desired, took time.Duration, err error, quiet bool) {
+// syncState says whether a pass that compared found its release in sync,
+// and why not.
+func syncState(out Result) (SyncState, DriftReason) {
+	switch {
+	case out.Plan.Changed():
+		return OutOfSync, DriftGit
+	case out.LiveDrift:
+		return OutOfSync, DriftLive
+	case syncpass.Waiting(out.Artifacts):
+		return OutOfSync, DriftArtifact
+	}
+	return Synced, ""
+}
+
+// recordFound sets each field the pass of release looked at; s.Name is
+// the application. The status lock is held: what it logs is a line, once
+// per change.
+func (c *Controller) recordFound(s *AppStatus, release string, f syncpass.Found) {
+	if f.Window != nil {
+		s.Window = windowHold(*f.Window)
+	}
+	if f.Findings != nil {
+		s.Findings = *f.Findings
+	}
+	if f.WaitingFor != nil {
+		if names := *f.WaitingFor; len(names) > 0 && !slices.Equal(s.WaitingFor, names) {
+			c.log.Info("waiting for dependencies", "app", s.Name, "dependencies", names)
+		}
+		s.WaitingFor = *f.WaitingFor
+	}
+	if f.Unmanaged != nil {
+		c.setUnmanaged(s, release, *f.Unmanaged)
+	}
+	if f.Previews != nil {
+		s.Previews, s.PreviewProblems = f.Previews.Statuses, f.Previews.Problems
+	}
+}
+
+// setUnmanaged records what sits in an application's release namespace
+// without its proof of ownership, logging it once per change.
+func (c *Controller) setUnmanaged(s *AppStatus, release string, unmanaged []string) {
+	if !slices.Equal(s.Unmanaged, unmanaged) && len(unmanaged) > 0 {
+		c.log.Warn("unmanaged objects in release namespace", "app", s.Name, "release", release, "objects", unmanaged)
+	}
+	s.Unmanaged = unmanaged
+}
+
+// observe tells the observer what one pass took.
+func (c *Controller) observe(app appset.Application, req Request, out syncpass.Outcome, took time.Duration) {
 	if c.observer == nil {
 		return
 	}
+	r := out.Result
 	c.observer.ObserveReconcile(Observation{
 		Application:   app.Name,
 		Swarm:         app.Destination.Swarm,
-		Outcome:       outcome.Of(err),
+		Outcome:       outcome.Of(out.Err),
 		Duration:      took,
-		Sync:          out.Applied || out.applyTook > 0,
-		SyncFailed:    out.applyTook > 0 && !out.Applied,
-		ApplyDuration: out.applyTook,
-		GitDuration:   d.gitTook,
-		GitFailed:     d.gitFailed,
+		Sync:          r.Applied || r.ApplyTook > 0,
+		SyncFailed:    r.ApplyTook > 0 && !r.Applied,
+		ApplyDuration: r.ApplyTook,
+		GitDuration:   out.GitTook,
+		GitFailed:     out.GitFailed,
 		Requested:     req.Sync,
-		Quiet:         quiet,
+		Quiet:         out.Quiet,
 	})
 }

@@ -2,18 +2,15 @@ package reconcile
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"sync"
 
 	"github.com/skep-cd/skep/appset"
 	"github.com/skep-cd/skep/chart"
-	"github.com/skep-cd/skep/gitsource"
-	"github.com/skep-cd/skep/health"
 	"github.com/skep-cd/skep/notify"
 	"github.com/skep-cd/skep/outcome"
+	"github.com/skep-cd/skep/syncpass"
 )
 
 // An application with a release file (chart.releases) deploys several
@@ -68,25 +65,22 @@ func derived(app appset.Application, spec chart.ReleaseSpec, waitForHealth bool)
 // application is at, then syncs each release wave by wave: a wave starts
 // only after the previous one converged, and a failing wave stops the
 // later ones, whose releases stay as they are.
-func (c *Controller) reconcileReleases(ctx context.Context, app appset.Application, req Request, st *appState) (Result, error) {
+func (c *Controller) reconcileReleases(ctx context.Context, app appset.Application, req Request, st *workerState) (Result, error) {
 	ctx = notify.WithActor(ctx, req.Actor)
-	specs, commit, err := c.readReleases(ctx, app, req.Revision)
+	env := c.dest(app.Destination.Swarm).env
+	specs, commit, err := syncpass.ReadReleases(ctx, env, app, req.Revision)
+	st.memo.Report(ctx, env, app, req.Sync, commit, err)
 	if err != nil {
-		if key := stalledKey(commit, err); outcome.Of(err) == outcome.Stalled && (st.stalled != key || req.Sync) {
-			st.stalled = key
-			c.emit(ctx, app, notify.SyncFailed, commit, err.Error())
-		}
-		c.record(app, Result{Commit: commit}, err)
+		c.record(app, syncpass.Outcome{Result: Result{Commit: commit}, Err: err})
 		return Result{Commit: commit}, err
 	}
-	st.stalled = ""
 	names := make([]string, 0, len(specs))
 	for _, s := range specs {
 		names = append(names, app.Release+"-"+s.Name)
 	}
 	c.declared.set(app.Name, names)
 	if st.sub == nil {
-		st.sub = map[string]*appState{}
+		st.sub = map[string]*syncpass.Memo{}
 	}
 	lastWave := specs[len(specs)-1].Wave
 	var statuses []AppStatus
@@ -96,13 +90,13 @@ func (c *Controller) reconcileReleases(ctx context.Context, app appset.Applicati
 		wave := specs[i].Wave
 		for ; i < len(specs) && specs[i].Wave == wave; i++ {
 			sub := derived(app, specs[i], wave != lastWave)
-			sst := st.sub[sub.Release]
-			if sst == nil {
-				sst = &appState{holdLoaded: true}
-				st.sub[sub.Release] = sst
+			memo := st.sub[sub.Release]
+			if memo == nil {
+				memo = &syncpass.Memo{}
+				st.sub[sub.Release] = memo
 			}
 			out, err := c.reconcile(ctx, sub, Request{Sync: req.Sync, Actor: req.Actor, ID: req.ID, Revision: commit,
-				Prune: req.Prune, Force: req.Force, release: true, webhook: req.webhook}, sst)
+				Prune: req.Prune, Force: req.Force, release: true, webhook: req.webhook}, memo, 0)
 			results = append(results, out)
 			if s, ok := c.status.Get(app.Name); ok {
 				statuses = append(statuses, s)
@@ -117,43 +111,13 @@ func (c *Controller) reconcileReleases(ctx context.Context, app appset.Applicati
 	return out, failed
 }
 
-// readReleases resolves the commit app deploys (held wins) and reads its
-// release file there.
-func (c *Controller) readReleases(ctx context.Context, app appset.Application, commit string) ([]chart.ReleaseSpec, string, error) {
-	if commit == "" {
-		var err error
-		commit, err = c.git.Resolve(ctx, app.Source.Repo, app.Source.Revision)
-		if err != nil {
-			return nil, "", classifyGit(fmt.Errorf("resolve %s at %q: %w", gitsource.RedactURL(app.Source.Repo), app.Source.Revision, err))
-		}
-	}
-	tree, err := c.git.Checkout(ctx, app.Source.Repo, commit)
-	if err != nil {
-		return nil, commit, classifyGit(fmt.Errorf("fetch %s at %s: %w", gitsource.RedactURL(app.Source.Repo), gitsource.ShortCommit(commit), err))
-	}
-	defer tree.Release()
-	root, err := os.OpenRoot(tree.Dir())
-	if err != nil {
-		return nil, commit, &outcome.TransientError{Err: fmt.Errorf("release file at %s: %w", gitsource.ShortCommit(commit), err)}
-	}
-	defer root.Close()
-	specs, err := chart.LoadReleases(root.FS(), app.Chart.Releases)
-	if err != nil {
-		return nil, commit, &outcome.StalledError{Err: fmt.Errorf("release file at %s: %w", gitsource.ShortCommit(commit), err)}
-	}
-	if len(specs) == 0 {
-		return nil, commit, &outcome.StalledError{Err: errors.New("release file declares no releases")}
-	}
-	return specs, commit, nil
-}
-
 // fold sums the results of an application's releases into one.
 func fold(commit string, results []Result) Result {
 	out := Result{Commit: commit}
 	for _, r := range results {
 		out.Applied = out.Applied || r.Applied
-		out.applyTook += r.applyTook
-		out.liveDrift = out.liveDrift || r.liveDrift
+		out.ApplyTook += r.ApplyTook
+		out.LiveDrift = out.LiveDrift || r.LiveDrift
 		out.Artifacts = r.Artifacts
 		if r.Plan.Changed() || !out.Plan.Action.Valid() {
 			out.Plan = r.Plan
@@ -164,13 +128,13 @@ func fold(commit string, results []Result) Result {
 
 // foldStatus writes the application's status from the statuses its
 // releases' syncs left, one after the other: a plan line per release, the
-// worst sync state and health, every drift finding, and the first error.
+// worst sync state, every drift finding, and the first error. Health is
+// the worst of the releases already (refreshHealth).
 func (c *Controller) foldStatus(app appset.Application, statuses []AppStatus, out Result, failed error) {
 	c.status.Update(app.Name, func(s *AppStatus) {
 		s.Plan, s.Findings, s.Unmanaged = nil, nil, nil
 		s.Sync, s.Drift = Synced, ""
-		healths := map[string]health.Result{}
-		for i, rs := range statuses {
+		for _, rs := range statuses {
 			s.Plan = append(s.Plan, rs.Plan...)
 			s.Findings = append(s.Findings, rs.Findings...)
 			s.Unmanaged = append(s.Unmanaged, rs.Unmanaged...)
@@ -183,13 +147,6 @@ func (c *Controller) foldStatus(app appset.Application, statuses []AppStatus, ou
 					s.Drift = rs.Drift
 				}
 			}
-			if rs.Health != "" {
-				healths[fmt.Sprint(i)] = health.Result{State: rs.Health, Message: rs.HealthMessage, Running: rs.Running, Desired: rs.Desired}
-			}
-		}
-		if len(healths) > 0 {
-			h := health.Application(healths)
-			s.Health, s.HealthMessage, s.Running, s.Desired = h.State, h.Message, h.Running, h.Desired
 		}
 		s.Revision = out.Commit
 		s.LastError, s.LastErrorClass = "", ""
@@ -202,7 +159,7 @@ func (c *Controller) foldStatus(app appset.Application, statuses []AppStatus, ou
 // Releases returns the release names of application name: its release, or
 // those its release file declared at the last read.
 func (c *Controller) Releases(name string) ([]string, error) {
-	app, err := c.lookup(name)
+	app, err := c.Application(name)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/skep-cd/skep/health"
 	"github.com/skep-cd/skep/outcome"
 	"github.com/skep-cd/skep/plan"
+	"github.com/skep-cd/skep/syncpass"
 )
 
 // DriftReason says why an application is out of sync. The zero value means
@@ -74,28 +75,18 @@ type SyncRecord struct {
 	Error      string
 }
 
-// Trigger says what started a sync. The zero value means no sync.
-type Trigger string
+// Trigger says what started a sync (see syncpass.Trigger). The zero
+// value means no sync.
+type Trigger = syncpass.Trigger
 
 // Triggers. Only TriggerSync is someone's request; the others are the
 // controller acting on its own.
 const (
-	// TriggerSync: a sync someone asked for (the API, the CLI, the UI, a
-	// rollback); the sync's actor names who.
-	TriggerSync Trigger = "sync"
-	// TriggerWebhook: a forge's push webhook woke the application and the
-	// controller applied what git now holds.
-	TriggerWebhook Trigger = "webhook"
-	// TriggerGit: the controller's own look at git found a commit other
-	// than the one deployed (or none deployed yet) and applied it.
-	TriggerGit Trigger = "git"
-	// TriggerInterval: the controller's own reconcile (its interval, an
-	// app-set change) applied a change that came with no new commit: an
-	// artifact's image arrived, or the application's definition changed.
-	TriggerInterval Trigger = "interval"
-	// TriggerDriftCorrection: the controller put back what was changed on
-	// the swarm behind its back (driftDetection: live).
-	TriggerDriftCorrection Trigger = "drift-correction"
+	TriggerSync            = syncpass.TriggerSync
+	TriggerWebhook         = syncpass.TriggerWebhook
+	TriggerGit             = syncpass.TriggerGit
+	TriggerInterval        = syncpass.TriggerInterval
+	TriggerDriftCorrection = syncpass.TriggerDriftCorrection
 )
 
 // LastSync is the last sync that wrote an application's release, of any
@@ -337,4 +328,50 @@ func (s *Statuses) AppSet() AppSetStatus {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.appSet
+}
+
+// notReady returns the applications of deps that are not yet something
+// another may sync after, each with why: ready once synced and healthy at
+// its current revision. It reads the table in place, without copies.
+func (s *Statuses) notReady(deps []string) []syncpass.Dependency {
+	if len(deps) == 0 {
+		return nil
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []syncpass.Dependency
+	for _, name := range deps {
+		if why := notReady(s.apps[name]); why != "" {
+			out = append(out, syncpass.Dependency{Name: name, Why: why})
+		}
+	}
+	return out
+}
+
+// notReady says why the application whose status is st (nil: none yet)
+// is not ready, "" when it is.
+func notReady(st *AppStatus) string {
+	switch {
+	case st == nil || st.LastReconcile.IsZero():
+		return "not reconciled yet"
+	case st.Sync != Synced:
+		return string(st.Sync)
+	case st.Revision == "" || st.DeployedRevision != st.Revision:
+		return "not deployed at its current revision"
+	case st.Health != health.Healthy:
+		if st.Health == "" {
+			return "health not known yet"
+		}
+		return string(st.Health)
+	}
+	return ""
+}
+
+// markUnknown records that nothing is known of app's release while its
+// swarm does not answer.
+func (s *Statuses) markUnknown(app string, err error) {
+	s.Update(app, func(st *AppStatus) {
+		st.Health, st.HealthMessage = health.Unknown, err.Error()
+		st.Sync = Unknown
+	})
 }

@@ -1,10 +1,8 @@
 package reconcile
 
 import (
-	"fmt"
 	"time"
 
-	"github.com/skep-cd/skep/appset"
 	"github.com/skep-cd/skep/window"
 )
 
@@ -28,24 +26,11 @@ type WindowHold struct {
 	Message string
 }
 
-// windowVerdict judges app's sync windows at the controller's now and
-// records the verdict in its status.
-func (c *Controller) windowVerdict(app appset.Application) window.Verdict {
-	v := window.Evaluate(app.SyncWindows, app.Name, c.now())
-	hold := WindowHold{}
-	if v.Held {
-		hold = WindowHold{Kind: string(v.By.Kind), Schedule: v.By.Schedule.String(), TimeZone: v.By.Zone.String(),
-			Duration: v.By.Duration, Outside: v.Outside, Until: v.Until, ManualSync: !v.ManualDenied, Message: v.String()}
+// windowHold is what the status shows of a windows' verdict.
+func windowHold(v window.Verdict) WindowHold {
+	if !v.Held {
+		return WindowHold{}
 	}
-	c.status.Update(app.Name, func(s *AppStatus) { s.Window = hold })
-	return v
-}
-
-// checkManualSync refuses a manual sync of app while a sync window that
-// says manualSync: false holds it. The error wraps ErrSyncWindow.
-func (c *Controller) checkManualSync(app appset.Application) error {
-	if v := window.Evaluate(app.SyncWindows, app.Name, c.now()); v.ManualDenied {
-		return fmt.Errorf("%w: application %s is %s, which allows no manual sync", ErrSyncWindow, app.Name, v)
-	}
-	return nil
+	return WindowHold{Kind: string(v.By.Kind), Schedule: v.By.Schedule.String(), TimeZone: v.By.Zone.String(),
+		Duration: v.By.Duration, Outside: v.Outside, Until: v.Until, ManualSync: !v.ManualDenied, Message: v.String()}
 }

@@ -219,8 +219,8 @@ applications:
 	reg.Register(recorder)
 	ctrl, err := reconcile.New(reconcile.Options{
 		ControllerID: harness.Name(t, "ctl"), AppSet: appset.FileSource{Path: appsFile}, AppSetInterval: time.Hour,
-		Git: gitCache, Engine: engine, Notifier: &reg, Logger: logger,
-		Live: skepswarm.NewWatcher(engine, skepswarm.WatcherOptions{Logger: logger}),
+		Git: gitCache, Notifier: &reg, Logger: logger,
+		Destinations: map[string]reconcile.Remote{"": {Engine: engine, Live: skepswarm.NewWatcher(engine, skepswarm.WatcherOptions{Logger: logger})}},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package reconcile
+package syncpass
 
 import (
 	"context"
@@ -40,7 +40,7 @@ type chartRender struct {
 // that is invalid, needs a newer Skep, or needs what the application may
 // not use or the swarm lacks is a stalled error: git (or the swarm) must
 // change, and nothing is written.
-func (c *Controller) renderChart(ctx context.Context, app appset.Application, root string, d desired, extra map[string]string, owner stack.Owner) (chartRender, error) {
+func renderChart(ctx context.Context, env Env, app appset.Application, v view, root string, d desired, extra map[string]string, owner stack.Owner) (chartRender, error) {
 	spec := app.Chart
 	r, err := os.OpenRoot(root)
 	if err != nil {
@@ -52,7 +52,7 @@ func (c *Controller) renderChart(ctx context.Context, app appset.Application, ro
 	if spec.Path != "" {
 		ch, err = chart.Load(repoFS, spec.Path)
 	} else {
-		ch, err = c.fetchChart(ctx, spec)
+		ch, err = fetchChart(ctx, env.Charts, spec)
 	}
 	if err != nil {
 		return chartRender{}, stalledUnlessTransient(fmt.Errorf("chart %s: %w", chartName(spec), err))
@@ -86,7 +86,7 @@ func (c *Controller) renderChart(ctx context.Context, app appset.Application, ro
 	if err != nil {
 		return chartRender{}, &outcome.StalledError{Err: &templateError{err: fmt.Errorf("chart %s: %w", chartName(spec), err)}}
 	}
-	create, err := c.checkRequirements(app, ch.Metadata().Name, req)
+	create, err := checkRequirements(app, v, ch.Metadata().Name, req)
 	if err != nil {
 		return chartRender{}, &outcome.StalledError{Err: err}
 	}
@@ -107,11 +107,11 @@ func (e *templateError) Error() string { return e.err.Error() }
 func (e *templateError) Unwrap() error { return e.err }
 
 // fetchChart reads a chart from its chart repository.
-func (c *Controller) fetchChart(ctx context.Context, spec *appset.Chart) (*chart.Chart, error) {
-	if c.charts == nil {
+func fetchChart(ctx context.Context, charts ChartSource, spec *appset.Chart) (*chart.Chart, error) {
+	if charts == nil {
 		return nil, errors.New("chart repositories are not configured on this controller")
 	}
-	fsys, dir, err := c.charts.Fetch(ctx, spec.Repo, spec.Name, spec.Version)
+	fsys, dir, err := charts.Fetch(ctx, spec.Repo, spec.Name, spec.Version)
 	switch {
 	case err == nil:
 	case errors.Is(err, chartrepo.ErrNotFound), errors.Is(err, chartrepo.ErrDigestMismatch), errors.Is(err, chartrepo.ErrTooLarge),
@@ -124,10 +124,10 @@ func (c *Controller) fetchChart(ctx context.Context, spec *appset.Chart) (*chart
 }
 
 // checkRequirements checks what the chart's requirements.yaml names
-// against the application's allow list and, when the live snapshot can
+// against the application's allow list and, when the live snapshot v can
 // tell, against what exists on the swarm, and returns the autoCreate
 // networks to create.
-func (c *Controller) checkRequirements(app appset.Application, name string, req chart.Requirements) ([]apply.RequiredNetwork, error) {
+func checkRequirements(app appset.Application, v view, name string, req chart.Requirements) ([]apply.RequiredNetwork, error) {
 	allowed := chart.Objects{Networks: app.Allow.Networks, Configs: app.Allow.Configs, Secrets: app.Allow.Secrets}
 	// Without a snapshot only the allow list is checked, and every allowed
 	// autoCreate network is handed on: CreateRequired asks the Engine
@@ -136,8 +136,8 @@ func (c *Controller) checkRequirements(app appset.Application, name string, req 
 	existing.Networks = slices.DeleteFunc(slices.Clone(allowed.Networks), func(name string) bool {
 		return slices.ContainsFunc(req.Networks, func(n chart.NetworkRequirement) bool { return n.Name == name && n.AutoCreate })
 	})
-	if c.liveOf(app) != nil && !c.liveOf(app).Current().ReadFailed() {
-		snap := c.liveOf(app).Current()
+	if v.has && !v.snap.ReadFailed() {
+		snap := v.snap
 		existing = chart.Objects{Networks: slices.Collect(maps.Values(snap.NetworkNames())),
 			Configs: slices.Collect(maps.Values(snap.ConfigNames()))}
 		for _, s := range snap.Secrets() {
@@ -158,13 +158,13 @@ func (c *Controller) checkRequirements(app appset.Application, name string, req 
 // createRequired creates the networks cr's requirements.yaml asks for
 // (autoCreate) that are missing, before anything of the release is
 // written; a failure fails the sync as apply's own do.
-func (c *Controller) createRequired(ctx context.Context, app appset.Application, cr *chartRender) ([]apply.Change, error) {
+func createRequired(ctx context.Context, env Env, app appset.Application, cr *chartRender) ([]apply.Change, error) {
 	if cr == nil || len(cr.create) == 0 {
 		return nil, nil
 	}
-	changes, err := apply.CreateRequired(ctx, c.engineOf(app), c.owner(app), cr.create)
+	changes, err := apply.CreateRequired(ctx, env.Engine, env.owner(app), cr.create)
 	for _, ch := range changes {
-		c.log.Info("required network created", "app", app.Name, "release", app.Release, "network", ch.Name)
+		env.Log.Info("required network created", "app", app.Name, "release", app.Release, "network", ch.Name)
 	}
 	return changes, err
 }
@@ -221,12 +221,4 @@ func stalledUnlessTransient(err error) error {
 		return err
 	}
 	return &outcome.StalledError{Err: err}
-}
-
-// ChartSource fetches charts from chart repositories; *chartrepo.Repos
-// implements it.
-type ChartSource interface {
-	// Fetch returns the files of chart name at exactly version from the
-	// repository at repoURL, and the directory of the chart within them.
-	Fetch(ctx context.Context, repoURL, name, version string) (fs.FS, string, error)
 }

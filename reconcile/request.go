@@ -17,7 +17,7 @@ import (
 // A sync to a named revision holds the application there (recorded in the
 // swarm by apply, so a restart keeps it); a sync without one releases the
 // hold; a tick deploys the held revision, if any.
-func (c *Controller) runRequest(ctx context.Context, app appset.Application, req Request, st *appState) error {
+func (c *Controller) runRequest(ctx context.Context, app appset.Application, gen uint64, req Request, st *workerState) error {
 	now := c.now().UTC()
 	c.restoreHold(ctx, app, st)
 	var hold *apply.Hold // set when this request changes the hold
@@ -44,8 +44,8 @@ func (c *Controller) runRequest(ctx context.Context, app appset.Application, req
 	})
 	// The hold is written before the reconcile, so a controller killed
 	// mid-sync restarts held where the request meant it to be.
-	if hold != nil {
-		if err := apply.SaveHold(ctx, c.engineOf(app), c.owner(app), *hold); err != nil {
+	if d := c.dest(app.Destination.Swarm); hold != nil {
+		if err := apply.SaveHold(ctx, d.engine, d.ownerOf(app), *hold); err != nil {
 			c.log.Warn("hold not recorded in the swarm; it lasts until the controller restarts", "app", app.Name, "err", err)
 		}
 	}
@@ -54,7 +54,7 @@ func (c *Controller) runRequest(ctx context.Context, app appset.Application, req
 	if multiRelease(app) {
 		out, err = c.reconcileReleases(ctx, app, req, st)
 	} else {
-		out, err = c.reconcile(ctx, app, req, st)
+		out, err = c.reconcile(ctx, app, req, &st.memo, gen)
 	}
 	if req.Sync {
 		c.finishSync(app.Name, req, out, err)
@@ -92,13 +92,14 @@ func (c *Controller) finishSync(app string, req Request, out Result, err error) 
 
 // restoreHold loads app's recorded hold into its status once per worker,
 // before its first reconcile.
-func (c *Controller) restoreHold(ctx context.Context, app appset.Application, st *appState) {
+func (c *Controller) restoreHold(ctx context.Context, app appset.Application, st *workerState) {
 	if st.holdLoaded {
 		return
 	}
 	// Read from the Engine, not the snapshot: the snapshot may not have
 	// run yet when the first worker starts.
-	h, err := apply.LoadHold(ctx, c.engineOf(app), c.owner(app))
+	d := c.dest(app.Destination.Swarm)
+	h, err := apply.LoadHold(ctx, d.engine, d.ownerOf(app))
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {
 			c.log.Warn("hold not read", "app", app.Name, "err", err)

@@ -1,10 +1,11 @@
 package reconcile
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
-	"github.com/skep-cd/skep/apply"
+	"github.com/skep-cd/skep/syncpass"
 	"github.com/skep-cd/skep/tickgrid"
 )
 
@@ -145,28 +146,24 @@ func TestASwarmWakeMergedWithAnythingElseAsksGit(t *testing.T) {
 	}
 }
 
-func TestASyncNamesWhatStartedIt(t *testing.T) {
-	recorded := &apply.Revision{Number: 1, Commit: "old"}
+// TestMergeKeepsWhatStartedTheSync: a webhook's mark survives a merge
+// with a tick or a sync, so the pass names the webhook (or the sync) as
+// what started it (syncpass's TestASyncNamesWhatStartedIt).
+func TestMergeKeepsWhatStartedTheSync(t *testing.T) {
 	hook := Request{webhook: true}
 	for _, tc := range []struct {
-		name     string
-		req      Request
-		recorded *apply.Revision
-		commit   string
-		want     Trigger
+		name string
+		got  Request
+		want syncpass.Ask
 	}{
-		{"a requested sync is a sync, whatever git did", Request{Sync: true, Actor: "alice"}, recorded, "new", TriggerSync},
-		{"a requested sync merged with a webhook is still a sync", merge(hook, Request{Sync: true, Actor: "alice"}), recorded, "new", TriggerSync},
-		{"a webhook's refresh is the webhook", hook, recorded, "new", TriggerWebhook},
-		{"a tick merged into a webhook's refresh is the webhook", merge(Request{}, hook), recorded, "new", TriggerWebhook},
-		{"a webhook's refresh merged into a tick is the webhook", merge(hook, Request{}), recorded, "new", TriggerWebhook},
-		{"a tick that found a new commit is git", Request{}, recorded, "new", TriggerGit},
-		{"a first install on a tick is git", Request{}, nil, "new", TriggerGit},
-		{"a tick that applied at the same commit is the interval", Request{}, recorded, "old", TriggerInterval},
+		{"a requested sync merged with a webhook is a sync from the webhook", merge(hook, Request{Sync: true, Actor: "alice"}), syncpass.Ask{Sync: true, Actor: "alice", Webhook: true}},
+		{"a tick merged into a webhook's refresh is the webhook", merge(Request{}, hook), syncpass.Ask{Webhook: true}},
+		{"a webhook's refresh merged into a tick is the webhook", merge(hook, Request{}), syncpass.Ask{Webhook: true}},
+		{"two ticks are a tick", merge(Request{}, Request{}), syncpass.Ask{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := triggerOf(tc.req, tc.recorded, tc.commit); got != tc.want {
-				t.Errorf("triggerOf(%+v) = %q, want %q", tc.req, got, tc.want)
+			if got := tc.got.ask(); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("ask = %+v, want %+v", got, tc.want)
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package reconcile
+package syncpass
 
 import (
 	"testing"
@@ -34,7 +34,7 @@ func TestKeptReleaseHasTheHealthOfTheRender(t *testing.T) {
 		Configs: map[string]dswarm.ConfigSpec{"shop_conf": {Data: []byte("x")}},
 		Hooks:   []stack.Hook{{Service: "shop_seed"}},
 	}
-	k := kept(full)
+	k := Kept(full)
 	if k.Name != full.Name || len(k.Services) != len(full.Services) {
 		t.Fatalf("kept %q with %d services, want %q with %d", k.Name, len(k.Services), full.Name, len(full.Services))
 	}
@@ -49,7 +49,7 @@ func TestKeptReleaseHasTheHealthOfTheRender(t *testing.T) {
 	// Nothing listed: every service is missing, and the desired count
 	// comes from the declared mode alone.
 	var none swarm.Snapshot
-	want, got := releaseHealth(full, none), releaseHealth(k, none)
+	want, got := Health(full, none), Health(k, none)
 	if got != want {
 		t.Errorf("health of the kept release %+v, of the render %+v", got, want)
 	}

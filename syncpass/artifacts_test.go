@@ -1,4 +1,4 @@
-package reconcile
+package syncpass
 
 import (
 	"slices"
