@@ -177,28 +177,10 @@ func (d *destination) down() error {
 
 // observeDestination updates d's state from its snapshot and, on a change
 // of reachability, raises one event and marks (or wakes) the destination's
-// applications. It returns true when the swarm became reachable again.
+// applications.
 func (c *Controller) observeDestination(ctx context.Context, d *destination) {
-	snap := d.live.Current()
-	err := snap.Err()
-	d.mu.Lock()
-	was := d.state
 	now := c.now()
-	switch {
-	case err == nil:
-		d.state.Reachable, d.state.Observed, d.state.Error = true, true, ""
-		d.state.UnreachableSince = time.Time{}
-	case errors.Is(err, swarm.ErrNotListed):
-		// Not read yet: neither reachable nor known to be down.
-	default:
-		d.state.Reachable = false
-		d.state.Error = err.Error()
-		if d.state.UnreachableSince.IsZero() {
-			d.state.UnreachableSince = now
-		}
-	}
-	st := d.state
-	d.mu.Unlock()
+	was, st := d.observe(d.live.Current().Err(), now)
 	becameDown := was.UnreachableSince.IsZero() && !st.UnreachableSince.IsZero()
 	cameBack := !was.UnreachableSince.IsZero() && st.UnreachableSince.IsZero()
 	if !becameDown && !cameBack && !(st.Reachable && !was.Reachable) {
@@ -239,6 +221,28 @@ func (c *Controller) observeDestination(ctx context.Context, d *destination) {
 			w.enqueue(Request{})
 		}
 	}
+}
+
+// observe takes in the error of d's latest read (nil: it answered) at
+// now, and returns d's state before and after.
+func (d *destination) observe(err error, now time.Time) (was, st DestinationState) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	was = d.state
+	switch {
+	case err == nil:
+		d.state.Reachable, d.state.Observed, d.state.Error = true, true, ""
+		d.state.UnreachableSince = time.Time{}
+	case errors.Is(err, swarm.ErrNotListed):
+		// Not read yet: neither reachable nor known to be down.
+	default:
+		d.state.Reachable = false
+		d.state.Error = err.Error()
+		if d.state.UnreachableSince.IsZero() {
+			d.state.UnreachableSince = now
+		}
+	}
+	return was, d.state
 }
 
 // Destinations returns the state of every destination, the local swarm

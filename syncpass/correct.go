@@ -26,7 +26,7 @@ func correct(ctx context.Context, env Env, in Input, d desired, findings []plan.
 	}
 	if env.Live != nil {
 		if why := Rollout(rel, in.Live); why != "" {
-			return &outcome.WaitingError{Err: fmt.Errorf("release %s: waiting for a rollout: %s", rel.Name, why), Retry: rolloutRetry}
+			return rolloutWait(rel.Name, why)
 		}
 	}
 	defer env.beginWrite(app.Name)()

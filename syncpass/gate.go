@@ -166,11 +166,17 @@ func judgeWrite(f facts, v verdict) verdict {
 	}
 	v.hookFailed = refusal{}
 	if f.seen.rollout != "" {
-		v.then, v.err = hold, &outcome.WaitingError{Err: fmt.Errorf("release %s: waiting for a rollout: %s", f.app.Release, f.seen.rollout), Retry: rolloutRetry}
+		v.then, v.err = hold, rolloutWait(f.app.Release, f.seen.rollout)
 		return v
 	}
 	v.then = write
 	return v
+}
+
+// rolloutWait is the error of a write held while Swarm still rolls a
+// service of release out (why names it): the pass waits, and retries.
+func rolloutWait(release, why string) error {
+	return &outcome.WaitingError{Err: fmt.Errorf("release %s: waiting for a rollout: %s", release, why), Retry: rolloutRetry}
 }
 
 // look reports whether the release's namespace, as seen, is as it was

@@ -199,12 +199,12 @@ func deployPreview(ctx context.Context, env Env, in Input, d desired, b previewB
 	// As for the main release, nothing is written while the render matches
 	// what was recorded: a no-op tick makes no Engine write per preview.
 	p, _, err := compare(ctx, env, v, owner, rel)
-	switch {
+	switch why := Rollout(rel, v.snap); {
 	case err != nil:
 		st.Error = err.Error()
 	case !p.Changed():
-	case Rollout(rel, v.snap) != "":
-		st.Error = fmt.Sprintf("release %s: waiting for a rollout: %s", rel.Name, Rollout(rel, v.snap))
+	case why != "":
+		st.Error = rolloutWait(rel.Name, why).Error()
 	default:
 		writePreview(ctx, env, app, rel, owner, b, p, &st)
 	}

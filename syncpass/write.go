@@ -3,6 +3,7 @@ package syncpass
 import (
 	"context"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/skep-cd/skep/apply"
@@ -134,4 +135,18 @@ type writeResult struct {
 	res     apply.Result
 	applied bool
 	took    time.Duration
+}
+
+// String names the step as TestWritePlan and the debug log read it.
+func (s writeStep) String() string {
+	names := [...]string{stepStable: "stable", stepRestamp: "restamp", stepAnnounce: "announce", stepRequired: "required",
+		stepConfigs: "configs", stepPreSync: "pre-sync", stepWave: "wave", stepWaitWave: "wait wave", stepRelease: "release",
+		stepWait: "wait", stepPostSync: "post-sync", stepSelf: "self"}
+	if s.kind < 0 || int(s.kind) >= len(names) {
+		return "step " + strconv.Itoa(int(s.kind))
+	}
+	if s.kind == stepWave || s.kind == stepWaitWave {
+		return names[s.kind] + " " + strconv.Itoa(s.wave)
+	}
+	return names[s.kind]
 }
