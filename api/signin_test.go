@@ -18,7 +18,9 @@ import (
 // authFunc is an Authorizer made of a function.
 type authFunc func(ctx context.Context, r *http.Request) (api.Subject, error)
 
-func (f authFunc) Authenticate(ctx context.Context, r *http.Request) (api.Subject, error) { return f(ctx, r) }
+func (f authFunc) Authenticate(ctx context.Context, r *http.Request) (api.Subject, error) {
+	return f(ctx, r)
+}
 
 // answering is an Authorizer that answers every request with subj, err.
 func answering(subj api.Subject, err error) api.Authorizer {

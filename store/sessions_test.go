@@ -47,7 +47,12 @@ func TestSessionsRoundTripRefreshAndEnd(t *testing.T) {
 		{name: "an unknown cookie names no session", at: t0, id: sha256.Sum256([]byte("cookie-b")), wantErr: ErrNoSession},
 		{name: "a refresh replaces role, apps, groups and tokens but not the end or the CSRF token", at: t0.Add(4 * time.Minute),
 			change: func() error { return s.UpdateSession(ctx, moved) }, id: alice.ID,
-			want: func() Session { w := refreshed; w.Apps = []string{}; w.CSRF, w.Expires = alice.CSRF, alice.Expires; return w }()},
+			want: func() Session {
+				w := refreshed
+				w.Apps = []string{}
+				w.CSRF, w.Expires = alice.CSRF, alice.Expires
+				return w
+			}()},
 		{name: "a session past its end is gone", at: alice.Expires, id: alice.ID, wantErr: ErrNoSession},
 		{name: "a deleted session is gone", at: t0, change: func() error { return s.DeleteSession(ctx, alice.ID) }, id: alice.ID, wantErr: ErrNoSession},
 		{name: "updating a deleted session says so", at: t0, change: func() error {
