@@ -33,6 +33,8 @@ var allowed = map[string][]string{
 	"client":                {"wire"},
 	"api":                   {"appset", "artifact", "configfile", "notify", "plan", "reconcile", "secret", "stack", "store", "version", "wire"},
 	"api/authtest":          {"api"},
+	"api/apitest":           {"api", "notify", "wire"},
+	"identity":              {"api", "configfile", "store", "wire"},
 	"identity/identitytest": {},
 	"reconcile":             {"apply", "appset", "artifact", "chart", "chartrepo", "gitsource", "health", "hook", "notify", "outcome", "plan", "preview", "prune", "render", "sops", "stack", "swarm", "tickgrid", "version", "window"},
 	"render":                {"sops"},

@@ -320,7 +320,7 @@ type tokenEntry struct {
 // LoadTokensFile reads a tokens file (see ParseTokens). The file may be at
 // most 1 MiB.
 func LoadTokensFile(name string, getenv func(string) string) ([]TokenSpec, error) {
-	data, err := readSmallFile(name)
+	data, err := ReadConfigFile(name)
 	if err != nil {
 		return nil, fmt.Errorf("tokens file: %w", err)
 	}
@@ -365,7 +365,7 @@ func ParseTokens(name string, data []byte, getenv func(string) string) ([]TokenS
 				d.Add(fmt.Sprintf("%s.apps[%d]", field, j), "bad glob %q: %v", g, err)
 			}
 		}
-		value, fromSecret := readSecret(d, field, "tokenFile", e.TokenFile, "tokenEnv", e.TokenEnv, getenv)
+		value, fromSecret := ReadSecret(d, field, "tokenFile", e.TokenFile, "tokenEnv", e.TokenEnv, getenv)
 		switch {
 		case fromSecret && e.SHA256 != "":
 			d.Add(field+".sha256", "give tokenFile, tokenEnv or sha256, only one")

@@ -792,7 +792,7 @@ type webhookEntry struct {
 // LoadWebhooksFile reads a webhooks file (see ParseWebhooks). The file may
 // be at most 1 MiB.
 func LoadWebhooksFile(name string, getenv func(string) string) ([]WebhookSpec, error) {
-	data, err := readSmallFile(name)
+	data, err := ReadConfigFile(name)
 	if err != nil {
 		return nil, fmt.Errorf("webhooks file: %w", err)
 	}
@@ -824,7 +824,7 @@ func ParseWebhooks(name string, data []byte, getenv func(string) string) ([]Webh
 			d.Add(field+".provider", "%q is configured twice", p)
 		}
 		seen[p] = true
-		value, ok := readSecret(d, field, "secretFile", e.SecretFile, "secretEnv", e.SecretEnv, getenv)
+		value, ok := ReadSecret(d, field, "secretFile", e.SecretFile, "secretEnv", e.SecretEnv, getenv)
 		if !ok {
 			d.Add(field, "no secret: give secretFile or secretEnv")
 		}

@@ -95,14 +95,13 @@ func (p *Provider) device(w http.ResponseWriter, r *http.Request) {
 // each.
 func (p *Provider) Mint(claims map[string]any) (string, error) {
 	p.store.mu.Lock()
-	k := p.store.keys[len(p.store.keys)-1]
+	k, ahead := p.store.keys[len(p.store.keys)-1], p.store.ahead
 	p.store.mu.Unlock()
-	return mint(k, p.URL, claims)
+	return mint(k, p.URL, time.Now().Add(ahead), claims)
 }
 
-// mint signs claims with k.
-func mint(k signingKey, issuer string, claims map[string]any) (string, error) {
-	now := time.Now()
+// mint signs claims with k at now.
+func mint(k signingKey, issuer string, now time.Time, claims map[string]any) (string, error) {
 	all := map[string]any{"iss": issuer, "iat": now.Unix(), "nbf": now.Unix(), "exp": now.Add(5 * time.Minute).Unix(), "jti": randomID()}
 	maps.Copy(all, claims)
 	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: k.private},

@@ -159,6 +159,17 @@ func (p *Provider) SetGroups(username string, groups ...string) {
 	}
 }
 
+// SetAhead makes the provider issue tokens from now on as if its clock ran
+// d ahead of the real one: a test that moves the clock of the party that
+// checks the tokens moves the provider's with it, and the tokens stay
+// valid for their lifetime on that clock. (Only expiry moves; op stamps
+// iat and auth_time d earlier, which no relying party here checks.)
+func (p *Provider) SetAhead(d time.Duration) {
+	p.store.mu.Lock()
+	defer p.store.mu.Unlock()
+	p.store.ahead = d
+}
+
 // RotateKey makes a new signing key current and returns its key id; the
 // old keys stay published until RetireKeys, as a provider rotating keys
 // keeps them for the tokens already out.

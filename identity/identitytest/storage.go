@@ -26,6 +26,7 @@ type storage struct {
 	devices   map[string]*deviceEntry // by device code
 	userCodes map[string]string       // user code → device code
 	ended     []string
+	ahead     time.Duration // see Provider.SetAhead
 }
 
 // The compiler keeps storage in step with what op asks of it.
@@ -306,7 +307,7 @@ func (s *storage) GetClientByClientID(_ context.Context, id string) (op.Client, 
 	if !ok {
 		return nil, errNotFound
 	}
-	return client{*c}, nil
+	return client{c: *c, ahead: s.ahead}, nil
 }
 
 func (s *storage) AuthorizeClientIDSecret(_ context.Context, id, secret string) error {
@@ -421,8 +422,12 @@ func (s *storage) completeDevice(userCode, subject string) error {
 	return nil
 }
 
-// client is a Client as op reads it.
-type client struct{ c Client }
+// client is a Client as op reads it; ahead is the provider's clock's
+// lead at the time op asked for it.
+type client struct {
+	c     Client
+	ahead time.Duration
+}
 
 func (c client) GetID() string                    { return c.c.ID }
 func (c client) RedirectURIs() []string           { return c.c.RedirectURIs }
@@ -449,7 +454,9 @@ func (c client) IsScopeAllowed(scope string) bool { return scope == "groups" }
 // IDTokenUserinfoClaimsAssertion puts the user's claims in the ID token,
 // where a relying party reads groups.
 func (c client) IDTokenUserinfoClaimsAssertion() bool { return true }
-func (c client) ClockSkew() time.Duration             { return 0 }
+// ClockSkew is the only clock op lets a storage move: it adds it to the
+// expiry of every token it issues (see Provider.SetAhead).
+func (c client) ClockSkew() time.Duration { return c.ahead }
 
 func (c client) ApplicationType() op.ApplicationType {
 	if c.c.Native {
