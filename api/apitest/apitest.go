@@ -103,9 +103,13 @@ func (f *Reconciler) Rollback(ctx context.Context, name string, _ wire.RollbackO
 	return wire.SyncResponse{Application: name, Status: wire.SyncQueued, ID: 2, Revision: strings.Repeat("a", 40)}, nil
 }
 
-func (f *Reconciler) Unhold(ctx context.Context, name string) error { return f.record(ctx, "unhold", name) }
+func (f *Reconciler) Unhold(ctx context.Context, name string) error {
+	return f.record(ctx, "unhold", name)
+}
 
-func (f *Reconciler) Refresh(ctx context.Context, name string) error { return f.record(ctx, "refresh", name) }
+func (f *Reconciler) Refresh(ctx context.Context, name string) error {
+	return f.record(ctx, "refresh", name)
+}
 
 // RefreshRepository records the push's first repository as its app.
 func (f *Reconciler) RefreshRepository(ctx context.Context, push api.Push) (api.Refreshed, error) {

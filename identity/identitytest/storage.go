@@ -454,6 +454,7 @@ func (c client) IsScopeAllowed(scope string) bool { return scope == "groups" }
 // IDTokenUserinfoClaimsAssertion puts the user's claims in the ID token,
 // where a relying party reads groups.
 func (c client) IDTokenUserinfoClaimsAssertion() bool { return true }
+
 // ClockSkew is the only clock op lets a storage move: it adds it to the
 // expiry of every token it issues (see Provider.SetAhead).
 func (c client) ClockSkew() time.Duration { return c.ahead }
