@@ -92,7 +92,7 @@ func (p *Provider) device(w http.ResponseWriter, r *http.Request) {
 // Mint signs claims with the provider's current key, as a CI platform
 // mints a job's ID token. iss defaults to the provider, iat and nbf to
 // now, exp to five minutes on and jti to a random id; claims override
-// each.
+// each, and a claim given as nil is left out.
 func (p *Provider) Mint(claims map[string]any) (string, error) {
 	p.store.mu.Lock()
 	k, ahead := p.store.keys[len(p.store.keys)-1], p.store.ahead
@@ -104,6 +104,7 @@ func (p *Provider) Mint(claims map[string]any) (string, error) {
 func mint(k signingKey, issuer string, now time.Time, claims map[string]any) (string, error) {
 	all := map[string]any{"iss": issuer, "iat": now.Unix(), "nbf": now.Unix(), "exp": now.Add(5 * time.Minute).Unix(), "jti": randomID()}
 	maps.Copy(all, claims)
+	maps.DeleteFunc(all, func(_ string, v any) bool { return v == nil })
 	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: k.private},
 		(&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", k.id))
 	if err != nil {
