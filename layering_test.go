@@ -29,7 +29,7 @@ const module = "github.com/skep-cd/skep/"
 // imports the face.
 var allowed = map[string][]string{
 	"cmd/skep":              {"cli"},
-	"cli":                   {"api", "appset", "artifact", "chart", "chartrepo", "client", "configfile", "demo", "egress", "gitsource", "memtrim", "notify", "plan", "reconcile", "render", "sops", "stack", "store", "swarm", "ui", "version", "wire"},
+	"cli":                   {"api", "appset", "artifact", "chart", "chartrepo", "client", "configfile", "demo", "egress", "gitsource", "identity", "memtrim", "notify", "plan", "reconcile", "render", "sops", "stack", "store", "swarm", "ui", "version", "wire"},
 	"client":                {"wire"},
 	"api":                   {"appset", "artifact", "configfile", "notify", "plan", "reconcile", "secret", "stack", "store", "version", "wire"},
 	"api/authtest":          {"api"},

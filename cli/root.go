@@ -118,6 +118,7 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newStatusCommand())
 	root.AddCommand(newSwarmCommand())
 	root.AddCommand(newEventsCommand())
+	root.AddCommand(newLoginCommand(), newLogoutCommand())
 	root.AddCommand(newDemoCommand(), newDemoAppCommand())
 	return root
 }
