@@ -21,7 +21,7 @@ const module = "github.com/skep-cd/skep/"
 // project packages it may import outside its tests. It denies by default: a
 // package missing here fails the test until its place in the layers is
 // decided (and written down in docs/architecture.md). The layers, from the
-// top: entry (cmd/skep, cli) → face (api, ui) and loop (reconcile) → steps
+// top: entry (cmd/skep, cli) → face (identity → api, ui) and loop (reconcile) → steps
 // (artifact, render, chart, stack, plan, health, apply, hook, prune, preview)
 // and records (notify, store) → adapters (swarm, gitsource, chartrepo)
 // and leaves (wire, outcome, configfile, secret, sops, version, window,
