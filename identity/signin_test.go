@@ -172,6 +172,31 @@ func TestGroupsMapToTheRolesAndScopesOfTheRules(t *testing.T) {
 	})
 }
 
+func TestTheClaimOfTheGroupsIsTheFilesChoice(t *testing.T) {
+	for _, tc := range []struct {
+		claim, user, want string
+	}{
+		{"groups", "alice", "admin"},
+		{"groups", "erin", ""},
+		{"roles", "erin", "admin"},
+		{"roles", "alice", ""},
+	} {
+		t.Run(tc.user+" by "+tc.claim, func(t *testing.T) {
+			w := newWorld(t, worldOptions{Claim: tc.claim})
+			landing, cookie := w.signIn(t, tc.user)
+			if tc.want == "" {
+				if cookie != "" || landing != "/?signin=denied" {
+					t.Errorf("%s got a session (landed on %s); the claim %s holds none of her groups", tc.user, landing, tc.claim)
+				}
+				return
+			}
+			if status, me := w.whoami(t, &session{cookie: cookie}, ""); status != 200 || me.Role != tc.want {
+				t.Errorf("%s by %s = %d %+v, want %s", tc.user, tc.claim, status, me, tc.want)
+			}
+		})
+	}
+}
+
 func TestARemovedGroupTakesEffectAtTheNextRefresh(t *testing.T) {
 	w := newWorld(t, worldOptions{})
 	sess := w.session(t, "bob")

@@ -2,6 +2,7 @@ package identity_test
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -31,6 +32,8 @@ var people = []identitytest.User{
 	{Subject: "u-bob", Username: "bob", Password: "pw", Email: "bob@example.test", Groups: []string{"staff", "web-team"}},
 	{Subject: "u-carol", Username: "carol", Password: "pw", Email: "carol@example.test", Groups: []string{"viewers"}},
 	{Subject: "u-dave", Username: "dave", Password: "pw", Email: "dave@example.test", Groups: []string{"contractors"}},
+	// erin's provider says roles, not groups.
+	{Subject: "u-erin", Username: "erin", Password: "pw", Email: "erin@example.test", Claims: map[string]any{"roles": []any{"ops"}}},
 }
 
 // The rules that map their groups: ops admins everything, web-team
@@ -108,6 +111,8 @@ type worldOptions struct {
 	Store *store.Store
 	// Provider reuses a provider; nil starts one.
 	Provider *identitytest.Provider
+	// Claim is the claim of the groups; "" is groups.
+	Claim string
 }
 
 func newWorld(t *testing.T, opts worldOptions) *world {
@@ -137,7 +142,7 @@ func newWorld(t *testing.T, opts worldOptions) *world {
 	cfg := identity.Config{
 		SignIn: &identity.SignInConfig{Issuer: w.provider.URL, ClientID: "skep", ClientSecret: wire.NewToken("web-secret"), CLIClientID: "skep-cli",
 			RedirectURL: w.url + "/api/v1/auth/oidc/callback", PostLogoutRedirectURL: w.url + "/", Label: "Test SSO",
-			Scopes: identity.DefaultScopes(), Claim: "groups", SessionLifetime: 12 * time.Hour, RefreshBefore: time.Minute,
+			Scopes: identity.DefaultScopes(), Claim: cmp.Or(opts.Claim, "groups"), SessionLifetime: 12 * time.Hour, RefreshBefore: time.Minute,
 			SessionKey: wire.NewToken(opts.SessionKey), Roles: roles},
 		CI: []identity.CIIssuer{
 			{Issuer: w.provider.URL, Audience: ciAudience, Audit: identity.DefaultAudit(), Rules: []identity.ClaimRule{
