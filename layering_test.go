@@ -21,7 +21,7 @@ const module = "github.com/skep-cd/skep/"
 // project packages it may import outside its tests. It denies by default: a
 // package missing here fails the test until its place in the layers is
 // decided (and written down in docs/architecture.md). The layers, from the
-// top: entry (cmd/skep, cli) → face (identity → api, ui) and loop (reconcile) → steps
+// top: entry (cmd/skep, cli) → face (api, ui) and loop (reconcile) → steps
 // (artifact, render, chart, stack, plan, health, apply, hook, prune, preview)
 // and records (notify, store) → adapters (swarm, gitsource, chartrepo)
 // and leaves (wire, outcome, configfile, secret, sops, version, window,
@@ -69,8 +69,8 @@ var allowed = map[string][]string{
 	"harness/testapp":   {},
 	"bench":             {"client", "harness", "wire"},
 
-	// Sign-in and CI identities, beside the API whose seams they fill,
-	// and the test helpers of both.
+	// Sign-in and CI identities: the face, above the API whose seams
+	// they fill (only cli imports identity); and the test helpers of both.
 	"identity":              {"api", "configfile", "store", "wire"},
 	"identity/identitytest": {},
 	"api/apitest":           {"api", "notify", "wire"},
