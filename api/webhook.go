@@ -289,10 +289,8 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request, _ Subject) {
 	}
 	// The signature covers the raw bytes, so the body is read whole and
 	// verified before any of it is decoded.
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
-	if err != nil {
-		s.metrics.webhook(provider, webhookTooLarge)
-		s.fail(w, r, err)
+	body, ok := s.webhookBody(w, r, provider)
+	if !ok {
 		return
 	}
 	if err := VerifyWebhook(provider, r.Header, body, secret); err != nil {
@@ -317,6 +315,18 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request, _ Subject) {
 		return
 	}
 	s.queuePush(w, r, provider, push, s.rec.MatchPush(push))
+}
+
+// webhookBody reads a delivery's body whole, up to the server's limit;
+// ok is false when it answered the failure.
+func (s *Server) webhookBody(w http.ResponseWriter, r *http.Request, provider string) (body []byte, ok bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	if err != nil {
+		s.metrics.webhook(provider, webhookTooLarge)
+		s.fail(w, r, err)
+		return nil, false
+	}
+	return body, true
 }
 
 // queuePush drops a duplicate delivery, queues push and answers with
@@ -373,10 +383,8 @@ func (s *Server) webhookByBearer(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, wire.CodeForbidden, fmt.Sprintf("%s has role %s; a push needs deployer", subj.Name, subj.Role))
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
-	if err != nil {
-		s.metrics.webhook(provider, webhookTooLarge)
-		s.fail(w, r, err)
+	body, ok := s.webhookBody(w, r, provider)
+	if !ok {
 		return
 	}
 	push, _, err := ParseWebhook(provider, r.Header, body)
