@@ -294,7 +294,11 @@ func parseSignIn(d *configfile.Document, e *signInEntry, getenv func(string) str
 	}
 	if key, ok := api.ReadSecret(d, "signIn", "sessionKeyFile", e.SessionKeyFile, "sessionKeyEnv", e.SessionKeyEnv, getenv); ok {
 		if key != "" && len(key) < minSessionKey {
-			d.Add("signIn.sessionKeyFile", "the session key is %d bytes; want at least %d random bytes (openssl rand -base64 48)", len(key), minSessionKey)
+			field := "signIn.sessionKeyFile"
+			if e.SessionKeyFile == "" {
+				field = "signIn.sessionKeyEnv"
+			}
+			d.Add(field, "the session key is %d bytes; want at least %d random bytes (openssl rand -base64 48)", len(key), minSessionKey)
 		}
 		c.SessionKey = wire.NewToken(key)
 	}

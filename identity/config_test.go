@@ -87,7 +87,7 @@ func TestParseReportsEveryProblemWithItsField(t *testing.T) {
 		{"no rule: nobody could sign in", strings.Replace(good, "  roles: [{group: ops, role: admin}]\n", "", 1), []string{"signIn.roles: missing"}},
 		{"a role that is not one", strings.Replace(good, "role: admin", "role: root", 1), []string{`signIn.roles[0].role: want viewer, deployer or admin, got "root"`}},
 		{"a bad glob", strings.Replace(good, "role: admin}", "role: admin, apps: ['[']}", 1), []string{"signIn.roles[0].apps[0]: want a path.Match glob"}},
-		{"a short session key", good + "  sessionKeyEnv: KEY\n", []string{"signIn.sessionKeyFile: the session key is 5 bytes"}},
+		{"a short session key", good + "  sessionKeyEnv: KEY\n", []string{"signIn.sessionKeyEnv: the session key is 5 bytes"}},
 		{"a client secret from nowhere", good + "  clientSecretFile: /nonexistent/secret\n", []string{"signIn.clientSecretFile: read secret file"}},
 		{"the CLI as the web client", good + "  cliClientID: skep\n", []string{"signIn.cliClientID: is clientID"}},
 		{"a refresh window as long as the session", good + "  sessionLifetime: 1h\n  refreshBefore: 1h\n", []string{"signIn.refreshBefore: is not shorter"}},

@@ -115,7 +115,7 @@ type worldOptions struct {
 	Claim string
 }
 
-func newWorld(t *testing.T, opts worldOptions) *world {
+func newWorld(t testing.TB, opts worldOptions) *world {
 	t.Helper()
 	w := &world{rec: &apitest.Reconciler{}, clock: &clock{}, log: &logBuffer{}, provider: opts.Provider, store: opts.Store}
 	srv := httptest.NewUnstartedServer(nil)
@@ -202,7 +202,7 @@ type session struct{ cookie, csrf string }
 // signIn walks a browser's sign-in as username and returns where the
 // controller sent the browser at the end and the session cookie it set
 // ("" when it set none).
-func (w *world) signIn(t *testing.T, username string) (landing string, cookie string) {
+func (w *world) signIn(t testing.TB, username string) (landing string, cookie string) {
 	t.Helper()
 	authURL, flow := w.startSignIn(t, "")
 	callback, err := w.provider.LogIn(t.Context(), identitytest.NoRedirects(), authURL, username, "pw")
@@ -214,7 +214,7 @@ func (w *world) signIn(t *testing.T, username string) (landing string, cookie st
 
 // startSignIn asks the controller to start a sign-in and returns the
 // provider's URL it redirects to and the flow cookie it set.
-func (w *world) startSignIn(t *testing.T, next string) (authURL string, flow *http.Cookie) {
+func (w *world) startSignIn(t testing.TB, next string) (authURL string, flow *http.Cookie) {
 	t.Helper()
 	resp := w.do(t, "GET", "/api/v1/auth/oidc/login?next="+url.QueryEscape(next), nil, nil)
 	if resp.StatusCode != http.StatusFound {
@@ -232,7 +232,7 @@ func (w *world) startSignIn(t *testing.T, next string) (authURL string, flow *ht
 }
 
 // finishSignIn brings the browser back to the controller's callback.
-func (w *world) finishSignIn(t *testing.T, callback string, flow *http.Cookie) (landing, cookie string) {
+func (w *world) finishSignIn(t testing.TB, callback string, flow *http.Cookie) (landing, cookie string) {
 	t.Helper()
 	u, err := url.Parse(callback)
 	if err != nil {
@@ -259,7 +259,7 @@ func (w *world) finishSignIn(t *testing.T, callback string, flow *http.Cookie) (
 }
 
 // do sends a request to the controller, following no redirect.
-func (w *world) do(t *testing.T, method, path string, cookies []*http.Cookie, header http.Header) *http.Response {
+func (w *world) do(t testing.TB, method, path string, cookies []*http.Cookie, header http.Header) *http.Response {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), method, w.url+path, nil)
 	if err != nil {
@@ -284,7 +284,7 @@ func (w *world) do(t *testing.T, method, path string, cookies []*http.Cookie, he
 
 // call sends a request with a session (cookie, and the CSRF token unless
 // csrf is false) or a bearer token, and returns the status and body.
-func (w *world) call(t *testing.T, method, path string, sess *session, bearer string, csrf bool) (int, []byte) {
+func (w *world) call(t testing.TB, method, path string, sess *session, bearer string, csrf bool) (int, []byte) {
 	t.Helper()
 	header := http.Header{}
 	var cookies []*http.Cookie
@@ -306,7 +306,7 @@ func (w *world) call(t *testing.T, method, path string, sess *session, bearer st
 }
 
 // whoami returns who the controller takes the session or token for.
-func (w *world) whoami(t *testing.T, sess *session, bearer string) (int, wire.Whoami) {
+func (w *world) whoami(t testing.TB, sess *session, bearer string) (int, wire.Whoami) {
 	t.Helper()
 	status, body := w.call(t, "GET", "/api/v1/whoami", sess, bearer, false)
 	var me wire.Whoami
@@ -319,7 +319,7 @@ func (w *world) whoami(t *testing.T, sess *session, bearer string) (int, wire.Wh
 }
 
 // session signs username in and reads the session's CSRF token.
-func (w *world) session(t *testing.T, username string) *session {
+func (w *world) session(t testing.TB, username string) *session {
 	t.Helper()
 	landing, cookie := w.signIn(t, username)
 	if cookie == "" {
@@ -337,7 +337,7 @@ func (w *world) session(t *testing.T, username string) *session {
 
 // cliToken signs username in as the CLI (client skep-cli, or another) at
 // p and returns the ID token, as `skep login` keeps it.
-func (w *world) cliToken(t *testing.T, p *identitytest.Provider, clientID, username string) string {
+func (w *world) cliToken(t testing.TB, p *identitytest.Provider, clientID, username string) string {
 	t.Helper()
 	provider, err := oidc.NewProvider(t.Context(), p.URL)
 	if err != nil {
@@ -361,7 +361,7 @@ func (w *world) cliToken(t *testing.T, p *identitytest.Provider, clientID, usern
 }
 
 // mint mints a CI token at p and remembers it as a secret.
-func (w *world) mint(t *testing.T, p *identitytest.Provider, claims map[string]any) string {
+func (w *world) mint(t testing.TB, p *identitytest.Provider, claims map[string]any) string {
 	t.Helper()
 	tok, err := p.Mint(claims)
 	if err != nil {
