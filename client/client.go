@@ -4,9 +4,10 @@
 // The server and token come from the environment (SKEP_SERVER,
 // SKEP_TOKEN_FILE, SKEP_TOKEN) or a config file (~/.config/skep/config.yaml),
 // never from flags or arguments, so a token cannot land in a shell history
-// or a process list; the CLI adds the ID token `skep login` keeps. Errors say what went wrong in the caller's terms: a
-// 401 names the token variables, an unreachable server names SKEP_SERVER,
-// a TLS failure names the CA setting.
+// or a process list; the CLI adds the ID token `skep login` keeps. Errors
+// say what went wrong in the caller's terms: a 401 names the token
+// variables, an unreachable server names SKEP_SERVER, a TLS failure names
+// the CA setting.
 //
 // The client never logs, never retries a write, and never prints a token:
 // Token values redact themselves.
