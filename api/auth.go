@@ -12,6 +12,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/skep-cd/skep/secret"
 	"github.com/skep-cd/skep/wire"
@@ -68,7 +69,26 @@ type Subject struct {
 	Role Role
 	// Apps are path.Match globs of application names; empty means all.
 	Apps []string
+	// Session is set for a subject signed in with a session cookie: what
+	// the browser needs to act in that session. The zero value is a
+	// bearer credential's.
+	Session Session
 }
+
+// Session is the sign-in session behind a Subject, as whoami shows it.
+type Session struct {
+	// CSRFToken must come back in the CSRFHeader of every request but
+	// GET and HEAD made with the session's cookie.
+	CSRFToken string
+	// Expires is when the session ends, whatever the provider says.
+	Expires time.Time
+}
+
+// CSRFHeader carries a session's CSRF token (see Session). A page of
+// another site can make a browser send the cookie, but cannot read the
+// token (whoami's answer is not readable across origins) nor set this
+// header on a request it sends.
+const CSRFHeader = "X-Skep-CSRF"
 
 // Allows reports whether s's role includes need.
 func (s Subject) Allows(need Role) bool {
@@ -100,13 +120,47 @@ func (s Subject) Scoped() bool { return len(s.Apps) > 0 }
 // no credential or one it does not know (401).
 var ErrUnauthenticated = errors.New("unauthenticated")
 
-// Authorizer resolves the subject a request's credential names. Tokens is
-// today's implementation; an OIDC one would be a second. Authenticate must
-// be safe for concurrent use, must not read the request body, and returns
-// an error wrapping ErrUnauthenticated for a missing or unknown credential.
-// authtest.Run is its conformance suite.
+// ErrForbidden is what an Authorizer returns for a genuine credential
+// that may not be used as it was (403): a session cookie on a
+// state-changing request without its CSRF token, an identity that no
+// rule grants a role. The wrapping error's message is shown to the
+// client, so it must hold no secret.
+var ErrForbidden = errors.New("forbidden")
+
+// Authorizer resolves the subject a request's credential names. Tokens
+// checks the tokens file's bearer tokens; package identity adds sign-in
+// sessions and OpenID Connect ID tokens. Authenticate must be safe for
+// concurrent use, must not read the request body, and returns an error
+// wrapping ErrUnauthenticated for a missing or unknown credential,
+// ErrForbidden for one that may not be used so, and ErrUnavailable when
+// the credential cannot be checked now (503). authtest.Run is its
+// conformance suite.
 type Authorizer interface {
 	Authenticate(ctx context.Context, r *http.Request) (Subject, error)
+}
+
+// Chain is an Authorizer that asks its authorizers in order: the first
+// that authenticates the request decides. An answer other than
+// ErrUnauthenticated (forbidden, unavailable, a failure) also ends the
+// chain, since that authorizer knew the credential. When every
+// authorizer answers ErrUnauthenticated, so does the chain. A Chain is
+// safe for concurrent use when its authorizers are.
+type Chain []Authorizer
+
+// Authenticate implements Authorizer.
+func (c Chain) Authenticate(ctx context.Context, r *http.Request) (Subject, error) {
+	var errs []error
+	for _, a := range c {
+		subj, err := a.Authenticate(ctx, r)
+		if err == nil || !errors.Is(err, ErrUnauthenticated) {
+			return subj, err
+		}
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		return Subject{}, fmt.Errorf("%w: no authorizer", ErrUnauthenticated)
+	}
+	return Subject{}, errors.Join(errs...)
 }
 
 // TokenSpec is one accepted token: its subject and the SHA-256 digest of
@@ -188,7 +242,7 @@ func (t *Tokens) Names() []string {
 // The presented token's digest is compared with every known digest in
 // constant time, so the time taken says nothing about which one is close.
 func (t *Tokens) Authenticate(_ context.Context, r *http.Request) (Subject, error) {
-	presented, ok := bearer(r)
+	presented, ok := Bearer(r)
 	if !ok {
 		return Subject{}, fmt.Errorf("%w: no bearer token", ErrUnauthenticated)
 	}
@@ -210,10 +264,10 @@ func (t *Tokens) Authenticate(_ context.Context, r *http.Request) (Subject, erro
 	return Subject{Name: s.Name, Role: s.Role, Apps: slices.Clone(s.Apps)}, nil
 }
 
-// bearer returns the token of an "Authorization: Bearer <token>" header.
-// The scheme is matched case-insensitively, as RFC 7235 says; an empty
-// token is no token.
-func bearer(r *http.Request) (wire.Token, bool) {
+// Bearer returns the token of an "Authorization: Bearer <token>" header,
+// for every Authorizer that reads one. The scheme is matched
+// case-insensitively, as RFC 7235 says; an empty token is no token.
+func Bearer(r *http.Request) (wire.Token, bool) {
 	h := r.Header.Get("Authorization")
 	scheme, value, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
@@ -266,7 +320,7 @@ type tokenEntry struct {
 // LoadTokensFile reads a tokens file (see ParseTokens). The file may be at
 // most 1 MiB.
 func LoadTokensFile(name string, getenv func(string) string) ([]TokenSpec, error) {
-	data, err := readSmallFile(name)
+	data, err := ReadConfigFile(name)
 	if err != nil {
 		return nil, fmt.Errorf("tokens file: %w", err)
 	}
@@ -311,7 +365,7 @@ func ParseTokens(name string, data []byte, getenv func(string) string) ([]TokenS
 				d.Add(fmt.Sprintf("%s.apps[%d]", field, j), "bad glob %q: %v", g, err)
 			}
 		}
-		value, fromSecret := readSecret(d, field, "tokenFile", e.TokenFile, "tokenEnv", e.TokenEnv, getenv)
+		value, fromSecret := ReadSecret(d, field, "tokenFile", e.TokenFile, "tokenEnv", e.TokenEnv, getenv)
 		switch {
 		case fromSecret && e.SHA256 != "":
 			d.Add(field+".sha256", "give tokenFile, tokenEnv or sha256, only one")

@@ -33,11 +33,13 @@ func decodeList(name string, data []byte, v any, listKey, example string) *confi
 	return d
 }
 
-// readSecret reads the one secret source an entry at field names: fileKey
+// ReadSecret reads the one secret source an entry at field names: fileKey
 // (a file, relative to the config file's directory) or envKey (an
 // environment variable). ok is false when neither is given; problems are
-// recorded in d at the key that named the failing source.
-func readSecret(d *configfile.Document, field, fileKey, file, envKey, env string, getenv func(string) string) (value string, ok bool) {
+// recorded in d at the key that named the failing source. The files of
+// every authorizer (tokens, webhooks, package identity's) read their
+// secrets so.
+func ReadSecret(d *configfile.Document, field, fileKey, file, envKey, env string, getenv func(string) string) (value string, ok bool) {
 	switch {
 	case file != "" && env != "":
 		// ok is true: a source was named, so the caller must not add a
@@ -63,10 +65,10 @@ func readSecret(d *configfile.Document, field, fileKey, file, envKey, env string
 	return v, true
 }
 
-// readSmallFile reads name whole, refusing one larger than maxConfigFile:
-// these files are small by nature, and a wrong path (a log, a device) must
-// not exhaust memory.
-func readSmallFile(name string) ([]byte, error) {
+// ReadConfigFile reads name whole, refusing one larger than 1 MiB: the
+// authorizers' files are small by nature, and a wrong path (a log, a
+// device) must not exhaust memory.
+func ReadConfigFile(name string) ([]byte, error) {
 	f, err := os.Open(name)
 	if err != nil {
 		return nil, err

@@ -3,8 +3,11 @@
 //
 // Every route is declared once in the route table (Server.table, in
 // handlers.go), documented in openapi.yaml (embedded as OpenAPI) and served
-// by a Server whose guard authenticates the caller through an Authorizer and
-// hands the resulting Subject to the handler as a parameter. No
+// by a Server whose guard authenticates the caller through an Authorizer
+// (Tokens, or a Chain of it with package identity's sign-in sessions and
+// ID tokens) and hands the resulting Subject to the handler as a
+// parameter. Sign-in at an OpenID provider is a SignIn the server routes
+// to; the API itself never speaks to the provider. No
 // authorisation decision ever reads the request context: the context only
 // carries the subject's display name (notify.WithActor) so that events name
 // who asked. Bodies in and out are the JSON model of package wire.

@@ -30,6 +30,10 @@ func (s *Server) table() []route {
 		{method: "POST", pattern: "/api/v1/applications/{name}/unhold", need: RoleDeployer, app: true, handle: s.unhold},
 		{method: "GET", pattern: "/api/v1/events", need: RoleViewer, handle: s.eventsRoute},
 		{method: "POST", pattern: "/api/v1/webhooks/{provider}", handle: s.webhook},
+		{method: "GET", pattern: "/api/v1/auth", handle: s.authMethods},
+		{method: "GET", pattern: LoginPath, handle: s.signInStart},
+		{method: "GET", pattern: "/api/v1/auth/oidc/callback", handle: s.signInFinish},
+		{method: "POST", pattern: "/api/v1/auth/signout", handle: s.signOut},
 	}
 }
 
@@ -61,13 +65,19 @@ func (s *Server) version(w http.ResponseWriter, _ *http.Request, _ Subject) {
 }
 
 // whoami names the caller's role and application scope, so the UI offers
-// only the actions the token may take.
+// only the actions the token may take. A session's caller also gets the
+// CSRF token its later requests carry: only the page of this origin can
+// read the answer.
 func (s *Server) whoami(w http.ResponseWriter, _ *http.Request, subj Subject) {
 	apps := subj.Apps
 	if apps == nil {
 		apps = []string{}
 	}
-	writeJSON(w, http.StatusOK, wire.Whoami{Name: subj.Name, Role: string(subj.Role), Apps: apps})
+	out := wire.Whoami{Name: subj.Name, Role: string(subj.Role), Apps: apps}
+	if subj.Session.CSRFToken != "" {
+		out.Session = &wire.WhoamiSession{CSRFToken: subj.Session.CSRFToken, ExpiresAt: subj.Session.Expires.UTC()}
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // status describes the controller. The details (node and cluster ids,

@@ -166,11 +166,17 @@ func (f *fake) Refresh(ctx context.Context, name string) error {
 	return f.known(name)
 }
 
-// MatchPush names web for a push of a repository called web, nothing else.
+// MatchPush names web or db for a push of a repository of that name, and
+// the app set for one called apps; nothing else.
 func (f *fake) MatchPush(push api.Push) api.Refreshed {
 	for _, r := range push.Repositories {
-		if strings.HasSuffix(strings.TrimSuffix(api.RepoKey(r), "/"), "/web") {
+		switch key := api.RepoKey(r); {
+		case strings.HasSuffix(key, "/web"):
 			return api.Refreshed{Applications: []string{"web"}}
+		case strings.HasSuffix(key, "/db"):
+			return api.Refreshed{Applications: []string{"db"}}
+		case strings.HasSuffix(key, "/apps"):
+			return api.Refreshed{AppSet: true}
 		}
 	}
 	return api.Refreshed{}

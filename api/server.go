@@ -53,8 +53,12 @@ type Options struct {
 	// Metrics is served on /metrics (admins only) and counts requests;
 	// nil means a fresh NewMetrics(MetricsOptions{}).
 	Metrics *Metrics
-	// Webhooks verifies inbound webhooks; nil answers every provider 404.
+	// Webhooks verifies inbound webhooks; nil configures no provider (each
+	// answers 404, but the generic one still takes a bearer credential).
 	Webhooks *Webhooks
+	// SignIn, when set, offers sign-in at an OpenID provider under
+	// /api/v1/auth/oidc/; nil answers those routes 404.
+	SignIn SignIn
 	// Broker streams live events; EventLog lists and replays kept ones.
 	// Without a broker the stream sends heartbeats only.
 	Broker   *notify.Broker
@@ -89,6 +93,7 @@ type Server struct {
 	auth      Authorizer
 	metrics   *Metrics
 	webhooks  *Webhooks
+	signIn    SignIn
 	broker    *notify.Broker
 	events    EventLog
 	syncs     SyncHistory
@@ -112,13 +117,21 @@ func New(opts Options) (*Server, error) {
 		return nil, errors.New("api: no authorizer")
 	}
 	s := &Server{
-		rec: opts.Reconciler, auth: opts.Authorizer, metrics: opts.Metrics, webhooks: opts.Webhooks,
+		rec: opts.Reconciler, auth: opts.Authorizer, metrics: opts.Metrics, webhooks: opts.Webhooks, signIn: opts.SignIn,
 		broker: opts.Broker, events: opts.EventLog, syncs: opts.Syncs,
 		maxBody: opts.MaxBody, heartbeat: opts.Heartbeat, ui: opts.UI, notifiers: opts.Notifiers, store: opts.Store, log: opts.Logger,
 		mux: http.NewServeMux(),
 	}
 	if s.metrics == nil {
 		s.metrics = NewMetrics(MetricsOptions{})
+	}
+	if s.webhooks == nil {
+		// No provider, but a queue: a generic push with a bearer
+		// credential needs one (see webhookByBearer).
+		var err error
+		if s.webhooks, err = NewWebhooks(nil, WebhooksOptions{}); err != nil {
+			return nil, err
+		}
 	}
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBody
@@ -266,13 +279,7 @@ func (s *Server) guard(rt route) http.Handler {
 		}
 		subj, err := s.auth.Authenticate(r.Context(), r)
 		if err != nil {
-			if errors.Is(err, ErrUnauthenticated) {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="skep"`)
-				writeError(w, http.StatusUnauthorized, wire.CodeUnauthorized, "a valid bearer token is required")
-				return
-			}
-			s.log.Error("authentication failed", "route", rt.pattern, "err", err)
-			writeError(w, http.StatusInternalServerError, wire.CodeInternal, "authentication failed; see the controller log")
+			s.refuse(w, rt.pattern, err)
 			return
 		}
 		if !subj.Allows(rt.need) {
@@ -288,6 +295,24 @@ func (s *Server) guard(rt route) http.Handler {
 		}
 		rt.handle(w, r, subj)
 	})
+}
+
+// refuse answers an Authenticate error: 401 for no or an unknown
+// credential, 403 for a credential that may not be used so (with the
+// authorizer's reason), 503 when it cannot be checked now, 500 otherwise.
+func (s *Server) refuse(w http.ResponseWriter, pattern string, err error) {
+	switch {
+	case errors.Is(err, ErrUnauthenticated):
+		w.Header().Set("WWW-Authenticate", `Bearer realm="skep"`)
+		writeError(w, http.StatusUnauthorized, wire.CodeUnauthorized, "a valid bearer token or sign-in session is required")
+	case errors.Is(err, ErrForbidden):
+		writeError(w, http.StatusForbidden, wire.CodeForbidden, err.Error())
+	case errors.Is(err, ErrUnavailable):
+		writeError(w, http.StatusServiceUnavailable, wire.CodeUnavailable, err.Error())
+	default:
+		s.log.Error("authentication failed", "route", pattern, "err", err)
+		writeError(w, http.StatusInternalServerError, wire.CodeInternal, "authentication failed; see the controller log")
+	}
 }
 
 // statusWriter remembers the status code written, for metrics. It keeps
@@ -421,6 +446,10 @@ func (s *Server) capabilities() []string {
 	}
 	for _, p := range s.webhooks.Providers() {
 		out = append(out, "webhook."+p)
+	}
+	out = append(out, "webhook.generic.bearer")
+	if s.signIn != nil {
+		out = append(out, "signin.oidc")
 	}
 	return out
 }

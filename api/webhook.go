@@ -122,6 +122,8 @@ const (
 	webhookTooLarge         = "too_large"
 	webhookBusy             = "busy"
 	webhookUnknownProvider  = "unknown_provider"
+	webhookUnauthorized     = "unauthorized" // a bearer credential refused
+	webhookForbidden        = "forbidden"    // a bearer credential without the right
 )
 
 // Errors of VerifyWebhook.
@@ -275,6 +277,10 @@ type WebhookResponse struct {
 // duplicate, queue, and answer at once; the refresh runs in Run.
 func (s *Server) webhook(w http.ResponseWriter, r *http.Request, _ Subject) {
 	provider := r.PathValue("provider")
+	if _, ok := Bearer(r); ok && provider == ProviderGeneric {
+		s.webhookByBearer(w, r)
+		return
+	}
 	secret, ok := s.webhooks.secret(provider)
 	if !ok {
 		s.metrics.webhook(provider, webhookUnknownProvider)
@@ -283,10 +289,8 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request, _ Subject) {
 	}
 	// The signature covers the raw bytes, so the body is read whole and
 	// verified before any of it is decoded.
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
-	if err != nil {
-		s.metrics.webhook(provider, webhookTooLarge)
-		s.fail(w, r, err)
+	body, ok := s.webhookBody(w, r, provider)
+	if !ok {
 		return
 	}
 	if err := VerifyWebhook(provider, r.Header, body, secret); err != nil {
@@ -310,6 +314,24 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request, _ Subject) {
 		writeJSON(w, http.StatusOK, WebhookResponse{Status: webhookIgnored, Reason: ignored})
 		return
 	}
+	s.queuePush(w, r, provider, push, s.rec.MatchPush(push))
+}
+
+// webhookBody reads a delivery's body whole, up to the server's limit;
+// ok is false when it answered the failure.
+func (s *Server) webhookBody(w http.ResponseWriter, r *http.Request, provider string) (body []byte, ok bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	if err != nil {
+		s.metrics.webhook(provider, webhookTooLarge)
+		s.fail(w, r, err)
+		return nil, false
+	}
+	return body, true
+}
+
+// queuePush drops a duplicate delivery, queues push and answers with
+// what it matched.
+func (s *Server) queuePush(w http.ResponseWriter, r *http.Request, provider string, push Push, matched Refreshed) {
 	// Forges redeliver after a timeout and on a user's "redeliver"; the
 	// delivery id drops the second copy. A delivery without one is never a
 	// duplicate. Only a verified delivery records its id, so a forged one
@@ -336,8 +358,52 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request, _ Subject) {
 		return
 	}
 	s.metrics.webhook(provider, webhookAccepted)
-	matched := s.rec.MatchPush(push)
 	writeJSON(w, http.StatusAccepted, WebhookResponse{Status: webhookAccepted, Applications: matched.Applications, AppSet: matched.AppSet})
+}
+
+// webhookByBearer takes a generic push whose sender proves itself with a
+// bearer credential instead of a signature: a CI job's ID token, or a
+// token of the tokens file. The subject needs the deployer role, and one
+// scoped to some applications may only move those, never the app set, so
+// a job's push refreshes its own application and no other.
+func (s *Server) webhookByBearer(w http.ResponseWriter, r *http.Request) {
+	const provider = ProviderGeneric
+	subj, err := s.auth.Authenticate(r.Context(), r)
+	if err != nil {
+		result := webhookUnauthorized
+		if errors.Is(err, ErrForbidden) {
+			result = webhookForbidden
+		}
+		s.metrics.webhook(provider, result)
+		s.refuse(w, "/api/v1/webhooks/{provider}", err)
+		return
+	}
+	if !subj.Allows(RoleDeployer) {
+		s.metrics.webhook(provider, webhookForbidden)
+		writeError(w, http.StatusForbidden, wire.CodeForbidden, fmt.Sprintf("%s has role %s; a push needs deployer", subj.Name, subj.Role))
+		return
+	}
+	body, ok := s.webhookBody(w, r, provider)
+	if !ok {
+		return
+	}
+	push, _, err := ParseWebhook(provider, r.Header, body)
+	if err != nil {
+		s.metrics.webhook(provider, webhookBadPayload)
+		writeError(w, http.StatusBadRequest, wire.CodeBadRequest, fmt.Sprintf("%s webhook: %v", provider, err))
+		return
+	}
+	matched := s.rec.MatchPush(push)
+	if subj.Scoped() && (matched.AppSet || slices.ContainsFunc(matched.Applications, func(a string) bool { return !subj.Sees(a) })) {
+		// The applications are not named: the subject may not learn of
+		// those outside its scope.
+		s.metrics.webhook(provider, webhookForbidden)
+		writeError(w, http.StatusForbidden, wire.CodeForbidden,
+			fmt.Sprintf("%s may not refresh what this push names: it moves applications outside its scope or the app set", subj.Name))
+		return
+	}
+	s.log.Info("webhook by bearer", "actor", subj.Name, "repositories", push.Repositories, "refs", push.Refs, "applications", matched.Applications)
+	s.queuePush(w, r, provider, push, matched)
 }
 
 // VerifyWebhook checks a delivery's signature or token against secret in
@@ -734,7 +800,7 @@ type webhookEntry struct {
 // LoadWebhooksFile reads a webhooks file (see ParseWebhooks). The file may
 // be at most 1 MiB.
 func LoadWebhooksFile(name string, getenv func(string) string) ([]WebhookSpec, error) {
-	data, err := readSmallFile(name)
+	data, err := ReadConfigFile(name)
 	if err != nil {
 		return nil, fmt.Errorf("webhooks file: %w", err)
 	}
@@ -766,7 +832,7 @@ func ParseWebhooks(name string, data []byte, getenv func(string) string) ([]Webh
 			d.Add(field+".provider", "%q is configured twice", p)
 		}
 		seen[p] = true
-		value, ok := readSecret(d, field, "secretFile", e.SecretFile, "secretEnv", e.SecretEnv, getenv)
+		value, ok := ReadSecret(d, field, "secretFile", e.SecretFile, "secretEnv", e.SecretEnv, getenv)
 		if !ok {
 			d.Add(field, "no secret: give secretFile or secretEnv")
 		}

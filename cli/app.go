@@ -39,7 +39,7 @@ func fetch(cmd *cobra.Command, out output, path string, query map[string]string,
 	if err := out.check(); err != nil {
 		return false, err
 	}
-	c, err := newClient()
+	c, err := newClient(cmd.Context())
 	if err != nil {
 		return false, err
 	}
@@ -428,7 +428,7 @@ func (f *syncFlags) post(cmd *cobra.Command, name, path string, body any) error 
 	if err := f.out.check(); err != nil {
 		return err
 	}
-	c, err := newClient()
+	c, err := newClient(cmd.Context())
 	if err != nil {
 		return err
 	}
@@ -621,7 +621,7 @@ func simplePost(use, summary, suffix, done string) *cobra.Command {
 			if err := out.check(); err != nil {
 				return err
 			}
-			c, err := newClient()
+			c, err := newClient(cmd.Context())
 			if err != nil {
 				return err
 			}

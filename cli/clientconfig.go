@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -16,12 +17,26 @@ import (
 )
 
 // newClient builds the API client from the environment and the client
-// config file; never from flags, so tokens stay out of shell histories.
-func newClient() (*client.Client, error) {
-	c, err := client.FromEnvironment(os.Getenv)
+// config file, or else the sign-in of `skep login` (renewed first when
+// due); never from flags, so tokens stay out of shell histories.
+func newClient(ctx context.Context) (*client.Client, error) {
+	opts, err := client.OptionsFromEnvironment(os.Getenv)
 	if err != nil {
 		// A missing server or token is the environment's fault, not the
 		// command line's: exit 1, not 2.
+		return nil, &ExitError{Code: ExitFailure, Err: err}
+	}
+	if opts.Token.Empty() {
+		tok, ok, err := loginToken(ctx, os.Getenv, opts.Server)
+		if err != nil {
+			return nil, &ExitError{Code: ExitFailure, Err: err}
+		}
+		if ok {
+			opts.Token = tok
+		}
+	}
+	c, err := client.New(opts)
+	if err != nil {
 		return nil, &ExitError{Code: ExitFailure, Err: err}
 	}
 	return c, nil

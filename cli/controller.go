@@ -26,6 +26,7 @@ import (
 	"github.com/skep-cd/skep/chartrepo"
 	"github.com/skep-cd/skep/egress"
 	"github.com/skep-cd/skep/gitsource"
+	"github.com/skep-cd/skep/identity"
 	"github.com/skep-cd/skep/memtrim"
 	"github.com/skep-cd/skep/notify"
 	"github.com/skep-cd/skep/reconcile"
@@ -342,6 +343,7 @@ type apiFlags struct {
 	metricsListen string
 	tokensFile    string
 	webhooksFile  string
+	oidcFile      string
 	tlsCert       string
 	tlsKey        string
 }
@@ -354,14 +356,28 @@ func (f *apiFlags) register(fs *pflag.FlagSet) {
 		"like tokens: [{name: ci, role: deployer, tokenFile: /run/secrets/ci}]; "+
 		api.EnvAdminTokenFile+" or "+api.EnvAdminToken+" add a token named admin")
 	fs.StringVar(&f.webhooksFile, "webhooks-file", "", "YAML file of inbound webhook providers and their secrets (secretFile|secretEnv)")
+	fs.StringVar(&f.oidcFile, "oidc-file", "", "YAML file of OpenID Connect sign-in (signIn: the UI and skep login, groups mapped to roles) "+
+		"and the CI issuers whose ID tokens jobs present (ci: claims mapped to roles); its secrets come from files or the environment")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "serve HTTPS with this certificate file (re-read when it changes)")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "key file of --tls-cert")
 }
 
-// authorizer builds the token authorizer; with no token at all the
-// controller refuses to start, since its API could otherwise not be used
-// safely.
-func (f *apiFlags) authorizer(logger *slog.Logger) (*api.Tokens, error) {
+// oidc loads the --oidc-file; nil without one.
+func (f *apiFlags) oidc() (*identity.Config, error) {
+	if f.oidcFile == "" {
+		return nil, nil
+	}
+	cfg, err := identity.LoadFile(f.oidcFile, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	return &cfg, nil
+}
+
+// authorizer builds the token authorizer; with no token at all and no
+// OIDC file (oidc false) the controller refuses to start, since its API
+// could otherwise not be used safely.
+func (f *apiFlags) authorizer(logger *slog.Logger, oidc bool) (*api.Tokens, error) {
 	var specs []api.TokenSpec
 	if admin, ok, err := api.AdminTokenFromEnv(os.Getenv); err != nil {
 		return nil, err
@@ -377,8 +393,8 @@ func (f *apiFlags) authorizer(logger *slog.Logger) (*api.Tokens, error) {
 	}
 	// An API without tokens would either be open or unusable. Refuse to
 	// start, so that a missing secret mount is seen at deploy time.
-	if len(specs) == 0 {
-		return nil, fmt.Errorf("no API token configured: set %s (a file holding the admin token) or %s, or give --tokens-file",
+	if len(specs) == 0 && !oidc {
+		return nil, fmt.Errorf("no API token configured: set %s (a file holding the admin token) or %s, or give --tokens-file or --oidc-file",
 			api.EnvAdminTokenFile, api.EnvAdminToken)
 	}
 	tokens, err := api.NewTokens(specs...)
@@ -413,8 +429,8 @@ func newControllerCommand() *cobra.Command {
 		Use:   "controller",
 		Short: "Run the controller: keep the swarm at what git declares, serve the API",
 		Long: "controller reconciles the app set and serves the HTTP API on --listen.\n" +
-			"It refuses to start without an API token: set " + api.EnvAdminTokenFile + " (or " + api.EnvAdminToken + ")\n" +
-			"or give --tokens-file.",
+			"It refuses to start without credentials: set " + api.EnvAdminTokenFile + " (or " + api.EnvAdminToken + ")\n" +
+			"or give --tokens-file or --oidc-file.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			logger, err := flags.logger(cmd.ErrOrStderr())
@@ -426,7 +442,11 @@ func newControllerCommand() *cobra.Command {
 			if (apiOpts.tlsCert == "") != (apiOpts.tlsKey == "") {
 				return usageError("--tls-cert and --tls-key go together")
 			}
-			tokens, err := apiOpts.authorizer(logger)
+			oidc, err := apiOpts.oidc()
+			if err != nil {
+				return &ExitError{Code: ExitFailure, Err: err}
+			}
+			tokens, err := apiOpts.authorizer(logger, oidc != nil)
 			if err != nil {
 				return &ExitError{Code: ExitFailure, Err: err}
 			}
@@ -434,7 +454,7 @@ func newControllerCommand() *cobra.Command {
 			if err != nil {
 				return &ExitError{Code: ExitFailure, Err: err}
 			}
-			return runController(cmd.Context(), logger, &flags, &apiOpts, tokens, hooks)
+			return runController(cmd.Context(), logger, &flags, &apiOpts, credentials{tokens: tokens, oidc: oidc}, hooks)
 		},
 	}
 	flags.register(cmd.Flags())
@@ -447,7 +467,14 @@ func newControllerCommand() *cobra.Command {
 // controller and the API, and runs them until ctx ends. Shutdown follows
 // one path: the workers drain, the event streams close, the servers shut
 // down, the recorder drains, the store closes.
-func runController(ctx context.Context, logger *slog.Logger, flags *controllerFlags, apiOpts *apiFlags, tokens *api.Tokens, hooks *api.Webhooks) error {
+// credentials are what the API takes: the tokens file's (and the admin
+// token's), and the OIDC file's identities, when one is given.
+type credentials struct {
+	tokens *api.Tokens
+	oidc   *identity.Config
+}
+
+func runController(ctx context.Context, logger *slog.Logger, flags *controllerFlags, apiOpts *apiFlags, creds credentials, hooks *api.Webhooks) error {
 	var certs *api.CertReloader
 	if apiOpts.tlsCert != "" {
 		var err error
@@ -568,8 +595,18 @@ func runController(ctx context.Context, logger *slog.Logger, flags *controllerFl
 		return err
 	}
 	srvOpts := api.Options{
-		Notifiers: notifier.Names, Reconciler: api.NewController(ctrl), Authorizer: tokens, Metrics: metrics, Webhooks: hooks,
+		Notifiers: notifier.Names, Reconciler: api.NewController(ctrl), Authorizer: creds.tokens, Metrics: metrics, Webhooks: hooks,
 		Broker: broker, UI: webUI, Logger: logger, Store: storeStatus,
+	}
+	if creds.oidc != nil {
+		id, err := newIdentity(ctx, logger, *creds.oidc, db)
+		if err != nil {
+			return &ExitError{Code: ExitFailure, Err: err}
+		}
+		srvOpts.Authorizer = append(api.Chain{creds.tokens}, id.Authorizers()...)
+		if id.SignIn != nil {
+			srvOpts.SignIn = id.SignIn
+		}
 	}
 	if db != nil {
 		// Without a store the API still serves, but has no history to answer
@@ -583,6 +620,36 @@ func runController(ctx context.Context, logger *slog.Logger, flags *controllerFl
 	// The notifier set is copied: registration is over, and the runners must
 	// not see a set that changes under them.
 	return serveController(ctx, logger, ctrl, apiServer, metrics, apiOpts, certs, notifier.Notifiers(), broker, db)
+}
+
+// newIdentity builds the OIDC file's identities over the store's
+// sessions (none without a store: the browser sign-in then answers 503)
+// and asks each provider for its discovery document, so that a wrong
+// issuer shows in the start-up log. A provider that does not answer yet
+// is no reason not to start: it is asked again when needed.
+func newIdentity(ctx context.Context, logger *slog.Logger, cfg identity.Config, db *store.Store) (*identity.Identity, error) {
+	opts := identity.Options{Config: cfg, Logger: logger}
+	if db != nil {
+		opts.Sessions = db
+	} else if cfg.SignIn != nil {
+		logger.Error("oidc sign-in needs the history store, which is not open; browsers cannot sign in")
+	}
+	id, err := identity.New(opts)
+	if err != nil {
+		return nil, err
+	}
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := id.Discover(dctx); err != nil {
+		logger.Warn("oidc provider not discovered; asked again at its first use", "err", err)
+	}
+	attrs := []any{"issuers", id.Issuers()}
+	if cfg.SignIn != nil {
+		attrs = append(attrs, "sign_in", cfg.SignIn.Issuer, "cli", cfg.SignIn.CLIClientID != "",
+			"session_lifetime", cfg.SignIn.SessionLifetime, "sessions_outlive_restart", !cfg.SignIn.SessionKey.Empty())
+	}
+	logger.Info("oidc identities loaded", attrs...)
+	return id, nil
 }
 
 // seedLastSyncs gives each application the last sync the store recorded,

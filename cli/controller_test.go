@@ -20,9 +20,10 @@ func TestControllerRefusesToStartWithoutAnAPIToken(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"no token at all", nil, "no API token configured: set SKEP_ADMIN_TOKEN_FILE"},
+		{"no token at all", nil, "no API token configured: set SKEP_ADMIN_TOKEN_FILE (a file holding the admin token) or SKEP_ADMIN_TOKEN, or give --tokens-file or --oidc-file"},
 		{"a tokens file with a problem", []string{"--tokens-file", writeTemp(t, "tokens.yaml", "tokens:\n  - name: a\n    role: boss\n    tokenEnv: X\n")}, "tokens.yaml:3:11: tokens[0].role"},
 		{"a certificate without its key", []string{"--tls-cert", "x.pem"}, "--tls-cert and --tls-key go together"},
+		{"an OIDC file with a problem", []string{"--oidc-file", writeTemp(t, "oidc.yaml", "ci:\n  - issuer: https://ci.example.org\n    audience: skep\n")}, "oidc.yaml:2:5: ci[0].rules: missing"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer

@@ -31,7 +31,7 @@ func newEventsCommand() *cobra.Command {
 			if err := out.check(); err != nil {
 				return err
 			}
-			c, err := newClient()
+			c, err := newClient(cmd.Context())
 			if err != nil {
 				return err
 			}

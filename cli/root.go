@@ -8,7 +8,8 @@
 // Process commands (controller, deploy) wire the reconcile steps together
 // here, so that main stays one call and tests build the same controller
 // that main does; demo runs such a controller as a child process. API
-// commands (app, status, events) talk to a running controller.
+// commands (app, status, events) talk to a running controller; login
+// signs in at its OpenID provider and keeps the ID token for them.
 //
 // cli must never:
 //   - reach a running controller except through package client;
@@ -118,6 +119,7 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newStatusCommand())
 	root.AddCommand(newSwarmCommand())
 	root.AddCommand(newEventsCommand())
+	root.AddCommand(newLoginCommand(), newLogoutCommand())
 	root.AddCommand(newDemoCommand(), newDemoAppCommand())
 	return root
 }

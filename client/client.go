@@ -4,9 +4,10 @@
 // The server and token come from the environment (SKEP_SERVER,
 // SKEP_TOKEN_FILE, SKEP_TOKEN) or a config file (~/.config/skep/config.yaml),
 // never from flags or arguments, so a token cannot land in a shell history
-// or a process list. Errors say what went wrong in the caller's terms: a
-// 401 names the token variables, an unreachable server names SKEP_SERVER,
-// a TLS failure names the CA setting.
+// or a process list; the CLI adds the ID token `skep login` keeps. Errors
+// say what went wrong in the caller's terms: a 401 names the token
+// variables, an unreachable server names SKEP_SERVER, a TLS failure names
+// the CA setting.
 //
 // The client never logs, never retries a write, and never prints a token:
 // Token values redact themselves.
@@ -159,6 +160,17 @@ func ConfigPath(getenv func(string) string) string {
 // config's tokenFile. With no token at all the client is still built,
 // and a call's 401 error names the variables to set.
 func FromEnvironment(getenv func(string) string) (*Client, error) {
+	opts, err := OptionsFromEnvironment(getenv)
+	if err != nil {
+		return nil, err
+	}
+	return New(opts)
+}
+
+// OptionsFromEnvironment is what FromEnvironment reads, before the client
+// is built: a caller with a token of its own (the CLI's sign-in) puts it
+// in Token when the environment named none.
+func OptionsFromEnvironment(getenv func(string) string) (Options, error) {
 	var cfg Config
 	path := ConfigPath(getenv)
 	if path != "" {
@@ -169,12 +181,12 @@ func FromEnvironment(getenv func(string) string) (*Client, error) {
 			dec.KnownFields(true)
 			// io.EOF is an empty file, which is a valid config of defaults.
 			if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
-				return nil, fmt.Errorf("client config %s: %w", path, err)
+				return Options{}, fmt.Errorf("client config %s: %w", path, err)
 			}
 		// No config at the default path is the usual case.
 		case errors.Is(err, os.ErrNotExist) && getenv(EnvConfig) == "":
 		default:
-			return nil, fmt.Errorf("client config: %w", err)
+			return Options{}, fmt.Errorf("client config: %w", err)
 		}
 	}
 	opts := Options{Server: first(getenv(EnvServer), cfg.Server, DefaultServer), CAFile: first(getenv(EnvCAFile), expandHome(cfg.CAFile, getenv))}
@@ -182,7 +194,7 @@ func FromEnvironment(getenv func(string) string) (*Client, error) {
 	case file != "":
 		t, err := readToken(file, EnvTokenFile)
 		if err != nil {
-			return nil, err
+			return Options{}, err
 		}
 		opts.Token = t
 	case getenv(EnvToken) != "":
@@ -190,11 +202,11 @@ func FromEnvironment(getenv func(string) string) (*Client, error) {
 	case cfg.TokenFile != "":
 		t, err := readToken(expandHome(cfg.TokenFile, getenv), path+": tokenFile")
 		if err != nil {
-			return nil, err
+			return Options{}, err
 		}
 		opts.Token = t
 	}
-	return New(opts)
+	return opts, nil
 }
 
 // readToken reads a token file; from names the setting that named the
@@ -265,7 +277,7 @@ type Error struct {
 func (e *Error) Error() string {
 	switch e.Status {
 	case http.StatusUnauthorized:
-		return fmt.Sprintf("unauthorized: %s (set %s or %s to a valid token)", e.Message, EnvTokenFile, EnvToken)
+		return fmt.Sprintf("unauthorized: %s (set %s or %s to a valid token, or run skep login)", e.Message, EnvTokenFile, EnvToken)
 	case http.StatusForbidden:
 		return "forbidden: " + e.Message
 	}
@@ -463,6 +475,19 @@ func (c *Client) Refresh(ctx context.Context, name string) error {
 func (c *Client) Unhold(ctx context.Context, name string) error {
 	var out wire.RefreshResponse
 	return c.post(ctx, AppPath(name, "/unhold"), nil, &out)
+}
+
+// Whoami returns who the controller takes the caller for.
+func (c *Client) Whoami(ctx context.Context) (wire.Whoami, error) {
+	var out wire.Whoami
+	return out, c.get(ctx, "/api/v1/whoami", nil, &out)
+}
+
+// AuthMethods returns how one signs in to the controller; it needs no
+// token.
+func (c *Client) AuthMethods(ctx context.Context) (wire.AuthMethods, error) {
+	var out wire.AuthMethods
+	return out, c.get(ctx, "/api/v1/auth", nil, &out)
 }
 
 // Status returns the controller's status.

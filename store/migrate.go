@@ -23,6 +23,7 @@ type migration struct {
 var migrations = []migration{
 	{version: 1, name: "events", up: migrateEvents},
 	{version: 2, name: "sync history", up: migrateSyncs},
+	{version: 3, name: "sign-in sessions", up: migrateSessions},
 }
 
 // SchemaVersion is the schema version this build migrates to.

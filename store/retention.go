@@ -9,14 +9,15 @@ import (
 
 // Pruned counts what one retention pass deleted.
 type Pruned struct {
-	Events int64 // events deleted
-	Syncs  int64 // syncs deleted
+	Events   int64 // events deleted
+	Syncs    int64 // syncs deleted
+	Sessions int64 // expired sign-in sessions deleted
 }
 
 // Prune applies retention once: events older than MaxAge and beyond the
 // MaxEvents newest, syncs finished (or, if still open, started) before
-// MaxAge and beyond the MaxSyncs newest of their application. Deleting
-// never lowers LastID.
+// MaxAge and beyond the MaxSyncs newest of their application, and
+// sign-in sessions past their end. Deleting never lowers LastID.
 func (s *Store) Prune(ctx context.Context) (Pruned, error) {
 	var p Pruned
 	cutoff := s.opts.Now().Add(-s.opts.MaxAge).UnixNano()
@@ -38,6 +39,9 @@ func (s *Store) Prune(ctx context.Context) (Pruned, error) {
 			{&p.Syncs, `DELETE FROM syncs WHERE id IN (SELECT id FROM (
 				SELECT id, ROW_NUMBER() OVER (PARTITION BY application ORDER BY id DESC) AS n FROM syncs) WHERE n > ?)`,
 				[]any{s.opts.MaxSyncs}, s.opts.MaxSyncs > 0},
+			// Session expires with no retention setting: Session already
+			// refuses an expired one, and this only frees its row.
+			{&p.Sessions, "DELETE FROM sessions WHERE expires <= ?", []any{s.opts.Now().UnixNano()}, true},
 		}
 		for _, st := range steps {
 			if !st.on {
@@ -76,8 +80,8 @@ func (s *Store) RunRetention(ctx context.Context, interval time.Duration) error 
 		switch {
 		case err != nil && ctx.Err() == nil:
 			s.opts.Logger.Warn("store retention failed", "err", err)
-		case p.Events > 0 || p.Syncs > 0:
-			s.opts.Logger.Info("store retention", "events_deleted", p.Events, "syncs_deleted", p.Syncs)
+		case p.Events > 0 || p.Syncs > 0 || p.Sessions > 0:
+			s.opts.Logger.Info("store retention", "events_deleted", p.Events, "syncs_deleted", p.Syncs, "sessions_deleted", p.Sessions)
 		}
 		select {
 		case <-ctx.Done():

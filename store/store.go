@@ -1,6 +1,8 @@
 // Package store keeps what people look back at in an embedded SQLite
 // database in the data directory: every event, and a sync history per
-// application derived from them.
+// application derived from them. It also keeps the sessions of people
+// signed in through an OpenID provider (package identity decides what
+// they mean); losing them signs those people out, nothing more.
 //
 // It is history, never safety: nothing in the reconcile reads it to decide
 // what to deploy or delete (the controller reads only each application's

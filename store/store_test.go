@@ -452,8 +452,8 @@ func TestUpgradeFromV1DerivesHistoryFromKeptEvents(t *testing.T) {
 	db.Close()
 
 	s := open(t, path, Options{})
-	if v, err := s.Version(ctx); err != nil || v != 2 {
-		t.Errorf("Version after upgrade = %d, %v; want 2", v, err)
+	if v, err := s.Version(ctx); err != nil || v != SchemaVersion() {
+		t.Errorf("Version after upgrade = %d, %v; want %d", v, err, SchemaVersion())
 	}
 	got, err := s.History(ctx, "web", 0)
 	if err != nil {

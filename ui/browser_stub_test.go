@@ -45,9 +45,17 @@ func startStubAPI(t testing.TB, apps map[string]wire.ApplicationDetail) *stubAPI
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/", webUI)
-	mux.HandleFunc("GET /api/v1/whoami", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET /api/v1/whoami", func(w http.ResponseWriter, r *http.Request) {
+		// Any token will do, but some token: without one the page shows
+		// its sign-in, as a controller's 401 makes it.
+		if !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") {
+			w.WriteHeader(http.StatusUnauthorized)
+			answer(w, wire.Error{Code: wire.CodeUnauthorized, Message: "a valid bearer token or sign-in session is required"})
+			return
+		}
 		answer(w, wire.Whoami{Name: "root", Role: "admin", Apps: []string{}})
 	})
+	mux.HandleFunc("GET /api/v1/auth", func(w http.ResponseWriter, _ *http.Request) { answer(w, wire.AuthMethods{Token: true}) })
 	mux.HandleFunc("GET /api/v1/applications", func(w http.ResponseWriter, _ *http.Request) { answer(w, list) })
 	mux.HandleFunc("GET /api/v1/version", func(w http.ResponseWriter, _ *http.Request) {
 		answer(w, wire.VersionInfo{Version: "stub", Commit: "0123456789ab", APIVersion: "v1", Capabilities: []string{"sse"}})

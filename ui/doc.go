@@ -5,8 +5,11 @@
 //
 // The page holds no data and no secret. Everything it shows it reads in
 // the browser through the public HTTP API under /api/v1 with the token the
-// operator typed, kept in the tab's sessionStorage; live updates come from
-// the API's event stream. The package must never call the controller
+// operator typed, kept in the tab's sessionStorage, or with the session of
+// a sign-in at the identity provider: an HttpOnly cookie the page never
+// reads, and the CSRF token whoami gives it, kept in memory and sent on
+// every request that changes something. Live updates come from the API's
+// event stream. The package must never call the controller
 // itself, embed or inline a secret, import another package of Skep, or
 // serve anything with inline script or style: every response carries a
 // strict Content-Security-Policy that forbids them (see

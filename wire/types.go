@@ -537,4 +537,46 @@ type Whoami struct {
 	// Apps are the globs of application names the subject may see; empty
 	// means every application.
 	Apps []string `json:"apps"`
+	// Session is set when the caller signed in with a session cookie.
+	Session *WhoamiSession `json:"session,omitempty"`
+}
+
+// WhoamiSession is the sign-in session a whoami answered for.
+type WhoamiSession struct {
+	// CSRFToken must be sent in the X-Skep-CSRF header of every request
+	// made with the session's cookie that is not a GET or HEAD.
+	CSRFToken string `json:"csrfToken"`
+	// ExpiresAt is when the session ends at the latest.
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+// AuthMethods is the body of GET /api/v1/auth: how one signs in to this
+// controller. It asks for no credential.
+type AuthMethods struct {
+	// Token is always true: a bearer token of the tokens file.
+	Token bool `json:"token"`
+	// OIDC is set when sign-in at an OpenID provider is offered.
+	OIDC *OIDCSignIn `json:"oidc,omitempty"`
+}
+
+// OIDCSignIn describes sign-in at an OpenID provider.
+type OIDCSignIn struct {
+	// Label names the provider on the sign-in page.
+	Label string `json:"label"`
+	// LoginPath starts the browser's sign-in; it takes ?next=#/route.
+	LoginPath string `json:"loginPath"`
+	// Issuer is the provider; `skep login` discovers its endpoints.
+	Issuer string `json:"issuer"`
+	// CLIClientID is the client `skep login` signs in as; absent when the
+	// CLI may not sign in.
+	CLIClientID string `json:"cliClientID,omitempty"`
+	// Scopes are the scopes to ask for.
+	Scopes []string `json:"scopes"`
+}
+
+// SignedOut is the body of POST /api/v1/auth/signout.
+type SignedOut struct {
+	// EndSessionURL, when set, is where the browser goes next to end its
+	// session at the provider too.
+	EndSessionURL string `json:"endSessionURL,omitempty"`
 }

@@ -1,7 +1,9 @@
 // The controller's HTTP API as the browser reaches it: the bearer token
-// kept for this tab only (sessionStorage), errors as ApiError with the
-// HTTP status, and the event stream read with fetch(), because
-// EventSource cannot send an Authorization header.
+// kept for this tab only (sessionStorage), or the session of a sign-in at
+// the identity provider (an HttpOnly cookie the page never sees, and the
+// CSRF token every request that changes something carries), errors as
+// ApiError with the HTTP status, and the event stream read with fetch(),
+// because EventSource cannot send an Authorization header.
 
 const TOKEN_KEY = 'skep.token';
 
@@ -12,6 +14,22 @@ export function token() {
 export function setToken(value) {
   if (value) sessionStorage.setItem(TOKEN_KEY, value);
   else sessionStorage.removeItem(TOKEN_KEY);
+}
+
+// csrf is the session's CSRF token, from whoami; kept in memory only.
+let csrf = '';
+
+export function setSession(session) {
+  csrf = session ? session.csrfToken : '';
+}
+
+// authHeaders are the credentials of one request: the token, or else
+// the session cookie (sent by the browser) and, for a method that may
+// change something, the session's CSRF token.
+function authHeaders(method) {
+  if (token()) return { Authorization: 'Bearer ' + token() };
+  if (csrf && method !== 'GET' && method !== 'HEAD') return { 'X-Skep-CSRF': csrf };
+  return {};
 }
 
 // ApiError is a refused or failed call: status 0 when nothing answered.
@@ -25,8 +43,8 @@ export class ApiError extends Error {
 
 // call sends one JSON request and returns the decoded answer.
 export async function call(method, path, body) {
-  const headers = { Accept: 'application/json', Authorization: 'Bearer ' + token() };
-  const init = { method, headers, cache: 'no-store' };
+  const headers = { Accept: 'application/json', ...authHeaders(method) };
+  const init = { method, headers, cache: 'no-store', credentials: 'same-origin' };
   if (body !== undefined) {
     headers['Content-Type'] = 'application/json';
     init.body = JSON.stringify(body);
@@ -152,9 +170,9 @@ export class EventStream {
         watchdog = setTimeout(() => attempt.abort(), this.staleAfter);
       };
       try {
-        const headers = { Accept: 'text/event-stream', Authorization: 'Bearer ' + token() };
+        const headers = { Accept: 'text/event-stream', ...authHeaders('GET') };
         if (this.lastId) headers['Last-Event-ID'] = this.lastId;
-        const resp = await fetch('/api/v1/events', { headers, signal: attempt.signal, cache: 'no-store' });
+        const resp = await fetch('/api/v1/events', { headers, signal: attempt.signal, cache: 'no-store', credentials: 'same-origin' });
         if (resp.status === 401) {
           this.onState('unauthorized');
           return;

@@ -1,5 +1,6 @@
-// The UI's shell: sign-in, the hash router, one event stream per tab and
-// the slow fallback refresh. Screens live in views.js.
+// The UI's shell: sign-in (a token, or the identity provider), the hash
+// router, one event stream per tab and the slow fallback refresh. Screens
+// live in views.js.
 
 import * as api from './api.js';
 import { h, fill, errorBox } from './dom.js';
@@ -67,7 +68,7 @@ async function load() {
   }
   const v = view;
   loading = v.load().catch((err) => {
-    if (err.status === 401) signIn('The controller refused the token (401). Sign in again.');
+    if (err.status === 401) signIn(refused);
   });
   await loading;
   loading = null;
@@ -85,11 +86,14 @@ function setLive(state, resumed) {
   live.textContent = liveText[state] || state;
   live.title = state === 'live' ? 'Updates arrive as they happen' : 'Updates paused; the page re-reads every 30 s';
   if (state === 'live' && resumed) schedule(0);
-  if (state === 'unauthorized') signIn('The controller refused the token (401). Sign in again.');
+  if (state === 'unauthorized') signIn(refused);
 }
+
+const refused = 'The controller refused the token, or the session ended (401). Sign in again.';
 
 async function start() {
   ctx.me = await api.get('/api/v1/whoami');
+  api.setSession(ctx.me.session);
   nav.hidden = false;
   signout.hidden = false;
   fill(who, ctx.me.name, ' · ', ctx.me.role, ctx.me.apps.length ? ' · ' + ctx.me.apps.join(', ') : '');
@@ -116,9 +120,36 @@ function stop() {
   fill(who);
 }
 
+// signedOut says, by the ?signin= the controller sends a browser back
+// with, why a sign-in at the identity provider did not open a session.
+const signedOut = {
+  denied: 'The identity provider signed you in, but no rule of this controller gives you a role. Ask its administrators to map one of your groups.',
+  failed: 'The sign-in did not check out. Try again; the controller\'s log says why.',
+  expired: 'The sign-in took too long, or was started in another tab. Try again.',
+  provider: 'The identity provider refused the sign-in.',
+};
+
+// provider adds the identity provider's sign-in to the form, when the
+// controller offers one.
+async function provider(into) {
+  let methods;
+  try {
+    methods = await api.get('/api/v1/auth');
+  } catch {
+    return;
+  }
+  if (!methods.oidc) return;
+  const next = location.hash.startsWith('#/') ? '?next=' + encodeURIComponent(location.hash) : '';
+  fill(into, h('a', { id: 'sso', class: 'button primary', href: methods.oidc.loginPath + next }, 'Sign in with ' + methods.oidc.label),
+    h('p', { class: 'muted' }, 'Or use an API token:'));
+}
+
 function signIn(message) {
   stop();
   api.setToken('');
+  api.setSession(null);
+  const sso = h('div', { class: 'sso' });
+  provider(sso);
   const input = h('input', { id: 'token', name: 'token', type: 'password', autocomplete: 'off', required: true, spellcheck: 'false' });
   const problem = h('div', { 'aria-live': 'assertive' });
   const form = h('form', { class: 'signin', 'aria-labelledby': 'h-signin', onsubmit: async (e) => {
@@ -135,8 +166,9 @@ function signIn(message) {
     }
   } },
   h('h1', { id: 'h-signin' }, 'Sign in'),
-  h('p', {}, 'Paste an API token. It is kept in this tab only and sent to this controller\'s API.'),
   message ? h('div', { class: 'alert warn', role: 'alert' }, message) : null,
+  sso,
+  h('p', {}, 'Paste an API token. It is kept in this tab only and sent to this controller\'s API.'),
   h('label', { for: 'token' }, 'API token'), input,
   h('button', { type: 'submit', class: 'primary' }, 'Sign in'),
   problem);
@@ -145,7 +177,27 @@ function signIn(message) {
   input.focus();
 }
 
-signout.addEventListener('click', () => signIn(''));
+// Signing out of a session ends it at the controller, and at the
+// identity provider too when it offers that: the browser goes there and
+// comes back.
+signout.addEventListener('click', async () => {
+  if (ctx.me && ctx.me.session) {
+    try {
+      const out = await api.post('/api/v1/auth/signout');
+      if (out && out.endSessionURL) {
+        stop();
+        location.assign(out.endSessionURL);
+        return;
+      }
+    } catch (err) {
+      if (err.status !== 401) {
+        fill(main, errorBox(err));
+        return;
+      }
+    }
+  }
+  signIn('');
+});
 window.addEventListener('hashchange', () => {
   // The skip link's #main is not a route.
   if (location.hash.startsWith('#/') || location.hash === '') {
@@ -154,8 +206,15 @@ window.addEventListener('hashchange', () => {
   }
 });
 
-if (api.token()) {
-  start().catch((err) => signIn(err.status === 401 ? 'The controller refused the saved token (401).' : 'Could not reach the controller: ' + err.message));
-} else {
-  signIn('');
-}
+// A browser the controller sent back from a sign-in that failed says
+// why; the reason is dropped from the address, so a reload does not
+// repeat it.
+const problem = signedOut[new URLSearchParams(location.search).get('signin')] || '';
+if (location.search) history.replaceState(null, '', location.pathname + location.hash);
+
+// With a saved token, use it; without, a session cookie may sign the
+// page in, and a 401 shows the sign-in.
+start().catch((err) => {
+  if (err.status !== 401) signIn('Could not reach the controller: ' + err.message);
+  else signIn(api.token() ? 'The controller refused the saved token (401).' : problem);
+});
