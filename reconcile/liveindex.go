@@ -197,6 +197,24 @@ func (l *liveIndex) seen(app string, taken time.Time, ended bool) bool {
 	return !ok || taken.After(wrote)
 }
 
+// writtenAfter reports whether an application of which (by name) wrote
+// after taken, or writes still.
+func (l *liveIndex) writtenAfter(taken time.Time, which func(app string) bool) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for app, n := range l.writing {
+		if n > 0 && which(app) {
+			return true
+		}
+	}
+	for app, at := range l.wrote {
+		if !taken.After(at) && which(app) {
+			return true
+		}
+	}
+	return false
+}
+
 // moved reports whether app's objects in snap are not those its last wake
 // saw, and records that they now are. An application that is busy
 // (applying, or failing) is not woken, nor one whose last write snap may
