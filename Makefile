@@ -6,8 +6,11 @@ COMMIT ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X github.com/skep-cd/skep/version.Version=$(VERSION) -X github.com/skep-cd/skep/version.Commit=$(COMMIT)
 # Integration tests share one swarm. Packages are compiled two at a time,
 # then run one at a time: the Engine (20.10) has crashed in swarmkit when
-# several suites create and remove services on it at once.
-TEST_FLAGS ?= -race -count=1 -timeout 40m -p 1
+# several suites create and remove services on it at once. Within a
+# package, the end-to-end tests that wait on the swarm far more than they
+# compute (reconcile's) run four at a time, each on its own controller id,
+# stack prefix, git server and ports.
+TEST_FLAGS ?= -race -count=1 -timeout 40m -p 1 -parallel 4
 
 .PHONY: demo build test lint vet fmt-check staticcheck swarm-up swarm-down swarm2-up swarm2-down unit faults fuzz bench soak clean
 
