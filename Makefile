@@ -9,7 +9,7 @@ LDFLAGS := -X github.com/skep-cd/skep/version.Version=$(VERSION) -X github.com/s
 # several suites create and remove services on it at once.
 TEST_FLAGS ?= -race -count=1 -timeout 40m -p 1
 
-.PHONY: demo build test lint vet fmt-check staticcheck swarm-up swarm-down swarm2-up swarm2-down unit faults fuzz bench soak clean
+.PHONY: demo build test lint vet fmt-check staticcheck swarm-up swarm-down swarm2-up swarm2-down cluster-up cluster-down unit faults fuzz bench soak clean
 
 build: ## build bin/skep (static: the demo packages it FROM scratch)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/skep ./cmd/skep
@@ -31,6 +31,14 @@ swarm2-up:
 
 swarm2-down:
 	scripts/swarm2-down
+
+# A multi-node swarm, 3 managers and 2 workers, for the multi-node tests
+# (docs/testing.md).
+cluster-up:
+	scripts/cluster-up
+
+cluster-down:
+	scripts/cluster-down
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
