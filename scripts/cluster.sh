@@ -45,6 +45,11 @@ is_node() { node_addr "$1" >/dev/null 2>&1; }
 # mount namespace): what Engine 20.10 reports as a node's resources.
 small_node=w2
 small_mem_kib=1048576
+# SKEP_CLUSTER_SMALL_ARCH=i686 makes the small worker announce another
+# architecture too (setarch changes what uname tells its dockerd): the
+# scheduler then keeps tasks of amd64-pinned images off it ("unsupported
+# platform"). Off by default, since every image here is amd64.
+small_arch=${SKEP_CLUSTER_SMALL_ARCH:-}
 
 engine() { local n=$1; shift; docker -H "unix://$(node_sock "$n")" "$@"; }
 engine_answers() { engine "$1" info --format '{{.ServerVersion}}' >/dev/null 2>&1; }
@@ -96,6 +101,7 @@ node_start() {
   if [ "$n" = "$small_node" ]; then
     labels+=', "skep.size=small"'
     taskset="taskset -c 0"
+    [ -z "$small_arch" ] || taskset="setarch $small_arch $taskset"
     awk -v kib="$small_mem_kib" '
       $1 == "MemTotal:" { printf "MemTotal:       %d kB\n", kib; next }
       $1 == "MemFree:" || $1 == "MemAvailable:" { printf "%-16s%d kB\n", $1, kib / 2; next }
