@@ -29,6 +29,7 @@ import (
 	"github.com/skep-cd/skep/appset"
 	"github.com/skep-cd/skep/gitsource"
 	"github.com/skep-cd/skep/harness"
+	"github.com/skep-cd/skep/health"
 	"github.com/skep-cd/skep/notify"
 	"github.com/skep-cd/skep/reconcile"
 	skepswarm "github.com/skep-cd/skep/swarm"
@@ -249,3 +250,63 @@ func sum(counts map[string]int) int {
 
 // digested reports whether an image reference pins a digest.
 func digested(image string) bool { return strings.Contains(image, "@sha256:") }
+
+// sample is the application's health at one moment.
+type sample struct {
+	at               time.Time
+	state            health.State
+	message          string
+	running, desired int
+}
+
+func (s sample) String() string {
+	return fmt.Sprintf("%s %s %d/%d (%s)", s.at.Format("15:04:05.000"), s.state, s.running, s.desired, s.message)
+}
+
+// healthLog records every change of an application's health.
+type healthLog struct {
+	mu      sync.Mutex
+	samples []sample
+	stop    func()
+}
+
+// watchHealth records every change of app's health, polling its status
+// every 100ms until the test ends.
+func watchHealth(t *testing.T, ctrl *reconcile.Controller, app string) *healthLog {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	l := &healthLog{}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			st, _ := ctrl.Statuses().Get(app)
+			s := sample{at: time.Now(), state: st.Health, message: st.HealthMessage, running: st.Running, desired: st.Desired}
+			l.mu.Lock()
+			if n := len(l.samples); n == 0 || l.samples[n-1].state != s.state || l.samples[n-1].message != s.message {
+				l.samples = append(l.samples, s)
+			}
+			l.mu.Unlock()
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+	})
+	return l
+}
+
+// all returns the changes recorded so far, in order.
+func (l *healthLog) all() []sample {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]sample(nil), l.samples...)
+}

@@ -182,8 +182,9 @@ type WatcherOptions struct {
 	// SettleInterval is how soon the tasks are listed again, on a swarm of
 	// several nodes, while some task has not arrived where it is going
 	// (starting, pending, shutting down): its moves on other nodes raise
-	// no event here, and health would lag them by up to Resync. It doubles,
-	// up to Resync, while nothing moves. Default 1s.
+	// no event here, and health would lag them by up to Resync. The wait
+	// grows by SettleInterval, up to Resync, with each list that finds
+	// nothing moved. Default 1s.
 	SettleInterval time.Duration
 	// FullResync bounds how long the snapshot goes without a full relist
 	// while no event asks for one, in case the stream lost an event.
@@ -424,8 +425,10 @@ func (w *Watcher) follow(ctx context.Context, msgs <-chan events.Message, errs <
 	defer settleTimer.Stop()
 	// On a swarm of several nodes the tasks on other nodes move without an
 	// event here: while some are on their way, their moves are listed every
-	// settleDelay, which doubles (up to Resync) while nothing moves, so that
-	// a task left pending for good costs no more than the resync.
+	// settleDelay, which grows by SettleInterval (up to Resync) with each
+	// list that finds nothing moved. A task that takes x seconds to start
+	// is then seen about sqrt(2x) seconds late, and one left pending for
+	// good costs little more than the resync.
 	armSettle := func() {
 		cur := w.Current()
 		if cur.err != nil || cur.takenAt.IsZero() || len(cur.nodes) < 2 || cur.tasksArrived() {
@@ -508,7 +511,7 @@ func (w *Watcher) follow(ctx context.Context, msgs <-chan events.Message, errs <
 				arm(lastStart.Add(w.opts.MinInterval))
 			}
 			if w.Current().Version() == seen {
-				settleDelay = min(settleDelay*2, w.opts.Resync)
+				settleDelay = min(settleDelay+w.opts.SettleInterval, w.opts.Resync)
 			} else {
 				settleDelay = w.opts.SettleInterval
 			}

@@ -400,10 +400,10 @@ func TestWatcherFollowsTasksOnTheirWayOnOtherNodes(t *testing.T) {
 		before = f.taskLists()
 		time.Sleep(2 * time.Minute)
 		synctest.Wait()
-		// Settles at 1+2+4+8+16 s, then every 30 s with the resyncs: about
-		// ten in two minutes where a list every second would be 120.
-		if n := f.taskLists() - before; n < 5 || n > 12 {
-			t.Errorf("%d task lists in 2m with a task pending for good, want 5 to 12 (backed off to the resync)", n)
+		// Lists 1, 2, 3 ... s apart, and the resyncs every 30 s: about
+		// twenty in two minutes where a list every second would be 120.
+		if n := f.taskLists() - before; n < 10 || n > 25 {
+			t.Errorf("%d task lists in 2m with a task pending for good, want 10 to 25 (backing off towards the resync)", n)
 		}
 		cancel()
 		<-done
