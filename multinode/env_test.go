@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/swarm"
 	"github.com/docker/docker/client"
 
@@ -121,7 +122,41 @@ func newEnv(t *testing.T) *env {
 	// Registered after the engine's Close, so it runs before it; and
 	// before any node is broken, so it runs after the cluster is mended.
 	harness.CleanupStack(t, e.engine.Client, e.ns)
+	t.Cleanup(func() {
+		if t.Failed() {
+			e.dump(t)
+		}
+	})
 	return e
+}
+
+// dump logs the release's services and tasks as the swarm has them, for a
+// failed test's report.
+func (e *env) dump(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 30*time.Second)
+	defer cancel()
+	nodes := map[string]string{}
+	if list, err := e.engine.NodeList(ctx, swarm.NodeListOptions{}); err == nil {
+		for _, n := range list {
+			nodes[n.ID] = n.Description.Hostname + " (" + string(n.Status.State) + ")"
+		}
+	}
+	services, err := e.engine.ServiceList(ctx, swarm.ServiceListOptions{})
+	if err != nil {
+		t.Logf("dump: %v", err)
+		return
+	}
+	for _, s := range services {
+		if !strings.HasPrefix(s.Spec.Name, e.ns+"_") {
+			continue
+		}
+		t.Logf("dump: service %s version %d update %+v", s.Spec.Name, s.Version.Index, s.UpdateStatus)
+		tasks, _ := e.engine.TaskList(ctx, swarm.TaskListOptions{Filters: filters.NewArgs(filters.Arg("service", s.ID))})
+		for _, task := range tasks {
+			t.Logf("dump:   task %s slot %d on %s: desired %s, %s at %s: %s %s", task.ID[:10], task.Slot, nodes[task.NodeID],
+				task.DesiredState, task.Status.State, task.Status.Timestamp.Format("15:04:05"), task.Status.Message, task.Status.Err)
+		}
+	}
 }
 
 // image builds the test application reporting version and pushes it to
@@ -136,15 +171,18 @@ func (e *env) image(t *testing.T, repo, version string, opts harness.ImageOption
 // app is the application entry of the test's release, automated, with
 // live drift detection: the proofs that nothing is raised for what the
 // scheduler does need the controller to look.
-func (e *env) app(name string) string {
+func (e *env) app(name string) string { return e.appWith(name, "") }
+
+// appWith is app with more syncPolicy fields ("prune: true, ").
+func (e *env) appWith(name, policy string) string {
 	return fmt.Sprintf(`apiVersion: skep/v1
 applications:
   - name: %s
     release: %s
     source: {repo: %s, revision: main}
     driftDetection: live
-    syncPolicy: {automated: true, interval: 10s, resolveImage: always}
-`, name, e.ns, e.repo.URL)
+    syncPolicy: {%sautomated: true, interval: 10s, resolveImage: always}
+`, name, e.ns, e.repo.URL, policy)
 }
 
 // controller builds a controller like the binary does, with the live
