@@ -173,15 +173,22 @@ func (e *env) image(t *testing.T, repo, version string, opts harness.ImageOption
 // scheduler does need the controller to look.
 func (e *env) app(name string) string { return e.appWith(name, "") }
 
-// appWith is app with more syncPolicy fields ("prune: true, ").
+// defaultPolicy is the syncPolicy of app.
+const defaultPolicy = "automated: true, interval: 10s, resolveImage: always"
+
+// appWith is app with more syncPolicy fields before defaultPolicy's
+// ("prune: true, "), or, when policy ends without ", ", that policy alone.
 func (e *env) appWith(name, policy string) string {
+	if policy == "" || strings.HasSuffix(policy, ", ") {
+		policy += defaultPolicy
+	}
 	return fmt.Sprintf(`apiVersion: skep/v1
 applications:
   - name: %s
     release: %s
     source: {repo: %s, revision: main}
     driftDetection: live
-    syncPolicy: {%sautomated: true, interval: 10s, resolveImage: always}
+    syncPolicy: {%s}
 `, name, e.ns, e.repo.URL, policy)
 }
 
