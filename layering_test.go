@@ -22,7 +22,8 @@ const module = "github.com/skep-cd/skep/"
 // package missing here fails the test until its place in the layers is
 // decided (and written down in docs/architecture.md). The layers, from the
 // top: entry (cmd/skep, cli) → face (api, ui) and loop (reconcile) → steps
-// (artifact, render, chart, stack, plan, health, apply, hook, prune, preview)
+// (artifact, render, chart, stack, plan, health, placement, apply, hook,
+// prune, preview)
 // and records (notify, store) → adapters (swarm, gitsource, chartrepo)
 // and leaves (wire, outcome, configfile, secret, sops, version, window,
 // egress, memtrim, tickgrid). The loop never
@@ -40,6 +41,7 @@ var allowed = map[string][]string{
 	"stack":             {"sops"},
 	"plan":              {"stack"},
 	"health":            {},
+	"placement":         {},
 	"apply":             {"outcome", "stack"},
 	"prune":             {"stack"},
 	"hook":              {"stack"},

@@ -312,7 +312,6 @@ func (s sample) String() string {
 type healthLog struct {
 	mu      sync.Mutex
 	samples []sample
-	stop    func()
 }
 
 // watchHealth records every change of app's health, polling its status

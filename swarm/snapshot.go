@@ -104,6 +104,10 @@ func (s Snapshot) ConfigNames() map[string]string {
 // Secrets returns every secret (the Engine never returns their data).
 func (s Snapshot) Secrets() []swarm.Secret { return slices.Clone(s.secrets) }
 
+// Nodes returns every node of the swarm, as a manager lists them: what
+// placement checks and per-node health read.
+func (s Snapshot) Nodes() []swarm.Node { return slices.Clone(s.nodes) }
+
 // EligibleNodes counts the nodes a global service may run on, placement
 // constraints aside: ready and active.
 func (s Snapshot) EligibleNodes() int {

@@ -62,6 +62,9 @@ func TestWatcherOnSwarmSeesOutOfBandChangesAndStops(t *testing.T) {
 	if n := w.Current().EligibleNodes(); n < 1 {
 		t.Errorf("EligibleNodes() = %d, want at least this manager", n)
 	}
+	if nodes := w.Current().Nodes(); len(nodes) < 1 || nodes[0].ID == "" {
+		t.Errorf("Nodes() = %v, want at least this manager", nodes)
+	}
 	first := w.Current().Version()
 
 	ns := harness.Name(t, "sn")
