@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/swarm"
 	"github.com/docker/docker/client"
 )
@@ -447,4 +448,37 @@ func (c *Cluster) TasksPerNode(ctx context.Context, serviceID string) (map[strin
 		}
 	}
 	return out, nil
+}
+
+// CleanupNetworks waits, when the test ends, until no node of the cluster
+// still holds a network of the stack namespace. Removing a stack's overlay
+// network on the managers leaves each node's copy to go with its last
+// task, and a network created meanwhile with the same subnet (the pool
+// hands out the freed one first) is refused on that node: "Pool overlaps
+// with other one on this address space". Register it before the stack's
+// own cleanup, so that it runs after it.
+func (c *Cluster) CleanupNetworks(t testing.TB, namespace string) {
+	t.Helper()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), time.Minute)
+		defer cancel()
+		for _, n := range c.Nodes {
+			cli, err := c.clientOf(n)
+			if err != nil {
+				continue
+			}
+			for {
+				nets, err := cli.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("name", namespace+"_"))})
+				if err == nil && len(nets) == 0 {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					t.Logf("node %s still holds networks of %s after a minute: %v", n.Name, namespace, err)
+					return
+				case <-time.After(250 * time.Millisecond):
+				}
+			}
+		}
+	})
 }

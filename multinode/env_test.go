@@ -119,8 +119,10 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = e.engine.Close() })
-	// Registered after the engine's Close, so it runs before it; and
-	// before any node is broken, so it runs after the cluster is mended.
+	// Registered after the engine's Close, so they run before it; and
+	// before any node is broken, so they run after the cluster is mended.
+	// The stack goes first, then the nodes' copies of its networks.
+	cl.CleanupNetworks(t, e.ns)
 	harness.CleanupStack(t, e.engine.Client, e.ns)
 	t.Cleanup(func() {
 		if t.Failed() {
