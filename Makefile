@@ -52,12 +52,13 @@ staticcheck:
 
 lint: fmt-check vet staticcheck
 
-# Every test, with a real swarm required: a missing swarm fails, never skips.
-# scripts/go-test ends a failed run with what failed, so that the tail of
-# the output names it.
-test: swarm-up swarm2-up lint
+# Every test, with a real swarm required: a missing swarm fails, never skips,
+# and so does a missing multi-node cluster (the multinode package, about
+# six minutes of the run). scripts/go-test ends a failed run with what
+# failed, so that the tail of the output names it.
+test: swarm-up swarm2-up cluster-up lint
 	$(GO) test -race -p 2 -run '^$$' ./... >/dev/null
-	SKEP_REQUIRE_SWARM=1 GO=$(GO) scripts/go-test $(TEST_FLAGS) ./...
+	SKEP_REQUIRE_SWARM=1 SKEP_REQUIRE_CLUSTER=1 GO=$(GO) scripts/go-test $(TEST_FLAGS) ./...
 
 # The whole fault suite (docs/reliability.md): the controller, the daemon,
 # git, the registry, the store and notifiers broken mid-work, about seven
