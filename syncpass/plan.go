@@ -11,6 +11,7 @@ import (
 	"github.com/skep-cd/skep/chart"
 	"github.com/skep-cd/skep/gitsource"
 	"github.com/skep-cd/skep/outcome"
+	"github.com/skep-cd/skep/stack"
 )
 
 // Plan renders app at commit ("" = the revision it tracks) and compares
@@ -18,17 +19,66 @@ import (
 // compare, without its writes, its events or its memo. It is safe to call
 // beside running passes.
 func Plan(ctx context.Context, env Env, app appset.Application, commit string) (Result, error) {
+	res, _, err := planAt(ctx, env, app, commit)
+	return res, err
+}
+
+// planAt is Plan, with the release it rendered.
+func planAt(ctx context.Context, env Env, app appset.Application, commit string) (Result, stack.Release, error) {
 	v := env.look(app.Name)
 	d, err := resolve(ctx, env, app, v, commit, "")
 	if err == nil {
 		d, err = renderAt(ctx, env, app, v, d)
 	}
 	if err != nil {
-		return Result{Commit: d.commit}, err
+		return Result{Commit: d.commit, Artifacts: d.artifacts}, stack.Release{}, err
 	}
 	p, latest, err := compare(ctx, env, v, env.owner(app), d.release)
-	return Result{Commit: d.commit, Plan: p, Recorded: latest.Revision, Warnings: slices.Concat(d.release.Warnings, latest.Skipped)}, err
+	res := Result{Commit: d.commit, Plan: p, Recorded: latest.Revision, Artifacts: d.artifacts,
+		Warnings: slices.Concat(d.release.Warnings, latest.Skipped)}
+	return res, d.release, err
 }
+
+// Proposal is a commit nobody deployed yet, planned as merging it would
+// deploy it: a pull request's head, or a revision a CI job asks about.
+type Proposal struct {
+	// Commit is the full sha rendered. It must be in the git cache's clone
+	// of the application's repository already when no branch or tag
+	// reaches it (gitsource.FetchRef brings a fork's head).
+	Commit string
+	// Sealed renders without the destination's decryption keys: each
+	// SOPS-encrypted value stands in by a digest of its ciphertext
+	// (sops.Sealed). A fork's proposal is sealed.
+	Sealed bool
+}
+
+// Proposed is the plan of one release of a Proposal: Err is set, and
+// Result holds what was found before it, when the commit does not
+// resolve, render, validate or place.
+type Proposed struct {
+	Release string
+	Result  Result
+	Err     error
+}
+
+// Propose plans app, its definition as merging the proposal would make
+// it, at p.Commit against what its swarm runs (the revision recorded
+// there, as Plan): resolve, render, the placement check and compare,
+// never a write, a hook, an event or a memo. The caller makes env sealed
+// for a sealed proposal. It is safe to call beside running passes.
+func Propose(ctx context.Context, env Env, app appset.Application, p Proposal) Proposed {
+	res, rel, err := planAt(ctx, env, app, p.Commit)
+	if err == nil {
+		err = place(ctx, env, app, rel)
+	}
+	return Proposed{Release: app.Release, Result: res, Err: err}
+}
+
+// place checks that the swarm can run rel: the nodes its constraints,
+// resources and mode need. It is the seam of the cluster's placement
+// check; until that exists every release can be placed, and a refusal
+// would be a *outcome.StalledError naming the service and the rule.
+func place(context.Context, Env, appset.Application, stack.Release) error { return nil }
 
 // ReadReleases resolves the commit app deploys (commit, when not "", is
 // it: a held one) and reads app's release file there. It returns the
