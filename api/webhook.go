@@ -271,6 +271,10 @@ type WebhookResponse struct {
 	// webhook secret, which every application of the controller shares.
 	Applications []string `json:"applications,omitempty"`
 	AppSet       bool     `json:"appSet,omitempty"`
+	// PullRequest is the number of the pull request whose plan an
+	// accepted delivery queued; Applications are then those whose
+	// repository and branch it merges into.
+	PullRequest int64 `json:"pullRequest,omitempty"`
 }
 
 // webhook serves POST /api/v1/webhooks/{provider}: verify, parse, drop a
@@ -301,6 +305,10 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request, _ Subject) {
 		s.metrics.webhook(provider, result)
 		w.Header().Set("WWW-Authenticate", "Signature")
 		writeError(w, http.StatusUnauthorized, wire.CodeUnauthorized, fmt.Sprintf("%s webhook: %v", provider, err))
+		return
+	}
+	if IsPullRequest(provider, r.Header, body) {
+		s.pullRequest(w, r, provider, body)
 		return
 	}
 	push, ignored, err := ParseWebhook(provider, r.Header, body)
