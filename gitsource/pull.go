@@ -63,9 +63,10 @@ const MaxChanged = 10_000
 // Changed lists the paths that head changes against its merge base with
 // base (what a pull request from head into base changes, as the forge
 // shows it), sorted, each once: added, modified and removed files, and
-// both sides of a rename. Both commits must be in the clone already
-// (Resolve, Checkout or FetchRef brought them); nothing is fetched. A
-// change of more than MaxChanged paths is an error wrapping ErrTooLarge.
+// both sides of a rename. A commit not in the clone yet is fetched with
+// the branches and tags, as Checkout does; a fork's head must have come
+// with FetchRef. A change of more than MaxChanged paths is an error
+// wrapping ErrTooLarge.
 func (c *Cache) Changed(ctx context.Context, repoURL, base, head string) ([]string, error) {
 	if !isFullSHA(base) || !isFullSHA(head) {
 		return nil, fmt.Errorf("changes in %s: want two full commit shas, got %q and %q", RedactURL(repoURL), base, head)
@@ -75,8 +76,17 @@ func (c *Cache) Changed(ctx context.Context, repoURL, base, head string) ([]stri
 		return nil, err
 	}
 	var out []string
+	from, to := plumbing.NewHash(strings.ToLower(base)), plumbing.NewHash(strings.ToLower(head))
 	_, err = c.withClone(ctx, r, func(g *git.Repository) (string, error) {
-		out, err = changedFiles(ctx, g, plumbing.NewHash(strings.ToLower(base)), plumbing.NewHash(strings.ToLower(head)))
+		for _, h := range []plumbing.Hash{from, to} {
+			if _, err := g.CommitObject(h); err != nil {
+				if err := c.fetch(ctx, r, g); err != nil {
+					return "", err
+				}
+				break
+			}
+		}
+		out, err = changedFiles(ctx, g, from, to)
 		return "", err
 	})
 	if err != nil {

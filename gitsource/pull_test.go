@@ -72,17 +72,6 @@ func TestChangedListsOnlyWhatTheHeadBringsSinceTheMergeBase(t *testing.T) {
 	server := serveHTTP(t, root, "", "", "")
 	c := newCache(t, Options{})
 	url := server.URL + "/app"
-	for _, rev := range []string{"main", "feature"} {
-		commit, err := c.Resolve(t.Context(), url, rev)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tree, err := c.Checkout(t.Context(), url, commit)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tree.Release()
-	}
 	got, err := c.Changed(t.Context(), url, base, head)
 	if err != nil {
 		t.Fatal(err)
@@ -91,6 +80,9 @@ func TestChangedListsOnlyWhatTheHeadBringsSinceTheMergeBase(t *testing.T) {
 	want := []string{"README", "app/compose.yaml", "app/values.yaml"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Changed (-want +got):\n%s", diff)
+	}
+	if n := c.Stats().Fetches; n != 1 {
+		t.Errorf("fetches = %d, want the one that brought both commits", n)
 	}
 	if _, err := c.Changed(t.Context(), url, "main", head); err == nil {
 		t.Error("Changed took a branch name, want full shas only")
