@@ -8,6 +8,13 @@ import (
 	"github.com/skep-cd/skep/syncpass"
 )
 
+// Proposal is a commit planned as merging it would deploy it, and
+// Proposed one release's plan of it (see syncpass).
+type (
+	Proposal = syncpass.Proposal
+	Proposed = syncpass.Proposed
+)
+
 // Propose plans app at p.Commit against what its swarm runs, release by
 // release (one for an application without a release file), as merging
 // the proposal would deploy it: app is the definition the merge would
