@@ -225,6 +225,9 @@ func escapeCell(s string) string {
 func fold(app string, rel plan.Release) string {
 	var text strings.Builder
 	_ = plan.Render(&text, []plan.Release{rel}) // a strings.Builder does not fail
+	for _, name := range rotated(rel) {
+		fmt.Fprintf(&text, "  secret %s changed: its value is never shown\n", name)
+	}
 	body := strings.ReplaceAll(text.String(), "````", "'''")
 	n := len(rel.Changes)
 	what := fmt.Sprintf("%d changes", n)
@@ -247,4 +250,26 @@ func cutLines(s string, n int) string {
 		return s[:i+1]
 	}
 	return ""
+}
+
+// contentSuffix is the digest a secret's name ends in: a secret cannot
+// change, so new content is a new secret.
+var contentSuffix = regexp.MustCompile(`-[0-9a-f]{10}$`)
+
+// rotated names the secrets of rel that a plan creates anew and deletes
+// under one name: their content changed.
+func rotated(rel plan.Release) []string {
+	deleted := map[string]bool{}
+	for _, c := range rel.Changes {
+		if c.Kind == plan.KindSecret && c.Op == plan.Delete {
+			deleted[contentSuffix.ReplaceAllString(c.Name, "")] = true
+		}
+	}
+	var out []string
+	for _, c := range rel.Changes {
+		if name := contentSuffix.ReplaceAllString(c.Name, ""); c.Kind == plan.KindSecret && c.Op == plan.Create && deleted[name] {
+			out = append(out, name)
+		}
+	}
+	return out
 }

@@ -103,7 +103,8 @@ func (r *Reviewer) planPull(ctx context.Context, pr api.PullRequest) result {
 		targets = retarget(defs, running, merges, r.artifactsRepo)
 	}
 	for _, t := range targets {
-		if !t.redefine && !touchesApp(t, changed, r.artifactsRepo(t.app) == t.app.Source.Repo) {
+		artsInSource := t.app.Artifacts != nil && api.RepoKey(r.artifactsRepo(t.app)) == api.RepoKey(t.app.Source.Repo)
+		if !t.redefine && !touchesApp(t, changed, artsInSource) {
 			continue
 		}
 		out.plans = append(out.plans, r.planApp(ctx, pr, head, repo, t, running))
