@@ -71,21 +71,10 @@ func (p PullRequest) Key() string {
 	return p.Provider + ":" + strings.ToLower(p.Repository) + "#" + strconv.FormatInt(p.Number, 10)
 }
 
-// pullEvents are each provider's event header values that report a pull
-// request; a GitLab system hook says "System Hook" and its body's
-// object_kind "merge_request".
-var pullEvents = map[string][]string{
-	ProviderGitHub:          {"pull_request"},
-	ProviderGitLab:          {"Merge Request Hook"},
-	ProviderGitea:           {"pull_request", "pull_request_sync"},
-	ProviderForgejo:         {"pull_request", "pull_request_sync"},
-	ProviderBitbucket:       {"pullrequest:created", "pullrequest:updated", "pullrequest:fulfilled", "pullrequest:rejected"},
-	ProviderBitbucketServer: {"pr:opened", "pr:from_ref_updated", "pr:merged", "pr:declined", "pr:deleted"},
-}
-
 // IsPullRequest reports whether a delivery of provider, with headers h
-// and body, reports a pull request rather than a push; it decodes the body
-// only for a GitLab system hook.
+// and body, reports a pull request rather than a push: its event is one of
+// the Scheme's PullEvents, or a GitLab system hook's body has object_kind
+// merge_request (the only body it decodes).
 func IsPullRequest(provider string, h http.Header, body []byte) bool {
 	sc, ok := schemes[provider]
 	if !ok {
@@ -98,7 +87,7 @@ func IsPullRequest(provider string, h http.Header, body []byte) bool {
 		}
 		return json.Unmarshal(body, &p) == nil && p.ObjectKind == "merge_request"
 	}
-	return slices.Contains(pullEvents[provider], event)
+	return slices.Contains(sc.PullEvents, event)
 }
 
 // ParsePullRequest reads what a verified pull-request delivery says.
