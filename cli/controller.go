@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -446,6 +447,9 @@ func newControllerCommand() *cobra.Command {
 			// as one (exit 2) and not hidden behind a failure to load something else.
 			if (apiOpts.tlsCert == "") != (apiOpts.tlsKey == "") {
 				return usageError("--tls-cert and --tls-key go together")
+			}
+			if u, err := url.Parse(apiOpts.uiURL); apiOpts.uiURL != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil) {
+				return usageError("--ui-url: want an absolute http or https URL without credentials, got %q", apiOpts.uiURL)
 			}
 			oidc, err := apiOpts.oidc()
 			if err != nil {
