@@ -171,6 +171,11 @@ func (r *Reviewer) changes(ctx context.Context, pr api.PullRequest, repo string)
 func (r *Reviewer) fetchHead(ctx context.Context, pr api.PullRequest, repo string) (string, error) {
 	if pr.Ref != "" {
 		head, err := r.opts.Git.FetchRef(ctx, repo, pr.Ref)
+		if err == nil && !sameCommit(head, pr.Head) {
+			// The refs were listed before the push the event reports.
+			r.opts.Git.Forget(repo)
+			head, err = r.opts.Git.FetchRef(ctx, repo, pr.Ref)
+		}
 		if !errors.Is(err, gitsource.ErrRevisionNotFound) {
 			return head, err
 		}
