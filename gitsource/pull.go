@@ -21,8 +21,9 @@ const reviewRefs = "refs/skep/fetched/"
 // and returns it: a pull request's head (refs/pull/7/head,
 // refs/merge-requests/3/head), which the branches and tags every fetch
 // brings do not include when it comes from a fork. The ref is looked up
-// in ListRefs's answer; it is fetched only when its commit is not in the
-// clone yet. A ref the remote does not advertise is ErrRevisionNotFound.
+// in ListRefs's answer, asked afresh when the answer kept lacks it; it is
+// fetched only when its commit is not in the clone yet. A ref the remote
+// does not advertise is ErrRevisionNotFound.
 // Checkout and Changed then find the commit without a fetch of their own.
 func (c *Cache) FetchRef(ctx context.Context, repoURL, ref string) (string, error) {
 	if !strings.HasPrefix(ref, "refs/") || strings.ContainsAny(ref, ":*^~ \\") || strings.Contains(ref, "..") {
@@ -34,7 +35,15 @@ func (c *Cache) FetchRef(ctx context.Context, repoURL, ref string) (string, erro
 	}
 	sha, ok := refs.byName[ref]
 	if !ok {
-		return "", fmt.Errorf("fetch %s: %w: %s", RedactURL(repoURL), ErrRevisionNotFound, ref)
+		// The caller heard of the ref from the forge: the answer kept may
+		// predate it.
+		c.Forget(repoURL)
+		if refs, err = c.ListRefs(ctx, repoURL); err != nil {
+			return "", err
+		}
+		if sha, ok = refs.byName[ref]; !ok {
+			return "", fmt.Errorf("fetch %s: %w: %s", RedactURL(repoURL), ErrRevisionNotFound, ref)
+		}
 	}
 	r, err := c.repo(repoURL)
 	if err != nil {

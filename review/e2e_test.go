@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/client"
+
 	"github.com/skep-cd/skep/api"
 	"github.com/skep-cd/skep/appset"
 	"github.com/skep-cd/skep/gitsource"
@@ -37,6 +39,7 @@ const (
 // shop is one test's controller on the real swarm, its API, its reviewer
 // and the forge it posts to.
 type shop struct {
+	cli        *client.Client
 	ns         string
 	repo       *harness.Repo
 	api        *httptest.Server
@@ -68,7 +71,7 @@ func startShop(t *testing.T) *shop {
 	t.Helper()
 	cli := harness.RequireSwarm(t)
 	git := harness.StartGitServer(t, harness.GitServerOptions{})
-	s := &shop{ns: harness.Name(t, "pr"), forge: newFakeGitHub(t),
+	s := &shop{cli: cli, ns: harness.Name(t, "pr"), forge: newFakeGitHub(t),
 		v1: harness.TestImage(t, cli, harness.ImageOptions{Version: "v1"}),
 		v2: harness.TestImage(t, cli, harness.ImageOptions{Version: "v2"})}
 	harness.CleanupStack(t, cli, s.ns)
@@ -336,6 +339,16 @@ func TestPullRequestsArePlannedAgainstTheSwarmAndPostedToTheForge(t *testing.T) 
 		}
 	})
 
+	t.Run("no plan wrote to the swarm", func(t *testing.T) {
+		if image, replicas := s.running(t); image != s.v1 || replicas != 1 {
+			t.Errorf("the swarm runs %s with %d replicas, want %s with 1: a plan wrote", image, replicas, s.v1)
+		}
+		revs, err := s.ctrl.Revisions(t.Context(), "web", "")
+		if err != nil || len(revs) != 1 {
+			t.Errorf("revisions = %d, %v; want the one deploy of main", len(revs), err)
+		}
+	})
+
 	t.Run("the plan route plans a revision for CI, exactly as a pull request", func(t *testing.T) {
 		var p wire.Proposal
 		s.post(t, "/api/v1/applications/web/plan", `{"revision":"rotate"}`, &p)
@@ -347,6 +360,16 @@ func TestPullRequestsArePlannedAgainstTheSwarmAndPostedToTheForge(t *testing.T) 
 			t.Errorf("plan of a pull request's ref = %+v, want sealed and failing at compose.yaml:5", p)
 		}
 	})
+}
+
+// running returns the live service's image and replicas.
+func (s *shop) running(t *testing.T) (string, uint64) {
+	t.Helper()
+	svc, err := harness.ServiceNamed(t.Context(), s.cli, s.ns+"_web")
+	if err != nil || svc == nil {
+		t.Fatalf("service %s_web: %v", s.ns, err)
+	}
+	return svc.Spec.TaskTemplate.ContainerSpec.Image, *svc.Spec.Mode.Replicated.Replicas
 }
 
 func (s *shop) get(t *testing.T, path string, v any) {

@@ -26,6 +26,9 @@ func (r *Reviewer) Plan(ctx context.Context, name, revision string) (wire.Propos
 		return wire.Proposal{}, fmt.Errorf("%w: application %s", api.ErrNotFound, name)
 	}
 	app := r.opts.Controller.Applications()[i]
+	// A CI job asks right after its push: an ls-remote answer the cache
+	// still reuses may predate it.
+	r.opts.Git.Forget(app.Source.Repo)
 	sealed := isPullRef(revision)
 	var (
 		commit string
