@@ -23,7 +23,8 @@ const module = "github.com/skep-cd/skep/"
 // decided (and written down in docs/architecture.md). The layers, from the
 // top: entry (cmd/skep, cli) → face (api, ui) and loop (reconcile) → pass
 // (syncpass: one sync of one release, which never imports the loop) → steps
-// (artifact, render, chart, stack, plan, health, apply, hook, prune, preview)
+// (artifact, render, chart, stack, plan, health, placement, apply, hook,
+// prune, preview)
 // and records (notify, store) → adapters (swarm, gitsource, chartrepo)
 // and leaves (wire, outcome, configfile, secret, sops, version, window,
 // egress, memtrim, tickgrid). The loop never
@@ -42,6 +43,7 @@ var allowed = map[string][]string{
 	"stack":             {"sops"},
 	"plan":              {"stack"},
 	"health":            {},
+	"placement":         {},
 	"apply":             {"outcome", "stack"},
 	"prune":             {"stack"},
 	"hook":              {"stack"},

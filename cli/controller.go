@@ -74,6 +74,9 @@ type controllerFlags struct {
 	controllerID string
 	// destinations names the file of the swarms besides the local one.
 	destinations string
+	// localManagers lists the local swarm's other managers, tried in
+	// order after DOCKER_HOST (swarm.LocalDestination).
+	localManagers string
 	// ageIdentity names the age identity file (see ageKeys).
 	ageIdentity string
 	logFormat   string
@@ -110,6 +113,8 @@ func (f *controllerFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.data, "data", "/var/lib/skep", "data directory (git clones, store)")
 	fs.StringVar(&f.controllerID, "controller-id", "default", "id stamped in ownership labels; two controllers on one swarm need different ids")
 	fs.StringVar(&f.destinations, "destinations", "", "YAML file of the swarms besides the local one (managers over unix, TCP with TLS or ssh)")
+	fs.StringVar(&f.localManagers, "local-managers", "",
+		"other managers of the local swarm (comma-separated unix:///path or tcp://host:port, a tcp one with the TLS files of $DOCKER_CERT_PATH), tried in order when the engine of $DOCKER_HOST stops answering")
 	fs.StringVar(&f.ageIdentity, "age-identity", "", "age identity file that decrypts SOPS-encrypted files in git (default: the file $"+EnvAgeIdentityFile+" names)")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -225,8 +230,17 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("chart cache in %s: %w", f.data, err)
 	}
-	// The zero Options is the swarm this process runs in (or DOCKER_HOST).
-	engine, err := swarm.Connect(ctx, swarm.Options{})
+	// The local swarm: the engine of DOCKER_HOST (or the default socket),
+	// then its fallback managers, as a named destination's are tried.
+	var fallbacks []string
+	if f.localManagers != "" {
+		fallbacks = strings.Split(f.localManagers, ",")
+	}
+	local, err := swarm.LocalDestination(os.Getenv, fallbacks)
+	if err != nil {
+		return nil, nil, usageError("--local-managers: %v", err)
+	}
+	engine, err := swarm.Connect(ctx, swarm.Options{Destination: local})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -247,9 +261,9 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 	}
 	// Only the controller's Run runs watchers; deploy makes one pass and
 	// exits, so it gets none.
-	local := reconcile.Remote{Engine: engine}
+	own := reconcile.Remote{Engine: engine}
 	if live {
-		local.Live = swarm.NewWatcher(engine, swarm.WatcherOptions{Logger: logger})
+		own.Live = swarm.NewWatcher(engine, swarm.WatcherOptions{Logger: logger})
 	}
 	byName := map[string]reconcile.Remote{}
 	for _, r := range remotes {
@@ -263,7 +277,7 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 		closeAll()
 		return nil, nil, nil, errors.New(`destinations: "" names the controller's own swarm; give the other swarms names`)
 	}
-	byName[swarm.Local] = local
+	byName[swarm.Local] = own
 	ctrl, err := reconcile.New(reconcile.Options{
 		PruneApplications: f.prune,
 		OwnStack:          f.ownStack,

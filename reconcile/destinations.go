@@ -93,6 +93,11 @@ func (c *Controller) newDestination(name string, r Remote, opts Options) *destin
 			BeginWrite: func(app string) func() { return c.live.beginWrite(app, c.wall) },
 			SeenWrites: c.live.seen,
 			Remember:   c.remember,
+			LeftUnseen: func(taken time.Time) bool {
+				c.mu.Lock()
+				defer c.mu.Unlock()
+				return c.live.writtenAfter(taken, func(app string) bool { _, in := c.apps[app]; return !in })
+			},
 			RefreshHealth: func(app appset.Application) {
 				c.refreshHealth(c.dest(app.Destination.Swarm), app.Name)
 			},

@@ -119,22 +119,46 @@ func (l *liveIndex) releases(app appset.Application) []stack.Release {
 	return out
 }
 
-// health computes, from snap, the health of every release kept on swarm
-// (of application only, when not ""), by application and release.
-func (l *liveIndex) health(swarmName, only string, snap swarm.Snapshot) map[string]map[string]health.Result {
+// appsOn lists the applications with a render kept on swarmName.
+func (l *liveIndex) appsOn(swarmName string) []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	byApp := map[string]map[string]health.Result{}
-	for _, r := range l.rendered {
-		if r.swarm != swarmName || only != "" && r.app != only {
+	var out []string
+	for app, keys := range l.byApp {
+		if slices.ContainsFunc(keys, func(key string) bool { return l.rendered[key].swarm == swarmName }) {
+			out = append(out, app)
+		}
+	}
+	return out
+}
+
+// healthOf computes from snap the health of app's releases kept on
+// swarmName: its one release's, with the service-level message, or the
+// worst of several; ok is false when none is kept there.
+func (l *liveIndex) healthOf(app, swarmName string, snap swarm.Snapshot) (h health.Result, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var many map[string]health.Result
+	first := ""
+	for _, key := range l.byApp[app] {
+		r := l.rendered[key]
+		if r.app != app || r.swarm != swarmName {
 			continue
 		}
-		if byApp[r.app] == nil {
-			byApp[r.app] = map[string]health.Result{}
+		one := syncpass.Health(r.release, snap)
+		switch {
+		case !ok:
+			h, ok, first = one, true, r.release.Name
+		case many == nil:
+			many = map[string]health.Result{first: h, r.release.Name: one}
+		default:
+			many[r.release.Name] = one
 		}
-		byApp[r.app][r.release.Name] = syncpass.Health(r.release, snap)
 	}
-	return byApp
+	if many != nil {
+		h = health.Application(many)
+	}
+	return h, ok
 }
 
 // beginWrite records that a write of app to the swarm starts, and returns
@@ -171,6 +195,24 @@ func (l *liveIndex) seen(app string, taken time.Time, ended bool) bool {
 	}
 	wrote, ok := l.wrote[app]
 	return !ok || taken.After(wrote)
+}
+
+// writtenAfter reports whether an application of which (by name) wrote
+// after taken, or writes still.
+func (l *liveIndex) writtenAfter(taken time.Time, which func(app string) bool) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for app, n := range l.writing {
+		if n > 0 && which(app) {
+			return true
+		}
+	}
+	for app, at := range l.wrote {
+		if !taken.After(at) && which(app) {
+			return true
+		}
+	}
+	return false
 }
 
 // moved reports whether app's objects in snap are not those its last wake
@@ -219,28 +261,34 @@ func (c *Controller) remember(app appset.Application, rel stack.Release) {
 }
 
 // refreshHealth recomputes, from d's snapshot, the health of every
-// application on d (of application only, when not ""): one release's
-// health, or the worst of an application's releases. While d does not
+// application on d (of application only, when not ""). While d does not
 // answer, its applications stay unknown. It is health's one writer.
 func (c *Controller) refreshHealth(d *destination, only string) {
 	if d.live == nil {
 		return
 	}
 	snap := d.live.Current()
-	for app, releases := range c.live.health(d.name, only, snap) {
-		h := health.Application(releases)
-		if len(releases) == 1 {
-			for _, one := range releases {
-				h = one // keep the service-level message of a single release
-			}
-		}
-		if snap.ReadFailed() && !errors.Is(snap.Err(), swarm.ErrNotListed) {
-			h.Message = fmt.Sprintf("%s: %v", swarm.Describe(d.name), snap.Err())
-		}
-		c.status.Update(app, func(s *AppStatus) {
-			s.Health, s.HealthMessage, s.Running, s.Desired = h.State, h.Message, h.Running, h.Desired
-		})
+	if only != "" {
+		setHealth(c.status, &c.live, d.name, only, snap)
+		return
 	}
+	for _, app := range c.live.appsOn(d.name) {
+		setHealth(c.status, &c.live, d.name, app, snap)
+	}
+}
+
+// setHealth writes app's health on swarmName, from snap, in status.
+func setHealth(status *Statuses, live *liveIndex, swarmName, app string, snap swarm.Snapshot) {
+	h, ok := live.healthOf(app, swarmName, snap)
+	if !ok {
+		return
+	}
+	if snap.ReadFailed() && !errors.Is(snap.Err(), swarm.ErrNotListed) {
+		h.Message = fmt.Sprintf("%s: %v", swarm.Describe(swarmName), snap.Err())
+	}
+	status.Update(app, func(s *AppStatus) {
+		s.Health, s.HealthMessage, s.Running, s.Desired = h.State, h.Message, h.Running, h.Desired
+	})
 }
 
 // wake queues a tick for every application on d with live drift detection
