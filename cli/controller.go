@@ -238,7 +238,7 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 	}
 	local, err := swarm.LocalDestination(os.Getenv, fallbacks)
 	if err != nil {
-		return nil, nil, usageError("--local-managers: %v", err)
+		return nil, nil, nil, usageError("--local-managers: %v", err)
 	}
 	engine, err := swarm.Connect(ctx, swarm.Options{Destination: local})
 	if err != nil {

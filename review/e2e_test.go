@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -99,7 +100,7 @@ applications:
 	}
 	t.Cleanup(func() { _ = engine.Close() })
 	s.ctrl, err = reconcile.New(reconcile.Options{ControllerID: harness.Name(t, "ctl"), AppSet: appset.FileSource{Path: appsFile},
-		AppSetInterval: time.Hour, Git: cache, Destinations: map[string]reconcile.Remote{"": {Engine: engine}}, Logger: logger})
+		AppSetInterval: time.Hour, Git: cache, Destinations: map[string]reconcile.Remote{"": {Engine: engine, Live: skepswarm.NewWatcher(engine, skepswarm.WatcherOptions{Logger: logger})}}, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,6 +265,17 @@ func TestPullRequestsArePlannedAgainstTheSwarmAndPostedToTheForge(t *testing.T) 
 		}
 	})
 
+	t.Run("a head no node can run fails, saying why it cannot be placed", func(t *testing.T) {
+		s.repo.CreateBranch(t, "nowhere", "main")
+		s.repo.Commit(t, "nowhere", map[string]string{"compose.yaml": strings.Replace(composeOf(s.v1, 1),
+			"      replicas: 1\n", "      replicas: 1\n      placement:\n        constraints: [node.labels.skep-zone == nowhere]\n", 1)})
+		head := s.open(t, "opened", 5, "nowhere")
+		got := s.onlyStatus(t, head)
+		if desc := fmt.Sprint(got["description"]); got["state"] != "failure" || !strings.Contains(desc, "cannot be placed") {
+			t.Errorf("status = %v, want a failure saying it cannot be placed", got)
+		}
+	})
+
 	t.Run("a change of nothing deployable is no change", func(t *testing.T) {
 		s.repo.CreateBranch(t, "docs", "main")
 		s.repo.Commit(t, "docs", map[string]string{"README.md": "The shop, documented.\n"})
@@ -289,8 +301,8 @@ func TestPullRequestsArePlannedAgainstTheSwarmAndPostedToTheForge(t *testing.T) 
 	t.Run("the API lists the open pull requests with their plans", func(t *testing.T) {
 		var list wire.PullRequestList
 		s.get(t, "/api/v1/applications/web/pulls", &list)
-		if len(list.PullRequests) != 4 {
-			t.Fatalf("pulls = %+v, want 4", list)
+		if len(list.PullRequests) != 5 {
+			t.Fatalf("pulls = %+v, want 5", list)
 		}
 		for _, p := range list.PullRequests {
 			if p.Plan == nil || p.State != wire.PullPlanned || p.Plan.Revision != p.Head {
@@ -315,8 +327,8 @@ func TestPullRequestsArePlannedAgainstTheSwarmAndPostedToTheForge(t *testing.T) 
 		}
 		var list wire.PullRequestList
 		s.get(t, "/api/v1/applications/web/pulls", &list)
-		if len(list.PullRequests) != 3 || list.PullRequests[0].Number == 1 {
-			t.Errorf("pulls after one merged = %+v, want 3 without #1", list.PullRequests)
+		if len(list.PullRequests) != 4 || slices.ContainsFunc(list.PullRequests, func(p wire.PullRequest) bool { return p.Number == 1 }) {
+			t.Errorf("pulls after one merged = %+v, want 4 without #1", list.PullRequests)
 		}
 	})
 

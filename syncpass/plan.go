@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/skep-cd/skep/appset"
 	"github.com/skep-cd/skep/chart"
 	"github.com/skep-cd/skep/gitsource"
 	"github.com/skep-cd/skep/outcome"
+	"github.com/skep-cd/skep/placement"
 	"github.com/skep-cd/skep/stack"
 )
 
@@ -74,11 +76,31 @@ func Propose(ctx context.Context, env Env, app appset.Application, p Proposal) P
 	return Proposed{Release: app.Release, Result: res, Err: err}
 }
 
-// place checks that the swarm can run rel: the nodes its constraints,
-// resources and mode need. It is the seam of the cluster's placement
-// check; until that exists every release can be placed, and a refusal
-// would be a *outcome.StalledError naming the service and the rule.
-func place(context.Context, Env, appset.Application, stack.Release) error { return nil }
+// place checks that the swarm, as the destination's snapshot shows it,
+// can run every service of rel as declared (package placement: nodes up,
+// constraints, reservations, max_replicas_per_node). A plan asks no
+// registry, so images are not judged on platform; without a readable
+// snapshot with nodes there is nothing to judge. A refusal is stalled:
+// the head must change (or the swarm).
+func place(_ context.Context, env Env, app appset.Application, rel stack.Release) error {
+	v := env.look(app.Name)
+	if !v.has || v.snap.ReadFailed() {
+		return nil
+	}
+	nodes := v.snap.Nodes()
+	if len(nodes) == 0 {
+		return nil
+	}
+	problems := placement.Check(placement.Input{Services: rel.Services, Nodes: nodes, Tasks: v.snap.Tasks(), Live: v.snap.Services()})
+	if len(problems) == 0 {
+		return nil
+	}
+	msgs := make([]string, 0, len(problems))
+	for _, p := range problems {
+		msgs = append(msgs, p.String())
+	}
+	return &outcome.StalledError{Err: fmt.Errorf("release %s cannot be placed: %s", rel.Name, strings.Join(msgs, "; "))}
+}
 
 // ReadReleases resolves the commit app deploys (commit, when not "", is
 // it: a held one) and reads app's release file there. It returns the
