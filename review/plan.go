@@ -258,7 +258,82 @@ func (r *Reviewer) planApp(ctx context.Context, pr api.PullRequest, head, repo s
 		a.Artifacts = &arts
 	}
 	proposed := r.opts.Controller.Propose(ctx, a, reconcile.Proposal{Commit: commit, Sealed: pr.Fork})
+	if pr.Fork {
+		proposed = r.withoutSealing(ctx, a, proposed)
+	}
 	return fill(out, proposed)
+}
+
+// withoutSealing takes out of sealed plans what sealing alone changes: an
+// encrypted value stands in by a digest of its ciphertext, never equal to
+// the recorded digest of its plain value, so every encrypted secret and
+// value would read as changed. The commit the swarm runs, rendered sealed
+// as well, shows exactly those changes where the head left the ciphertext
+// alone; they go, and what the head re-encrypted stays.
+func (r *Reviewer) withoutSealing(ctx context.Context, app appset.Application, proposed []reconcile.Proposed) []reconcile.Proposed {
+	byCommit := map[string][]reconcile.Proposed{}
+	for i, p := range proposed {
+		rec := p.Result.Recorded
+		if p.Err != nil || rec == nil || rec.Commit == "" || !p.Result.Plan.Changed() {
+			continue
+		}
+		if _, ok := byCommit[rec.Commit]; !ok {
+			byCommit[rec.Commit] = r.opts.Controller.Propose(ctx, app, reconcile.Proposal{Commit: rec.Commit, Sealed: true})
+		}
+		for _, base := range byCommit[rec.Commit] {
+			if base.Release == p.Release && base.Err == nil {
+				proposed[i].Result.Plan = withPairs(p.Result.Plan, p.Result.Plan.Without(sealingOf(base.Result.Plan)))
+			}
+		}
+	}
+	return proposed
+}
+
+// withPairs is kept, a part of the plan all, with the deletion of each
+// secret whose new content kept creates: the two halves of one change.
+func withPairs(all, kept plan.Release) plan.Release {
+	created := map[string]bool{}
+	for _, c := range kept.Changes {
+		if c.Kind == plan.KindSecret && c.Op == plan.Create {
+			created[contentSuffix.ReplaceAllString(c.Name, "")] = true
+		}
+	}
+	out := kept
+	out.Changes = nil
+	for _, c := range all.Changes {
+		paired := c.Kind == plan.KindSecret && c.Op == plan.Delete && created[contentSuffix.ReplaceAllString(c.Name, "")]
+		i := slices.IndexFunc(kept.Changes, func(k plan.Change) bool { return k.Kind == c.Kind && k.Name == c.Name && k.Op == c.Op })
+		switch {
+		case i >= 0:
+			out.Changes = append(out.Changes, kept.Changes[i])
+		case paired:
+			out.Changes = append(out.Changes, c)
+		}
+	}
+	if out.Changes == nil {
+		out.Changes = []plan.Change{}
+	}
+	return out
+}
+
+// sealingOf keeps of a sealed plan what sealing can change: secrets, a
+// service's references to them, and masked values.
+func sealingOf(p plan.Release) plan.Release {
+	out := plan.Release{Name: p.Name, Action: p.Action}
+	for _, c := range p.Changes {
+		switch {
+		case c.Kind == plan.KindSecret:
+			out.Changes = append(out.Changes, c)
+		case c.Op == plan.Update:
+			c.Fields = slices.DeleteFunc(slices.Clone(c.Fields), func(f plan.FieldDiff) bool {
+				return !strings.Contains(f.Path, ".Secrets[") && !strings.Contains(f.Old+f.New, "(sops:")
+			})
+			if len(c.Fields) > 0 {
+				out.Changes = append(out.Changes, c)
+			}
+		}
+	}
+	return out
 }
 
 // fill adds each release's plan or error to out.
