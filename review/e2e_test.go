@@ -157,13 +157,23 @@ func (s *shop) pullRequest(t *testing.T, action string, number int64, branch, he
 			"url": fmt.Sprintf("https://api.github.example.org/repos/acme/shop/pulls/%d", number), "id": 1000 + number, "number": number,
 			"state": map[bool]string{true: "closed", false: "open"}[action == "closed"], "title": "Change " + branch,
 			"html_url": fmt.Sprintf("https://github.example.org/acme/shop/pull/%d", number), "merged": merged,
-			"head": map[string]any{"label": "acme:" + branch, "ref": branch, "sha": head, "repo": repo},
+			"head": map[string]any{"label": "acme:" + branch, "ref": branch, "sha": head, "repo": headRepo(repo, branch)},
 			"base": map[string]any{"label": "acme:main", "ref": "main", "sha": s.repo.Head(t, "main"), "repo": repo},
 		},
 		"repository": repo,
 		"sender":     map[string]any{"login": "octocat", "id": 1},
 	})
 	return body
+}
+
+// headRepo is the repository a branch comes from: a stranger's fork for
+// a branch named fork-…, else the base repository.
+func headRepo(base map[string]any, branch string) map[string]any {
+	if !strings.HasPrefix(branch, "fork-") {
+		return base
+	}
+	return map[string]any{"id": 99, "name": "shop", "full_name": "stranger/shop", "fork": true,
+		"html_url": "https://github.example.org/stranger/shop", "clone_url": "https://github.example.org/stranger/shop.git"}
 }
 
 // deliver posts a pull_request event signed with secret and returns the
@@ -298,11 +308,31 @@ func TestPullRequestsArePlannedAgainstTheSwarmAndPostedToTheForge(t *testing.T) 
 		}
 	})
 
+	t.Run("a fork's head comes from the base repository's ref of it, planned sealed", func(t *testing.T) {
+		s.repo.CreateBranch(t, "fork-scale", "main")
+		head := s.repo.Commit(t, "fork-scale", map[string]string{"compose.yaml": composeOf(s.v1, 4)})
+		s.repo.SetRef(t, "refs/pull/6/head", head)
+		s.repo.DeleteBranch(t, "fork-scale") // a fork's branch is not the base's: only refs/pull/6/head reaches it
+		if code, answer := s.deliver(t, s.pullRequest(t, "opened", 6, "fork-scale", head, false), hookSecret); code != http.StatusAccepted {
+			t.Fatalf("delivery = %d %s", code, answer)
+		}
+		harness.Eventually(t, time.Minute, func(context.Context) (bool, string) {
+			return len(s.forge.statuses(head)) > 0, "no status yet"
+		})
+		if got := s.onlyStatus(t, head); got["state"] != "success" || got["description"] != "1 change" {
+			t.Errorf("status = %v, want success: 1 change", got)
+		}
+		body := s.forge.commentsOf(6)[0].Body
+		if !strings.Contains(body, "From a fork") || !strings.Contains(body, "Mode.Replicated.Replicas: 1 → 4") {
+			t.Errorf("a fork's comment:\n%s", body)
+		}
+	})
+
 	t.Run("the API lists the open pull requests with their plans", func(t *testing.T) {
 		var list wire.PullRequestList
 		s.get(t, "/api/v1/applications/web/pulls", &list)
-		if len(list.PullRequests) != 5 {
-			t.Fatalf("pulls = %+v, want 5", list)
+		if len(list.PullRequests) != 6 {
+			t.Fatalf("pulls = %+v, want 6", list)
 		}
 		for _, p := range list.PullRequests {
 			if p.Plan == nil || p.State != wire.PullPlanned || p.Plan.Revision != p.Head {
@@ -327,8 +357,8 @@ func TestPullRequestsArePlannedAgainstTheSwarmAndPostedToTheForge(t *testing.T) 
 		}
 		var list wire.PullRequestList
 		s.get(t, "/api/v1/applications/web/pulls", &list)
-		if len(list.PullRequests) != 4 || slices.ContainsFunc(list.PullRequests, func(p wire.PullRequest) bool { return p.Number == 1 }) {
-			t.Errorf("pulls after one merged = %+v, want 4 without #1", list.PullRequests)
+		if len(list.PullRequests) != 5 || slices.ContainsFunc(list.PullRequests, func(p wire.PullRequest) bool { return p.Number == 1 }) {
+			t.Errorf("pulls after one merged = %+v, want 5 without #1", list.PullRequests)
 		}
 	})
 
