@@ -276,14 +276,7 @@ type bitbucketPull struct {
 		Source      bitbucketSide `json:"source"`
 		Destination bitbucketSide `json:"destination"`
 	} `json:"pullrequest"`
-	Repository *struct {
-		FullName string `json:"full_name"`
-		Links    struct {
-			HTML struct {
-				Href string `json:"href"`
-			} `json:"html"`
-		} `json:"links"`
-	} `json:"repository"`
+	Repository *bitbucketRepository `json:"repository"`
 }
 
 func parseBitbucketPull(event string, body []byte) (PullRequest, error) {
@@ -308,13 +301,8 @@ func parseBitbucketPull(event string, body []byte) (PullRequest, error) {
 	}
 	if p.Repository != nil {
 		pr.Repository = p.Repository.FullName
-		if u := p.Repository.Links.HTML.Href; u != "" {
-			pr.Repositories = append(pr.Repositories, u)
-		}
-		if pr.Repository != "" {
-			pr.Repositories = append(pr.Repositories, "https://bitbucket.org/"+pr.Repository)
-		}
 	}
+	pr.Repositories = p.Repository.urls()
 	src, dst := b.Source.Repository, b.Destination.Repository
 	pr.Fork = src == nil || dst != nil && !strings.EqualFold(src.FullName, dst.FullName)
 	return pr, nil

@@ -523,20 +523,40 @@ type forgePush struct {
 // bitbucketPush is the part of a Bitbucket Cloud repo:push payload that is
 // read: the repository's links and the refs each change moved.
 type bitbucketPush struct {
-	Repository *struct {
-		FullName string `json:"full_name"`
-		Links    struct {
-			HTML struct {
-				Href string `json:"href"`
-			} `json:"html"`
-		} `json:"links"`
-	} `json:"repository"`
-	Push struct {
+	Repository *bitbucketRepository `json:"repository"`
+	Push       struct {
 		Changes []struct {
 			New *bitbucketRef `json:"new"`
 			Old *bitbucketRef `json:"old"`
 		} `json:"changes"`
 	} `json:"push"`
+}
+
+// bitbucketRepository is the repository of a Bitbucket Cloud payload: its
+// full name and web page.
+type bitbucketRepository struct {
+	FullName string `json:"full_name"`
+	Links    struct {
+		HTML struct {
+			Href string `json:"href"`
+		} `json:"html"`
+	} `json:"links"`
+}
+
+// urls returns r's web page and bitbucket.org's address of its full name;
+// nil for no repository.
+func (r *bitbucketRepository) urls() []string {
+	if r == nil {
+		return nil
+	}
+	var out []string
+	if u := r.Links.HTML.Href; u != "" {
+		out = append(out, u)
+	}
+	if r.FullName != "" {
+		out = append(out, "https://bitbucket.org/"+r.FullName)
+	}
+	return out
 }
 
 // bitbucketRef is one side of a Bitbucket change; a bare branch or tag
@@ -641,14 +661,7 @@ func ParseWebhook(provider string, h http.Header, body []byte) (push Push, ignor
 		if err := json.Unmarshal(body, &p); err != nil {
 			return Push{}, "", fmt.Errorf("payload: %w", err)
 		}
-		if p.Repository != nil {
-			if u := p.Repository.Links.HTML.Href; u != "" {
-				push.Repositories = append(push.Repositories, u)
-			}
-			if p.Repository.FullName != "" {
-				push.Repositories = append(push.Repositories, "https://bitbucket.org/"+p.Repository.FullName)
-			}
-		}
+		push.Repositories = p.Repository.urls()
 		for _, c := range p.Push.Changes {
 			// A deleted branch or tag has no new side; its old side still
 			// names what went.
