@@ -154,7 +154,7 @@ func (r *Reviewer) comment(pr api.PullRequest, out result) string {
 	fmt.Fprintf(&head, "%s\n### Skep: what merging this would change in the swarm\n\n", r.marker())
 	fmt.Fprintf(&head, "Head `%s`, planned against what the swarm runs now.", gitsource.ShortCommit(out.head))
 	if pr.Fork {
-		head.WriteString(" From a fork: encrypted values were not decrypted, and show as changed where their ciphertext changed.")
+		head.WriteString(" From a fork: encrypted values were not decrypted, and show as changed where their ciphertext changed; artifact files are read as the branch has them.")
 	}
 	head.WriteString("\n\n")
 	if len(out.plans) == 0 && len(out.left) == 0 {

@@ -242,6 +242,9 @@ func (r *Reviewer) planApp(ctx context.Context, pr api.PullRequest, head, repo s
 			return failed(out, a.Release, err)
 		}
 	}
+	if pr.Fork && t.arts && !t.source && !t.redefine {
+		return failed(out, a.Release, errors.New("a pull request from a fork is not planned for its artifact files: they name repositories and registries the controller would reach with its credentials; merged, they deploy as usual"))
+	}
 	commit := ""
 	if t.source {
 		commit = head
