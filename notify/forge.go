@@ -119,7 +119,8 @@ type ForgeOptions struct {
 // events without a Revision and applications with no repository are not
 // sent, and are counted as Suppressed. With a PreviewLookup, a preview's
 // sync events also upsert one pull-request comment carrying the preview's
-// URL (see TestForgeUpsertsOnePreviewComment).
+// URL (see TestForgeUpsertsOnePreviewComment). Review posts a pull
+// request's plan, outside the event queue.
 //
 // Notify never blocks: events queue and are sent by Run, retried as
 // Webhook's are, except that a Retry-After answer sets the next wait. A
