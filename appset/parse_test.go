@@ -112,7 +112,7 @@ func TestParseFixtures(t *testing.T) {
 			file: "invalid/unknown-key.yaml",
 			problems: []string{
 				"6:7 applications[0].source.branch: unknown key; want one of repo, revision, path, files, envFiles, variables",
-				"8:7 applications[0].syncPolicy.intervall: unknown key; want one of automated, interval, prune, pruneResources, pruneVolumes, resolveImage, wait, timeout, keepHookJobs",
+				"8:7 applications[0].syncPolicy.intervall: unknown key; want one of automated, interval, prune, pruneResources, pruneVolumes, resolveImage, wait, timeout, keepHookJobs, rollback, preemptFailingRollout",
 			},
 		},
 		{
