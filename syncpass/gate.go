@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/skep-cd/skep/apply"
 	"github.com/skep-cd/skep/appset"
 	"github.com/skep-cd/skep/gitsource"
 	"github.com/skep-cd/skep/notify"
@@ -36,6 +37,8 @@ type facts struct {
 	notReady   []Dependency
 	foreign    refusal
 	hookFailed refusal
+	// held is the failed rollout a release rollback holds off; nil: none.
+	held *apply.FailedRollout
 }
 
 // next is what a pass does once gate has judged.
@@ -118,7 +121,7 @@ func gate(f facts) verdict {
 // automated, no window holds it and no sync is asked for (a sync
 // redeploys everything anyway). It reports whether the pass stops.
 func judgeLive(f facts, v *verdict) bool {
-	if f.seen.rolledBack != "" && !f.ask.Sync {
+	if f.seen.rolledBack != "" && !f.ask.Sync && f.app.SyncPolicy.Rollback != appset.RollbackNone {
 		err := &outcome.StalledError{Err: fmt.Errorf("release %s at %s: %s", f.app.Release, gitsource.ShortCommit(f.commit), f.seen.rolledBack)}
 		v.then, v.err = hold, err
 		v.notices = append(v.notices, notice{kind: noticeRolledBack, key: f.key, typ: notify.SyncFailed, msg: err.Error()})
@@ -135,10 +138,16 @@ func judgeLive(f facts, v *verdict) bool {
 	return false
 }
 
-// judgeWrite applies the rules that may still hold a write back:
-// dependencies not ready, a refusal that still stands, a rollout of the
-// release under way.
+// judgeWrite applies the rules that may still hold a write back: a
+// failed commit a release rollback holds off, dependencies not ready, a
+// refusal that still stands, a rollout of the release under way unless it
+// is failing and may be preempted.
 func judgeWrite(f facts, v verdict) verdict {
+	if h := f.held; h != nil && h.Key == f.key && !f.ask.Sync {
+		v.found.WaitingFor = ptr([]string(nil))
+		v.then, v.err = hold, heldError(f.app.Release, *h)
+		return v
+	}
 	var names, why []string
 	for _, d := range f.notReady {
 		names = append(names, d.Name)
@@ -165,12 +174,19 @@ func judgeWrite(f facts, v verdict) verdict {
 		return v
 	}
 	v.hookFailed = refusal{}
-	if f.seen.rollout != "" {
+	if f.seen.rollout != "" && (f.seen.failing == "" || f.app.SyncPolicy.WaitOutFailing) {
 		v.then, v.err = hold, rolloutWait(f.app.Release, f.seen.rollout)
 		return v
 	}
 	v.then = write
 	return v
+}
+
+// heldError is the error of a pass that finds its commit held off after
+// a release rollback: stalled until git moves or someone syncs.
+func heldError(release string, h apply.FailedRollout) error {
+	return &outcome.StalledError{Err: fmt.Errorf("release %s: held off %s since %s: its rollout failed (%s) and revision %d (%s) was written back; a new commit, a sync or a rollback lifts the hold",
+		release, gitsource.ShortCommit(h.Commit), h.Since.UTC().Format(time.RFC3339), h.Cause, h.Revision, gitsource.ShortCommit(h.Restored))}
 }
 
 // rolloutWait is the error of a write held while Swarm still rolls a

@@ -29,6 +29,10 @@ type observed struct {
 	// rolling back.
 	rolledBack string
 	rollout    string
+	// failing is the cause of a failure of that rollout since it started
+	// (a task failed, exited or cannot be placed), "" while it only
+	// progresses: a failing rollout may be preempted by a newer commit.
+	failing string
 	// namespace is the release's namespace (NamespaceState) when it can be
 	// read, for a refusal waiting for it to change; readable says it can.
 	namespace string
@@ -43,6 +47,9 @@ func observe(app appset.Application, v view, d desired, owner stack.Owner, chang
 		return observed{}
 	}
 	o := observed{has: true, rollout: Rollout(d.release, v.snap), readable: v.readable()}
+	if o.rollout != "" {
+		o.failing = failingRollout(d.release, v.snap)
+	}
 	if o.readable {
 		o.namespace = NamespaceState(v.snap, app.Release)
 	}
@@ -160,6 +167,22 @@ func Converged(rel stack.Release, snap swarm.Snapshot) string {
 			if current && (!reflect.DeepEqual(t.Spec.ContainerSpec, live.Spec.TaskTemplate.ContainerSpec) || t.Spec.ForceUpdate != live.Spec.TaskTemplate.ForceUpdate) {
 				return fmt.Sprintf("service %s still runs task %s of an earlier spec", name, t.ID)
 			}
+		}
+	}
+	return ""
+}
+
+// failingRollout is the cause of a task failure, since its update
+// started, of a service of rel Swarm is updating; "" when none failed.
+func failingRollout(rel stack.Release, snap swarm.Snapshot) string {
+	for _, name := range slices.Sorted(maps.Keys(rel.Services)) {
+		live, ok := snap.Service(name)
+		if !ok || live.UpdateStatus == nil || live.UpdateStatus.State != dswarm.UpdateStateUpdating || live.UpdateStatus.StartedAt == nil {
+			continue
+		}
+		one := stack.Release{Name: rel.Name, Services: map[string]dswarm.ServiceSpec{name: rel.Services[name]}}
+		if c, ok := findFailure(one, snap, *live.UpdateStatus.StartedAt); ok {
+			return c.String()
 		}
 	}
 	return ""

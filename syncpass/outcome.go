@@ -1,6 +1,7 @@
 package syncpass
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -95,7 +96,7 @@ func (out *Outcome) compared(env Env, in Input, d desired, p plan.Release, lates
 // facts gathers what gate judges for d, seen being the look at the swarm.
 func (out *Outcome) facts(in Input, d desired, seen observed) facts {
 	return facts{app: in.App, ask: in.Ask, commit: d.commit, key: d.key(), plan: out.Result.Plan, moved: out.Result.Moved,
-		window: windowAt(in), seen: seen, notReady: in.NotReady, foreign: out.Memo.foreign, hookFailed: out.Memo.hookFailed}
+		window: windowAt(in), seen: seen, notReady: in.NotReady, foreign: out.Memo.foreign, hookFailed: out.Memo.hookFailed, held: in.Held.Failed}
 }
 
 // judged raises what gate found, once per key, and records its findings
@@ -123,8 +124,15 @@ func (out *Outcome) corrected(in Input, d desired) {
 // retry, a rollback Swarm made, and, once written, what settles after it.
 func (out *Outcome) write(ctx context.Context, env Env, in Input, d desired) Outcome {
 	recorded := out.Result.Recorded
-	res, err := writeRelease(ctx, env, in, d, withMoved(out.Result.Plan.Summary(), out.Result.Moved), recorded != nil)
+	out.liftHold(ctx, env, in)
+	res, err := writeRelease(ctx, env, in, d, withMoved(out.Result.Plan.Summary(), out.Result.Moved), recorded)
 	out.Result.Applying, out.Result.ApplyTook, out.Result.Applied = res.res, res.took, res.applied
+	out.Found.Held = cmp.Or(res.hold, out.Found.Held)
+	if c := causeOf(err); c.Known() {
+		out.Found.Cause = &c
+	} else if res.applied {
+		out.Found.Cause = &Cause{}
+	}
 	if res.applied {
 		out.Result.Synced = Sync{Revision: d.commit, Actor: in.Ask.Actor, Trigger: triggerOf(in.Ask, recorded, d.commit)}
 	}
@@ -144,6 +152,22 @@ func (out *Outcome) write(ctx context.Context, env Env, in Input, d desired) Out
 		out.Memo.notices.raise(noticeRolledBack, d.key()) // raised by the failed sync already
 	}
 	return out.failed(err)
+}
+
+// liftHold lifts the hold off a failed commit before a write the gate let
+// through: git moved past it (a new commit or versions) or someone asked
+// for a sync. A pin to a revision the hold also carries stays.
+func (out *Outcome) liftHold(ctx context.Context, env Env, in Input) {
+	if in.Held.Failed == nil {
+		return
+	}
+	h := in.Held
+	h.Failed = nil
+	if err := apply.SaveHold(ctx, env.Engine, env.owner(in.App), h); err != nil {
+		env.Log.Warn("hold not lifted in the swarm; a restarted controller finds it again", "app", in.App.Name, "err", err)
+	}
+	env.Log.Info("hold lifted", "app", in.App.Name, "revision", in.Held.Failed.Commit, "now", out.Result.Commit)
+	out.Found.Held = &h
 }
 
 // rememberQuiet keeps a pass that found nothing to do, under its inputs'
@@ -188,5 +212,11 @@ func (f *Found) merge(o Found) {
 	}
 	if o.Previews != nil {
 		f.Previews = o.Previews
+	}
+	if o.Cause != nil {
+		f.Cause = o.Cause
+	}
+	if o.Held != nil {
+		f.Held = o.Held
 	}
 }
