@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"slices"
@@ -186,6 +187,40 @@ func updateAt(u *dswarm.UpdateStatus) time.Time {
 		return *u.StartedAt
 	}
 	return time.Time{}
+}
+
+// crashLoopFailures is how many times the tasks of one service may fail
+// after a write before its wait fails without waiting out the timeout: a
+// task replaced once or twice may still settle (a dependency starting
+// late), three failures are a loop.
+const crashLoopFailures = 3
+
+// crashLoop names a service of rel whose tasks failed, were rejected or
+// exited crashLoopFailures times since since; "" when none did, or since
+// is zero (nothing was written). A task the scheduler cannot place is no
+// loop: a node may still come. It is pure.
+func crashLoop(rel stack.Release, snap swarm.Snapshot, since time.Time) string {
+	if since.IsZero() {
+		return ""
+	}
+	for _, name := range slices.Sorted(maps.Keys(rel.Services)) {
+		live, ok := snap.Service(name)
+		if !ok {
+			continue
+		}
+		n := 0
+		for _, t := range snap.TasksOf(live.ID) {
+			if t.Status.State != dswarm.TaskStatePending {
+				if _, failed := newestFailed([]dswarm.Task{t}, live.Spec.Mode, since); failed {
+					n++
+				}
+			}
+		}
+		if n >= crashLoopFailures {
+			return fmt.Sprintf("service %s: %d tasks failed since the write", name, n)
+		}
+	}
+	return ""
 }
 
 // newestFailed returns the newest task that failed since since: failed

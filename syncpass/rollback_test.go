@@ -264,3 +264,41 @@ func TestRunsAfter(t *testing.T) {
 		})
 	}
 }
+
+// TestCrashLoop: a wait fails before its timeout only once a service's
+// tasks failed three times since the write.
+func TestCrashLoop(t *testing.T) {
+	write := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	rel := webRelease("registry/web:v2")
+	live := liveService(rel, "registry/web:v2", "")
+	failedAt := func(state dswarm.TaskState, after time.Duration) dswarm.Task {
+		return dswarm.Task{ServiceID: live.ID, DesiredState: dswarm.TaskStateShutdown,
+			Status: dswarm.TaskStatus{State: state, Timestamp: write.Add(after), Err: "task: non-zero exit (1)"}}
+	}
+	pending := failedAt(dswarm.TaskStatePending, time.Second)
+	pending.DesiredState = dswarm.TaskStateRunning
+	for _, tc := range []struct {
+		name  string
+		since time.Time
+		tasks []dswarm.Task
+		want  bool
+	}{
+		{"three failures since the write are a loop", write,
+			[]dswarm.Task{failedAt(dswarm.TaskStateFailed, time.Second), failedAt(dswarm.TaskStateRejected, 2*time.Second), failedAt(dswarm.TaskStateFailed, 3*time.Second)}, true},
+		{"two failures may still settle", write,
+			[]dswarm.Task{failedAt(dswarm.TaskStateFailed, time.Second), failedAt(dswarm.TaskStateFailed, 2*time.Second)}, false},
+		{"failures before the write are not this rollout's", write,
+			[]dswarm.Task{failedAt(dswarm.TaskStateFailed, -3*time.Minute), failedAt(dswarm.TaskStateFailed, -2*time.Minute), failedAt(dswarm.TaskStateFailed, time.Second)}, false},
+		{"a task waiting for a node is no loop", write,
+			[]dswarm.Task{pending, pending, pending}, false},
+		{"nothing written, nothing to fail early", time.Time{},
+			[]dswarm.Task{failedAt(dswarm.TaskStateFailed, time.Second), failedAt(dswarm.TaskStateFailed, 2*time.Second), failedAt(dswarm.TaskStateFailed, 3*time.Second)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			snap := swarm.NewSnapshot(swarm.Contents{Services: []dswarm.Service{live}, Tasks: tc.tasks, TakenAt: write.Add(time.Minute)})
+			if got := crashLoop(rel, snap, tc.since); (got != "") != tc.want {
+				t.Errorf("crashLoop = %q, want a loop %t", got, tc.want)
+			}
+		})
+	}
+}

@@ -30,9 +30,10 @@ type waitFor struct {
 // of wf.rel is healthy and converged (see Converged) in a snapshot taken
 // after the write; when a second passes with no change, it asks the
 // Engine itself (see nextWaitStep): no event may be coming. A rollback by
-// Swarm fails at once with the daemon's reason. A failure carries its
-// cause (*rolloutError). Without a live snapshot there is nothing to wait
-// on.
+// Swarm fails at once with the daemon's reason, and tasks failing in a
+// loop since the write (crashLoop) fail it without waiting out the
+// timeout. A failure carries its cause (*rolloutError). Without a live
+// snapshot there is nothing to wait on.
 func waitHealthy(ctx context.Context, env Env, wf waitFor) error {
 	live := env.Live
 	if live == nil {
@@ -53,6 +54,9 @@ func waitHealthy(ctx context.Context, env Env, wf waitFor) error {
 		snap := live.Current()
 		if why := rolledBack(wf.rel, snap); why != "" {
 			return wf.failed(parent, env, snap, &outcome.StalledError{Err: fmt.Errorf("release %s: %s", wf.rel.Name, why)})
+		}
+		if loop := crashLoop(wf.rel, snap, wf.written); loop != "" {
+			return wf.failed(parent, env, snap, &outcome.TransientError{Err: fmt.Errorf("release %s failing: %s", wf.rel.Name, loop)})
 		}
 		last := Health(wf.rel, snap)
 		pending := cmp.Or(Rollout(wf.rel, snap), Converged(wf.rel, snap))

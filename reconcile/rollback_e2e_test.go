@@ -1,0 +1,188 @@
+package reconcile_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/swarm"
+
+	"github.com/skep-cd/skep/appset"
+	"github.com/skep-cd/skep/harness"
+	"github.com/skep-cd/skep/health"
+	"github.com/skep-cd/skep/notify"
+	"github.com/skep-cd/skep/reconcile"
+	"github.com/skep-cd/skep/stack"
+)
+
+// release3 is a release of three services in two waves: db and api in
+// wave 0, web in wave 1. api runs apiArgs (none: the image's own
+// command), and apiDeploy is added to its deploy block. Tasks restart
+// after a second, so a failing one fails again within seconds.
+func release3(db, api, web string, apiArgs []string, apiDeploy string) string {
+	command := ""
+	if len(apiArgs) > 0 {
+		// A JSON list is a YAML flow sequence.
+		args, _ := json.Marshal(apiArgs)
+		command = "    command: " + string(args) + "\n"
+	}
+	service := func(name, image string, wave int, extra, deploy string) string {
+		return fmt.Sprintf("  %s:\n    image: %s\n    x-skep-wave: %d\n%s    deploy:\n      endpoint_mode: dnsrr\n      replicas: 1\n      restart_policy: {delay: 1s}\n%s",
+			name, image, wave, extra, deploy)
+	}
+	return "services:\n" + service("db", db, 0, "", "") + service("api", api, 0, command, apiDeploy) + service("web", web, 1, "", "")
+}
+
+// rollbackApp is an automated application of e's release under policy
+// (the syncPolicy lines given).
+func (e *env) rollbackApp(policy ...string) string {
+	return strings.Replace(e.app("web", true), "    syncPolicy:\n", "    syncPolicy:\n      "+strings.Join(policy, "\n      ")+"\n", 1)
+}
+
+// services returns the release's live db, api and web, by short name.
+func (e *env) services3(t *testing.T) map[string]*swarm.Service {
+	t.Helper()
+	out := map[string]*swarm.Service{}
+	for _, name := range []string{"db", "api", "web"} {
+		s, err := e.service(t.Context(), name)
+		if err != nil || s == nil {
+			t.Fatalf("service %s: %v, %v", name, s, err)
+		}
+		out[name] = s
+	}
+	return out
+}
+
+// sameSpec reports whether live runs the spec before ran: the spec
+// Skep wrote (its hash label) and the container's image and arguments.
+func sameSpec(before, live *swarm.Service) bool {
+	a, b := before.Spec.TaskTemplate.ContainerSpec, live.Spec.TaskTemplate.ContainerSpec
+	return before.Spec.Labels[stack.LabelSpecHash] == live.Spec.Labels[stack.LabelSpecHash] &&
+		a.Image == b.Image && reflect.DeepEqual(a.Args, b.Args)
+}
+
+// waitRelease3 waits until the three services run healthy at commit.
+func waitRelease3(t *testing.T, ctrl *reconcile.Controller, commit string) {
+	t.Helper()
+	waitStatus(t, ctrl, "web", 3*time.Minute, func(s reconcile.AppStatus) bool {
+		return s.DeployedRevision == commit && s.Health == health.Healthy && s.Running == 3 && s.LastError == ""
+	})
+}
+
+// A release of three services in two waves whose new commit breaks one
+// service of wave 0, with rollback: release: every service the commit
+// wrote goes back to the previous revision's spec, wave 1 is never
+// written, one release-rolled-back event names the failing service and
+// why, the commit is held off (later ticks write nothing), and a fix
+// commit deploys at once. Each way a rollout fails is a case: a task
+// that exits 1, a health check that fails, Swarm's own failure_action:
+// rollback of one service.
+func TestReleaseRollbackWritesEveryServiceBackAndHoldsTheCommit(t *testing.T) {
+	cli := harness.RequireSwarm(t)
+	sick := harness.TestImage(t, cli, harness.ImageOptions{Version: "sick", Unhealthy: true})
+	for _, tc := range []struct {
+		name string
+		// bad is api's image, arguments and deploy additions at the bad
+		// commit; cause what the event's cause must say.
+		image     func(e *env) string
+		args      []string
+		apiDeploy string
+		cause     []string
+	}{
+		{name: "a task that exits 1", image: func(e *env) string { return e.v1 },
+			args:  []string{"exit", "1", "api: cannot open database db:5432"},
+			cause: []string{"_api: exit code 1", "last log line: api: cannot open database db:5432"}},
+		{name: "a failing health check", image: func(*env) string { return sick },
+			cause: []string{"_api: health check failing"}},
+		{name: "Swarm's own rollback of one service", image: func(*env) string { return sick },
+			apiDeploy: "      update_config: {failure_action: rollback, monitor: 30s}\n",
+			cause:     []string{"_api: rolled back by Swarm"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			first := e.repo.Commit(t, "main", map[string]string{"compose.yaml": release3(e.v1, e.v1, e.v1, nil, tc.apiDeploy)})
+			ctrl := e.controller(t, appset.FileSource{Path: writeFile(t, t.TempDir(), "apps.yaml",
+				appSet(e.rollbackApp("rollback: release", "timeout: 60s")))})
+			run(t, ctrl)
+			waitRelease3(t, ctrl, first)
+			before := e.services3(t)
+
+			bad := e.repo.Commit(t, "main", map[string]string{"compose.yaml": release3(e.v2, tc.image(e), e.v2, tc.args, tc.apiDeploy)})
+			harness.Eventually(t, 3*time.Minute, func(context.Context) (bool, string) {
+				return len(e.events.of(notify.ReleaseRolledBack)) > 0, "no release-rolled-back event yet"
+			})
+			checkRolledBack(t, e, before, bad, first, tc.cause)
+			st := waitStatus(t, ctrl, "web", time.Minute, func(s reconcile.AppStatus) bool {
+				return s.Held.Failed != nil && strings.Contains(s.LastError, "held off")
+			})
+			if st.Held.Failed.Commit != bad || st.Held.Failed.Restored != first || st.Cause.Service != e.ns+"_api" {
+				t.Errorf("status hold %+v, cause %+v; want %s held off, %s restored, the api named", st.Held.Failed, st.Cause, bad, first)
+			}
+
+			// Two more ticks: the held commit is not written again.
+			restored, starts := e.services3(t), len(e.events.of(notify.SyncStarted))
+			last := st.LastReconcile
+			for range 2 {
+				last = waitStatus(t, ctrl, "web", time.Minute, func(s reconcile.AppStatus) bool { return s.LastReconcile.After(last) }).LastReconcile
+			}
+			if n := len(e.events.of(notify.SyncStarted)); n != starts {
+				t.Errorf("the held commit was synced again: %d sync-started, want %d", n, starts)
+			}
+			for name, s := range e.services3(t) {
+				if !unwritten(restored[name], s) {
+					t.Errorf("service %s was written after the rollback", name)
+				}
+			}
+
+			// A fix deploys at once: the refresh a webhook makes.
+			fix := e.repo.Commit(t, "main", map[string]string{"compose.yaml": release3(e.v2, e.v2, e.v2, nil, tc.apiDeploy)})
+			if err := ctrl.Refresh(t.Context(), "web"); err != nil {
+				t.Fatal(err)
+			}
+			waitRelease3(t, ctrl, fix)
+			if st, _ := ctrl.Statuses().Get("web"); !st.Held.IsZero() || st.Cause.Known() {
+				t.Errorf("after the fix: hold %+v, cause %+v; want both gone", st.Held, st.Cause)
+			}
+		})
+	}
+}
+
+// checkRolledBack checks what a release rollback of bad back to first
+// left: one event naming the failing api and why, the services of wave 0
+// on their earlier spec, web (wave 1) never written.
+func checkRolledBack(t *testing.T, e *env, before map[string]*swarm.Service, bad, first string, cause []string) {
+	t.Helper()
+	events := e.events.of(notify.ReleaseRolledBack)
+	if len(events) != 1 {
+		t.Fatalf("release-rolled-back events = %+v, want one", events)
+	}
+	ev := events[0]
+	for _, want := range cause {
+		if !strings.Contains(ev.Cause, want) {
+			t.Errorf("rollback event cause = %q, want it to say %q", ev.Cause, want)
+		}
+	}
+	if ev.Revision != bad || !strings.Contains(ev.Message, bad[:12]) || !strings.Contains(ev.Message, first[:12]) {
+		t.Errorf("rollback event = %+v, want it to name the failed %s and the restored %s", ev, bad, first)
+	}
+	failed := e.events.of(notify.SyncFailed)
+	if !slices.ContainsFunc(failed, func(f notify.Event) bool { return f.Revision == bad && f.Cause == ev.Cause }) {
+		t.Errorf("sync-failed events = %+v, want one for %s with the rollback's cause", failed, bad)
+	}
+	now := e.services3(t)
+	for _, name := range []string{"db", "api"} {
+		if !sameSpec(before[name], now[name]) {
+			t.Errorf("service %s runs %s %v, want its earlier spec %s %v back", name, now[name].Spec.TaskTemplate.ContainerSpec.Image,
+				now[name].Spec.TaskTemplate.ContainerSpec.Args, before[name].Spec.TaskTemplate.ContainerSpec.Image, before[name].Spec.TaskTemplate.ContainerSpec.Args)
+		}
+	}
+	if !unwritten(before["web"], now["web"]) {
+		t.Errorf("web, in wave 1, was written: %s", now["web"].Spec.TaskTemplate.ContainerSpec.Image)
+	}
+}
