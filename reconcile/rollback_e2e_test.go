@@ -114,6 +114,7 @@ func TestReleaseRollbackWritesEveryServiceBackAndHoldsTheCommit(t *testing.T) {
 			before := e.services3(t)
 
 			bad := e.repo.Commit(t, "main", map[string]string{"compose.yaml": release3(e.v2, tc.image(e), e.v2, tc.args, tc.apiDeploy)})
+			refresh(t, ctrl)
 			harness.Eventually(t, 3*time.Minute, func(context.Context) (bool, string) {
 				return len(e.events.of(notify.ReleaseRolledBack)) > 0, "no release-rolled-back event yet"
 			})
@@ -129,6 +130,7 @@ func TestReleaseRollbackWritesEveryServiceBackAndHoldsTheCommit(t *testing.T) {
 			restored, starts := e.services3(t), len(e.events.of(notify.SyncStarted))
 			last := st.LastReconcile
 			for range 2 {
+				refresh(t, ctrl)
 				last = waitStatus(t, ctrl, "web", time.Minute, func(s reconcile.AppStatus) bool { return s.LastReconcile.After(last) }).LastReconcile
 			}
 			if n := len(e.events.of(notify.SyncStarted)); n != starts {
@@ -142,14 +144,50 @@ func TestReleaseRollbackWritesEveryServiceBackAndHoldsTheCommit(t *testing.T) {
 
 			// A fix deploys at once: the refresh a webhook makes.
 			fix := e.repo.Commit(t, "main", map[string]string{"compose.yaml": release3(e.v2, e.v2, e.v2, nil, tc.apiDeploy)})
-			if err := ctrl.Refresh(t.Context(), "web"); err != nil {
-				t.Fatal(err)
-			}
+			refresh(t, ctrl)
 			waitRelease3(t, ctrl, fix)
 			if st, _ := ctrl.Statuses().Get("web"); !st.Held.IsZero() || st.Cause.Known() {
 				t.Errorf("after the fix: hold %+v, cause %+v; want both gone", st.Held, st.Cause)
 			}
 		})
+	}
+}
+
+// refresh asks for a tick of web now, as a push webhook does.
+func refresh(t *testing.T, ctrl *reconcile.Controller) {
+	t.Helper()
+	if err := ctrl.Refresh(t.Context(), "web"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rollback: service (the default) is what Skep did before release
+// rollbacks: the failed sync names its cause, and the services stay
+// where the write left them; nothing is rolled back by Skep or held.
+func TestServiceRollbackLeavesTheReleaseWhereTheWriteLeftIt(t *testing.T) {
+	e := newEnv(t)
+	first := e.repo.Commit(t, "main", map[string]string{"compose.yaml": release3(e.v1, e.v1, e.v1, nil, "")})
+	ctrl := e.controller(t, appset.FileSource{Path: writeFile(t, t.TempDir(), "apps.yaml", appSet(e.rollbackApp("timeout: 60s")))})
+	run(t, ctrl)
+	waitRelease3(t, ctrl, first)
+	before := e.services3(t)
+
+	bad := e.repo.Commit(t, "main", map[string]string{"compose.yaml": release3(e.v2, e.v1, e.v2, []string{"exit", "1", "api: no database"}, "")})
+	refresh(t, ctrl)
+	st := waitStatus(t, ctrl, "web", 3*time.Minute, func(s reconcile.AppStatus) bool { return s.Revision == bad && s.Cause.Known() })
+	if !strings.Contains(st.Cause.String(), "_api: exit code 1") || !strings.Contains(st.LastError, "last log line: api: no database") {
+		t.Errorf("status cause %q, error %q; want the api's exit code and last log line", st.Cause.String(), st.LastError)
+	}
+	if failed := e.events.of(notify.SyncFailed); len(failed) == 0 || !strings.Contains(failed[0].Cause, "last log line: api: no database") {
+		t.Errorf("sync-failed events = %+v, want the cause in the first", failed)
+	}
+	if n := len(e.events.of(notify.ReleaseRolledBack)); n != 0 || !st.Held.IsZero() {
+		t.Errorf("%d release-rolled-back events, hold %+v; want none under rollback: service", n, st.Held)
+	}
+	now := e.services3(t)
+	if now["db"].Spec.TaskTemplate.ContainerSpec.Image != e.v2 || !unwritten(before["web"], now["web"]) {
+		t.Errorf("db runs %s, web written %t; want db left on %s by the write and web (wave 1) untouched",
+			now["db"].Spec.TaskTemplate.ContainerSpec.Image, !unwritten(before["web"], now["web"]), e.v2)
 	}
 }
 

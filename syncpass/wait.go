@@ -52,15 +52,17 @@ func waitHealthy(ctx context.Context, env Env, wf waitFor) error {
 	asked := false // a request is queued: preempt once the rollout fails
 	for {
 		snap := live.Current()
-		if why := rolledBack(wf.rel, snap); why != "" {
-			return wf.failed(parent, env, snap, &outcome.StalledError{Err: fmt.Errorf("release %s: %s", wf.rel.Name, why)})
-		}
-		if loop := crashLoop(wf.rel, snap, wf.written); loop != "" {
-			return wf.failed(parent, env, snap, &outcome.TransientError{Err: fmt.Errorf("release %s failing: %s", wf.rel.Name, loop)})
+		seenEarlier := env.seenWrites(wf.app.Name, snap.TakenAt(), true)
+		// Only a snapshot that shows the write can say it failed: an
+		// older one still shows the last rollout's state.
+		if nextWaitStep(wf.written, snap.TakenAt(), seenEarlier, false) != waitRelist {
+			if err := wf.failing(parent, env, snap); err != nil {
+				return err
+			}
 		}
 		last := Health(wf.rel, snap)
 		pending := cmp.Or(Rollout(wf.rel, snap), Converged(wf.rel, snap))
-		step := nextWaitStep(wf.written, snap.TakenAt(), env.seenWrites(wf.app.Name, snap.TakenAt(), true), last.State == health.Healthy && pending == "")
+		step := nextWaitStep(wf.written, snap.TakenAt(), seenEarlier, last.State == health.Healthy && pending == "")
 		if step == waitDone {
 			return nil
 		}
@@ -91,6 +93,20 @@ func waitHealthy(ctx context.Context, env Env, wf waitFor) error {
 			}
 		}
 	}
+}
+
+// failing is the error of a wait that need not go on, as snap shows the
+// write: Swarm rolled a service back since the write (since ever, when
+// nothing was written), or tasks fail in a loop (crashLoop); nil
+// otherwise.
+func (wf waitFor) failing(ctx context.Context, env Env, snap swarm.Snapshot) error {
+	if c, ok := findFailure(wf.rel, snap, wf.written); ok && c.Kind == CauseRolledBack {
+		return wf.failed(ctx, env, snap, &outcome.StalledError{Err: fmt.Errorf("release %s: swarm rolled back service %s: %s", wf.rel.Name, c.Service, c.Message)})
+	}
+	if loop := crashLoop(wf.rel, snap, wf.written); loop != "" {
+		return wf.failed(ctx, env, snap, &outcome.TransientError{Err: fmt.Errorf("release %s failing: %s", wf.rel.Name, loop)})
+	}
+	return nil
 }
 
 // notHealthy is the error of a wait past its timeout: the release's
