@@ -224,3 +224,106 @@ func checkRolledBack(t *testing.T, e *env, before map[string]*swarm.Service, bad
 		t.Errorf("web, in wave 1, was written: %s", now["web"].Spec.TaskTemplate.ContainerSpec.Image)
 	}
 }
+
+// webOnly is a one-service release: web on image, restarting after a
+// second, with deploy additions.
+func webOnly(image, extra, deploy string) string {
+	return fmt.Sprintf("services:\n  web:\n    image: %s\n%s    deploy:\n      endpoint_mode: dnsrr\n      replicas: 1\n      restart_policy: {delay: 1s}\n%s",
+		image, extra, deploy)
+}
+
+// A rollout that fails names its own cause in the sync-failed event and
+// the status, whatever the way it fails: an image no registry has, a
+// constraint no node meets, a task the kernel kills for memory.
+func TestEachFailedRolloutNamesItsOwnCause(t *testing.T) {
+	cli := harness.RequireSwarm(t)
+	reg := harness.StartRegistry(t)
+	v1 := harness.TestImage(t, cli, harness.ImageOptions{Version: "v1"})
+	for _, tc := range []struct {
+		name, extra, deploy, image string
+		cause                      []string
+	}{
+		{name: "an image the registry does not have", image: reg.Ref("skep-missing", "v1"),
+			cause: []string{"_web: image not pulled", "skep-missing"}},
+		{name: "a constraint no node meets", image: v1,
+			deploy: "      placement: {constraints: [node.labels.skep-test-nowhere == yes]}\n",
+			cause:  []string{"_web: cannot be placed (no suitable node"}},
+		{name: "a task killed for memory", image: v1, extra: "    command: [eat, \"512\"]\n",
+			deploy: "      resources: {limits: {memory: 32M}}\n",
+			cause:  []string{"_web: killed for memory (OOM, exit code 137", "last log line: took "}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			e.repo.Commit(t, "main", map[string]string{"compose.yaml": webOnly(e.v1, "", "")})
+			ctrl := e.controller(t, appset.FileSource{Path: writeFile(t, t.TempDir(), "apps.yaml",
+				appSet(e.rollbackApp("wait: true", "timeout: 30s")))})
+			run(t, ctrl)
+			waitStatus(t, ctrl, "web", 2*time.Minute, func(s reconcile.AppStatus) bool { return s.Health == health.Healthy })
+
+			bad := e.repo.Commit(t, "main", map[string]string{"compose.yaml": webOnly(tc.image, tc.extra, tc.deploy)})
+			refresh(t, ctrl)
+			st := waitStatus(t, ctrl, "web", 2*time.Minute, func(s reconcile.AppStatus) bool { return s.Revision == bad && s.Cause.Known() })
+			failed := e.events.of(notify.SyncFailed)
+			i := slices.IndexFunc(failed, func(f notify.Event) bool { return f.Revision == bad })
+			if i < 0 {
+				t.Fatalf("sync-failed events = %+v, want one for %s", failed, bad)
+			}
+			for _, want := range tc.cause {
+				if !strings.Contains(failed[i].Cause, want) || !strings.Contains(st.Cause.String(), want) {
+					t.Errorf("event cause %q, status cause %q; want both to say %q", failed[i].Cause, st.Cause.String(), want)
+				}
+			}
+		})
+	}
+}
+
+// A new commit pushed while the rollout of the last one is failing (its
+// task cannot be placed, which waits the whole health timeout out) is
+// written within one reconcile of its webhook, not after the timeout; the
+// failing sync ends naming its cause and that it was preempted.
+func TestAFixPreemptsAFailingRollout(t *testing.T) {
+	e := newEnv(t)
+	e.repo.Commit(t, "main", map[string]string{"compose.yaml": webOnly(e.v1, "", "")})
+	ctrl := e.controller(t, appset.FileSource{Path: writeFile(t, t.TempDir(), "apps.yaml",
+		appSet(e.rollbackApp("wait: true", "timeout: 10m")))})
+	run(t, ctrl)
+	waitStatus(t, ctrl, "web", 2*time.Minute, func(s reconcile.AppStatus) bool { return s.Health == health.Healthy })
+
+	bad := e.repo.Commit(t, "main", map[string]string{"compose.yaml": webOnly(e.v2, "",
+		"      placement: {constraints: [node.labels.skep-test-nowhere == yes]}\n")})
+	refresh(t, ctrl)
+	harness.Eventually(t, 2*time.Minute, func(ctx context.Context) (bool, string) {
+		s, err := e.service(ctx, "web")
+		if err != nil || s == nil {
+			return false, fmt.Sprintf("web: %v", err)
+		}
+		tasks, err := e.cli.TaskList(ctx, swarm.TaskListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return slices.ContainsFunc(tasks, func(tk swarm.Task) bool {
+			return tk.ServiceID == s.ID && tk.Status.State == swarm.TaskStatePending && tk.Status.Err != ""
+		}), "no task of the bad commit waits for a node yet"
+	})
+	if st, _ := ctrl.Statuses().Get("web"); st.Phase != reconcile.PhaseApplying {
+		t.Fatalf("phase = %s while the rollout fails, want the sync still waiting (applying)", st.Phase)
+	}
+
+	fix := e.repo.Commit(t, "main", map[string]string{"compose.yaml": webOnly(e.v2, "", "")})
+	pushed := time.Now()
+	refresh(t, ctrl)
+	harness.Eventually(t, time.Minute, func(context.Context) (bool, string) {
+		return slices.ContainsFunc(e.events.of(notify.SyncStarted), func(s notify.Event) bool { return s.Revision == fix }), "the fix's sync has not started"
+	})
+	if took := time.Since(pushed); took > 45*time.Second {
+		t.Errorf("the fix started %s after its webhook, want within one reconcile, not the 10m health timeout", took)
+	}
+	failed := e.events.of(notify.SyncFailed)
+	i := slices.IndexFunc(failed, func(f notify.Event) bool { return f.Revision == bad })
+	if i < 0 || !strings.Contains(failed[i].Message, "preempts") || !strings.Contains(failed[i].Cause, "cannot be placed") {
+		t.Errorf("sync-failed events = %+v, want the bad commit's naming the preemption and the placement", failed)
+	}
+	e.waitImage(t, e.v2, 2*time.Minute)
+	waitStatus(t, ctrl, "web", 2*time.Minute, func(s reconcile.AppStatus) bool { return s.DeployedRevision == fix && s.Health == health.Healthy })
+}

@@ -39,6 +39,9 @@ type facts struct {
 	hookFailed refusal
 	// held is the failed rollout a release rollback holds off; nil: none.
 	held *apply.FailedRollout
+	// failedRollout is the key of the last write whose rollout failed
+	// and was left as it was ("" for none).
+	failedRollout string
 }
 
 // next is what a pass does once gate has judged.
@@ -64,6 +67,11 @@ type verdict struct {
 	found Found
 	// foreign and hookFailed are the refusals the next pass starts from.
 	foreign, hookFailed refusal
+	// recovered forgets the failed rollout the facts named: git moved
+	// past it, or it runs healthy now (and sync-succeeded is raised).
+	recovered bool
+	// healthy: the release, unchanged, runs healthy as the look showed.
+	healthy bool
 }
 
 // notice is one finding to raise as an event, once per key of its kind
@@ -90,6 +98,8 @@ func gate(f facts) verdict {
 		v.notices = []notice{{kind: noticeKinds, typ: notify.SyncFailed, msg: err.Error()}}
 		return v
 	}
+	recovery(f, &v)
+	v.healthy = f.seen.healthy && !f.plan.Changed()
 	if f.seen.has {
 		v.found.Findings = ptr(f.seen.findings)
 		if !f.plan.Changed() && judgeLive(f, &v) {
@@ -113,6 +123,22 @@ func gate(f facts) verdict {
 		return v
 	}
 	return judgeWrite(f, v)
+}
+
+// recovery applies the rule of a rollout that failed and was left as it
+// was: once the release runs healthy at the same commit and versions (a
+// registry back, a dependency up), the sync succeeded after all and is
+// raised as such, once; a new commit forgets it.
+func recovery(f facts, v *verdict) {
+	switch {
+	case f.failedRollout == "":
+	case f.failedRollout != f.key:
+		v.recovered = true
+	case !f.plan.Changed() && f.seen.healthy:
+		v.recovered = true
+		v.notices = append(v.notices, notice{kind: noticeKinds, typ: notify.SyncSucceeded,
+			msg: fmt.Sprintf("release %s: healthy at %s after its failed rollout", f.app.Release, gitsource.ShortCommit(f.commit))})
+	}
 }
 
 // judgeLive applies the rules of an unchanged release's live state: a

@@ -58,6 +58,8 @@ type gateWant struct {
 	waiting    bool // WaitingFor is recorded (possibly empty)
 	// refusals left for the next pass, by their keys
 	foreignKey, hookKey string
+	// recovered: the failed rollout the facts named is forgotten
+	recovered bool
 }
 
 func automated() appset.Application {
@@ -93,6 +95,8 @@ func TestGate(t *testing.T) {
 	noneApp.SyncPolicy.Rollback = appset.RollbackNone
 	waitsOut := automated()
 	waitsOut.SyncPolicy.WaitOutFailing = true
+	healthyNow := live
+	healthyNow.healthy = true
 
 	cases := []gateCase{
 		{name: "a requested sync in a window that allows no manual sync is refused, with no findings recorded",
@@ -193,6 +197,15 @@ func TestGate(t *testing.T) {
 		{name: "under rollback: none a rollout Swarm rolled back holds nothing",
 			f:    facts{app: noneApp, key: "c1", commit: "c1", plan: unchangedPlan, seen: rolled},
 			want: gateWant{then: report, settle: true, findings: true, waiting: true, notices: []string{"liveDrift=", "window="}}},
+		{name: "a rollout left failing that runs healthy now succeeded after all, raised once",
+			f:    facts{app: automated(), key: "c1", plan: unchangedPlan, seen: healthyNow, failedRollout: "c1"},
+			want: gateWant{then: report, settle: true, findings: true, waiting: true, recovered: true, notices: []string{"always", "liveDrift=", "window="}}},
+		{name: "a rollout left failing that is still not healthy is remembered",
+			f:    facts{app: automated(), key: "c1", plan: unchangedPlan, seen: live, failedRollout: "c1"},
+			want: gateWant{then: report, settle: true, findings: true, waiting: true, notices: []string{"liveDrift=", "window="}}},
+		{name: "a rollout left failing is forgotten, not raised, once git moved past it",
+			f:    facts{app: automated(), key: "c2", plan: changedPlan, seen: live, failedRollout: "c1"},
+			want: gateWant{then: write, findings: true, waiting: true, recovered: true, notices: []string{"window="}}},
 		{name: "an automated change is written",
 			f:    facts{app: automated(), key: "c2", plan: changedPlan, seen: live},
 			want: gateWant{then: write, findings: true, waiting: true, notices: []string{"window="}}},
@@ -235,6 +248,9 @@ func checkVerdict(t *testing.T, v verdict, f facts, want gateWant) {
 	}
 	if v.found.Window == nil || v.found.Window.Held != f.window.Held {
 		t.Errorf("window = %v, want the verdict recorded", v.found.Window)
+	}
+	if v.recovered != want.recovered {
+		t.Errorf("recovered = %t, want %t", v.recovered, want.recovered)
 	}
 	if v.foreign.key != want.foreignKey || v.hookFailed.key != want.hookKey {
 		t.Errorf("refusals kept = %q, %q; want %q, %q", v.foreign.key, v.hookFailed.key, want.foreignKey, want.hookKey)

@@ -29,6 +29,9 @@ type observed struct {
 	// rolling back.
 	rolledBack string
 	rollout    string
+	// healthy says an unchanged release runs healthy and converged, with
+	// no rollout under way, as a readable snapshot shows it.
+	healthy bool
 	// failing is the cause of a failure of that rollout since it started
 	// (a task failed, exited or cannot be placed), "" while it only
 	// progresses: a failing rollout may be preempted by a newer commit.
@@ -57,6 +60,7 @@ func observe(app appset.Application, v view, d desired, owner stack.Owner, chang
 		return o
 	}
 	o.rolledBack = rolledBack(d.release, v.snap)
+	o.healthy = o.readable && o.rollout == "" && Health(d.release, v.snap).State == health.Healthy && Converged(d.release, v.snap) == ""
 	// A snapshot taken before this application's last write ended has not
 	// seen what the write created: comparing it would report every new
 	// service missing (see TestInstallRaisesNoLiveDrift). The next refresh

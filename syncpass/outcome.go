@@ -96,7 +96,8 @@ func (out *Outcome) compared(env Env, in Input, d desired, p plan.Release, lates
 // facts gathers what gate judges for d, seen being the look at the swarm.
 func (out *Outcome) facts(in Input, d desired, seen observed) facts {
 	return facts{app: in.App, ask: in.Ask, commit: d.commit, key: d.key(), plan: out.Result.Plan, moved: out.Result.Moved,
-		window: windowAt(in), seen: seen, notReady: in.NotReady, foreign: out.Memo.foreign, hookFailed: out.Memo.hookFailed, held: in.Held.Failed}
+		window: windowAt(in), seen: seen, notReady: in.NotReady, foreign: out.Memo.foreign, hookFailed: out.Memo.hookFailed, held: in.Held.Failed,
+		failedRollout: out.Memo.failedRollout}
 }
 
 // judged raises what gate found, once per key, and records its findings
@@ -110,6 +111,12 @@ func (out *Outcome) judged(ctx context.Context, env Env, in Input, d desired, v 
 	out.Found.merge(v.found)
 	out.Result.LiveDrift = v.found.Findings != nil && len(*v.found.Findings) > 0
 	out.Memo.foreign, out.Memo.hookFailed = v.foreign, v.hookFailed
+	if r := out.Result.Recorded; r != nil && v.healthy {
+		out.Memo.healthyRevision = r.Number
+	}
+	if v.recovered {
+		out.Memo.failedRollout = ""
+	}
 }
 
 // corrected records a live drift correction that succeeded.
@@ -128,10 +135,19 @@ func (out *Outcome) write(ctx context.Context, env Env, in Input, d desired) Out
 	res, err := writeRelease(ctx, env, in, d, withMoved(out.Result.Plan.Summary(), out.Result.Moved), recorded)
 	out.Result.Applying, out.Result.ApplyTook, out.Result.Applied = res.res, res.took, res.applied
 	out.Found.Held = cmp.Or(res.hold, out.Found.Held)
-	if c := causeOf(err); c.Known() {
-		out.Found.Cause = &c
-	} else if res.applied {
+	out.Memo.failedRollout = ""
+	var r *rolloutError
+	switch {
+	case errors.As(err, &r) && r.cause.Known():
+		out.Found.Cause = &r.cause
+		if !res.rolledBack && !r.preempted {
+			out.Memo.failedRollout = d.key()
+		}
+	case res.applied:
 		out.Found.Cause = &Cause{}
+		if waits(in.App, env.Live != nil) {
+			out.Memo.healthyRevision = cmp.Or(res.res.Revision, revisionNumber(recorded))
+		}
 	}
 	if res.applied {
 		out.Result.Synced = Sync{Revision: d.commit, Actor: in.Ask.Actor, Trigger: triggerOf(in.Ask, recorded, d.commit)}
@@ -152,6 +168,14 @@ func (out *Outcome) write(ctx context.Context, env Env, in Input, d desired) Out
 		out.Memo.notices.raise(noticeRolledBack, d.key()) // raised by the failed sync already
 	}
 	return out.failed(err)
+}
+
+// revisionNumber is r's number, 0 for none.
+func revisionNumber(r *apply.Revision) int {
+	if r == nil {
+		return 0
+	}
+	return r.Number
 }
 
 // liftHold lifts the hold off a failed commit before a write the gate let

@@ -98,12 +98,19 @@ func rollbackDecision(f rollbackFacts) rollbackPlan {
 }
 
 // lastHealthy is the revision a failed rollout goes back to: recorded,
-// the release's revision before the write, when the pass's first look
-// (seen: it shows the application's writes) found every service it
-// records healthy and converged, with no rollout under way; nil when that
-// is not known. It is pure.
-func lastHealthy(recorded *apply.Revision, snap swarm.Snapshot, seen bool) *apply.Revision {
-	if recorded == nil || !seen || snap.ReadFailed() || len(recorded.Release.Services) == 0 {
+// the release's revision before the write, when it was seen running
+// healthy (healthy names it: the number the release's passes last saw
+// so), or else when the pass's first look (seen: it shows the
+// application's writes) finds every service it records healthy and
+// converged, with no rollout under way; nil when neither is known. It is
+// pure.
+func lastHealthy(recorded *apply.Revision, healthy int, snap swarm.Snapshot, seen bool) *apply.Revision {
+	switch {
+	case recorded == nil || len(recorded.Release.Services) == 0:
+		return nil
+	case recorded.Number == healthy:
+		return recorded
+	case !seen || snap.ReadFailed():
 		return nil
 	}
 	rel := Kept(recorded.Release)
@@ -135,7 +142,7 @@ func waveOf(d desired, service string) int { return stack.WaveOf(d.release.Servi
 // the release was rolled back; its error is the rollback's own failure.
 func (w *writer) rollback(ctx context.Context, in Input, failed error) (bool, error) {
 	p := rollbackDecision(rollbackFacts{policy: w.app.SyncPolicy.Rollback, err: failed, ask: in.Ask,
-		lastHealthy: lastHealthy(w.recorded, in.Live, in.SeenWrites), before: servicesOf(in.Live, w.d.release.Name), written: w.writtenServices()})
+		lastHealthy: lastHealthy(w.recorded, in.Memo.healthyRevision, in.Live, in.SeenWrites), before: servicesOf(in.Live, w.d.release.Name), written: w.writtenServices()})
 	if p.why != "" {
 		w.env.Log.Warn("release not rolled back", "app", w.app.Name, "release", w.d.release.Name, "revision", w.d.commit, "why", p.why)
 		w.notRolledBack = p.why

@@ -124,11 +124,14 @@ func TestLastHealthy(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		recorded *apply.Revision
+		healthy  int
 		snap     swarm.Snapshot
 		seen     bool
 		want     bool
 	}{
 		{name: "a recorded revision running healthy is the last healthy one", recorded: rev, snap: ok, seen: true, want: true},
+		{name: "a recorded revision the passes saw healthy is the last healthy one, whatever the snapshot", recorded: rev, healthy: 2, snap: snapOf(live, false), want: true},
+		{name: "another revision seen healthy says nothing of the recorded one", recorded: rev, healthy: 1, snap: snapOf(live, false), seen: true},
 		{name: "no revision recorded: unknown", snap: ok, seen: true},
 		{name: "a snapshot that does not show the application's writes: unknown", recorded: rev, snap: ok},
 		{name: "a snapshot whose read failed: unknown", recorded: rev, snap: snapOf(live, true, runningTask(live, at, nil)), seen: true},
@@ -139,7 +142,7 @@ func TestLastHealthy(t *testing.T) {
 			snap: snapOf(live, false, runningTask(live, at, &dswarm.ContainerSpec{Image: "registry/web:v0"})), seen: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := lastHealthy(tc.recorded, tc.snap, tc.seen); (got != nil) != tc.want {
+			if got := lastHealthy(tc.recorded, tc.healthy, tc.snap, tc.seen); (got != nil) != tc.want {
 				t.Errorf("lastHealthy = %+v, want found %t", got, tc.want)
 			}
 		})
