@@ -61,9 +61,9 @@ func TestIncidentsFoldASharedCause(t *testing.T) {
 		{name: "two causes are two incidents", steps: []step{
 			{at: 0, event: ev(failed("a", registry)), matches: true},
 			{at: 0, event: ev(failed("b", registry)), matches: true},
-			{at: 0, event: ev(failed("c", "git host git.example")), matches: true},
-			{at: 0, event: ev(failed("d", "git host git.example")), matches: true},
-			{at: 30 * time.Second, due: []string{"incident-opened git host git.example: 2 applications failed: c, d", "incident-opened " + registry + ": 2 applications failed: a, b"}},
+			{at: 0, event: ev(failed("c", "registry other.example")), matches: true},
+			{at: 0, event: ev(failed("d", "registry other.example")), matches: true},
+			{at: 30 * time.Second, due: []string{"incident-opened registry other.example: 2 applications failed: c, d", "incident-opened " + registry + ": 2 applications failed: a, b"}},
 		}},
 		{name: "other events pass", steps: []step{
 			{at: 0, event: ev(Event{Application: "a", Type: SyncStarted, Shared: registry}), matches: true, sent: true},

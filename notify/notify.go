@@ -68,8 +68,8 @@ const (
 	// says why it failed. Revision is the failed commit, now held.
 	ReleaseRolledBack EventType = "release-rolled-back"
 	// IncidentOpened: several applications failed for one shared cause
-	// (Shared: a registry, a git host); only notifiers wrapped by
-	// Incidents raise it, in place of each application's failure.
+	// (Shared: a registry); only outbound notifiers raise it, in place of
+	// each application's failure (Delivery.IncidentWindow).
 	// Application is empty and Message names the applications.
 	IncidentOpened EventType = "incident-opened"
 	// IncidentResolved: every application of an incident recovered.
@@ -108,8 +108,8 @@ type Event struct {
 	// Masked like every output. Empty when unknown or not a failure.
 	Cause string
 	// Shared names what several applications depend on whose failure
-	// this is ("registry 127.0.0.1:5000"), for Incidents to group by;
-	// empty for a failure of the application's own.
+	// this is ("registry 127.0.0.1:5000"), which outbound notifiers group
+	// incidents by; empty for a failure of the application's own.
 	Shared string
 }
 
