@@ -163,10 +163,10 @@ func newOutbound(name string, d Delivery, logger *slog.Logger, send func(ctx con
 		logger = slog.Default()
 	}
 	return &outbound{
-		name:  name,
-		d:     d,
-		log:   logger.With("notifier", name),
-		send:  send,
+		name:      name,
+		d:         d,
+		log:       logger.With("notifier", name),
+		send:      send,
 		queue:     make(chan Event, d.Queue),
 		sent:      map[repeatKey]time.Time{},
 		incidents: newIncidents(d.IncidentWindow),

@@ -198,7 +198,9 @@ func (out *Outcome) liftHold(ctx context.Context, env Env, in Input) {
 // key, for the passes that follow with the same inputs: a drift
 // correction made now is not made again by them.
 func (out *Outcome) rememberQuiet(key string, d desired) {
-	if key == "" || out.Result.LiveDrift || waitingArtifacts(d.artifacts) != "" {
+	// A rollout left failing is looked at by every pass until it runs
+	// healthy (see recovery): tasks moving change no input of the key.
+	if key == "" || out.Result.LiveDrift || waitingArtifacts(d.artifacts) != "" || out.Memo.failedRollout != "" {
 		return
 	}
 	q := withoutRecordedRelease(out.Result)

@@ -305,3 +305,26 @@ func TestCrashLoop(t *testing.T) {
 		})
 	}
 }
+
+// TestARolloutLeftFailingIsNeverAQuietPass: a pass whose release's rollout
+// failed and was left so is not remembered as quiet, so the next passes
+// look at the swarm until they find it healthy (recovery).
+func TestARolloutLeftFailingIsNeverAQuietPass(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		failed string
+		quiet  bool
+	}{
+		{"a pass after a rollout left failing is not quiet", "c1", false},
+		{"a pass with nothing failing is quiet", "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out Outcome
+			out.Memo.failedRollout = tc.failed
+			out.rememberQuiet("key", desired{})
+			if got := out.Memo.quiet.key == "key"; got != tc.quiet {
+				t.Errorf("remembered as quiet = %t, want %t", got, tc.quiet)
+			}
+		})
+	}
+}
