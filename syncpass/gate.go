@@ -126,18 +126,19 @@ func gate(f facts) verdict {
 }
 
 // recovery applies the rule of a rollout that failed and was left as it
-// was: once the release runs healthy at the same commit and versions (a
-// registry back, a dependency up), the sync succeeded after all and is
-// raised as such, once; a new commit forgets it.
+// was: once every service runs the tasks it wants at the same commit and
+// versions (a registry back, a dependency up), settled, the sync
+// succeeded after all and is raised as such, once, though the failures
+// just past may keep health at degraded a while; a new commit forgets it.
 func recovery(f facts, v *verdict) {
 	switch {
 	case f.failedRollout == "":
 	case f.failedRollout != f.key:
 		v.recovered = true
-	case !f.plan.Changed() && f.seen.healthy:
+	case !f.plan.Changed() && f.seen.runs:
 		v.recovered = true
 		v.notices = append(v.notices, notice{kind: noticeKinds, typ: notify.SyncSucceeded,
-			msg: fmt.Sprintf("release %s: healthy at %s after its failed rollout", f.app.Release, gitsource.ShortCommit(f.commit))})
+			msg: fmt.Sprintf("release %s: running at %s after its failed rollout", f.app.Release, gitsource.ShortCommit(f.commit))})
 	}
 }
 

@@ -96,7 +96,9 @@ func TestGate(t *testing.T) {
 	waitsOut := automated()
 	waitsOut.SyncPolicy.WaitOutFailing = true
 	healthyNow := live
-	healthyNow.healthy = true
+	healthyNow.healthy, healthyNow.runs = true, true
+	runsNow := live
+	runsNow.runs = true
 
 	cases := []gateCase{
 		{name: "a requested sync in a window that allows no manual sync is refused, with no findings recorded",
@@ -200,7 +202,10 @@ func TestGate(t *testing.T) {
 		{name: "a rollout left failing that runs healthy now succeeded after all, raised once",
 			f:    facts{app: automated(), key: "c1", plan: unchangedPlan, seen: healthyNow, failedRollout: "c1"},
 			want: gateWant{then: report, settle: true, findings: true, waiting: true, recovered: true, notices: []string{"always", "liveDrift=", "window="}}},
-		{name: "a rollout left failing that is still not healthy is remembered",
+		{name: "a rollout left failing that runs now, though its restarts keep it degraded a while, succeeded after all",
+			f:    facts{app: automated(), key: "c1", plan: unchangedPlan, seen: runsNow, failedRollout: "c1"},
+			want: gateWant{then: report, settle: true, findings: true, waiting: true, recovered: true, notices: []string{"always", "liveDrift=", "window="}}},
+		{name: "a rollout left failing that is still not running is remembered",
 			f:    facts{app: automated(), key: "c1", plan: unchangedPlan, seen: live, failedRollout: "c1"},
 			want: gateWant{then: report, settle: true, findings: true, waiting: true, notices: []string{"liveDrift=", "window="}}},
 		{name: "a rollout left failing is forgotten, not raised, once git moved past it",

@@ -30,8 +30,10 @@ type observed struct {
 	rolledBack string
 	rollout    string
 	// healthy says an unchanged release runs healthy and converged, with
-	// no rollout under way, as a readable snapshot shows it.
-	healthy bool
+	// no rollout under way, as a readable snapshot shows it; runs that
+	// every service runs the tasks it wants, converged and settled, what
+	// a recent restart history still calls degraded.
+	healthy, runs bool
 	// failing is the cause of a failure of that rollout since it started
 	// (a task failed, exited or cannot be placed), "" while it only
 	// progresses: a failing rollout may be preempted by a newer commit.
@@ -60,7 +62,9 @@ func observe(app appset.Application, v view, d desired, owner stack.Owner, chang
 		return o
 	}
 	o.rolledBack = rolledBack(d.release, v.snap)
-	o.healthy = o.readable && o.rollout == "" && Health(d.release, v.snap).State == health.Healthy && Converged(d.release, v.snap) == ""
+	settled := o.readable && o.rollout == "" && Converged(d.release, v.snap) == ""
+	o.healthy = settled && Health(d.release, v.snap).State == health.Healthy
+	o.runs = settled && runsAll(d.release, v.snap)
 	// A snapshot taken before this application's last write ended has not
 	// seen what the write created: comparing it would report every new
 	// service missing (see TestInstallRaisesNoLiveDrift). The next refresh
@@ -139,6 +143,23 @@ func Health(rel stack.Release, snap swarm.Snapshot) health.Result {
 		results[name] = health.Service(in)
 	}
 	return health.Release(results)
+}
+
+// runsAll reports whether every service of rel runs the tasks it wants
+// (a job: completed them), whatever it went through to get there.
+func runsAll(rel stack.Release, snap swarm.Snapshot) bool {
+	for name, spec := range rel.Services {
+		in := health.ServiceInput{Declared: &spec, EligibleNodes: snap.EligibleNodes(), Now: snap.TasksAt(), ReadFailed: snap.ReadFailed()}
+		live, ok := snap.Service(name)
+		if !ok {
+			return false
+		}
+		in.Live, in.Tasks = &live, snap.TasksOf(live.ID)
+		if r := health.Service(in); r.Desired == 0 || r.Running < r.Desired {
+			return false
+		}
+	}
+	return true
 }
 
 // Rollout names a service of rel that the swarm is still updating or
