@@ -93,10 +93,13 @@ func TestReleaseRollbackWritesEveryServiceBackAndHoldsTheCommit(t *testing.T) {
 		args      []string
 		apiDeploy string
 		cause     []string
+		// restart: a new controller takes over while the commit is held.
+		restart bool
 	}{
 		{name: "a task that exits 1", image: func(e *env) string { return e.v1 },
-			args:  []string{"exit", "1", "api: cannot open database db:5432"},
-			cause: []string{"_api: exit code 1", "last log line: api: cannot open database db:5432"}},
+			args:    []string{"exit", "1", "api: cannot open database db:5432"},
+			cause:   []string{"_api: exit code 1", "last log line: api: cannot open database db:5432"},
+			restart: true},
 		{name: "a failing health check", image: func(*env) string { return sick },
 			cause: []string{"_api: health check failing"}},
 		{name: "Swarm's own rollback of one service", image: func(*env) string { return sick },
@@ -107,9 +110,9 @@ func TestReleaseRollbackWritesEveryServiceBackAndHoldsTheCommit(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
 			first := e.repo.Commit(t, "main", map[string]string{"compose.yaml": release3(e.v1, e.v1, e.v1, nil, tc.apiDeploy)})
-			ctrl := e.controller(t, appset.FileSource{Path: writeFile(t, t.TempDir(), "apps.yaml",
-				appSet(e.rollbackApp("rollback: release", "timeout: 60s")))})
-			run(t, ctrl)
+			apps := appset.FileSource{Path: writeFile(t, t.TempDir(), "apps.yaml", appSet(e.rollbackApp("rollback: release", "timeout: 60s")))}
+			ctrl := e.controller(t, apps)
+			stop := runStoppable(t, ctrl)
 			waitRelease3(t, ctrl, first)
 			before := e.services3(t)
 
@@ -141,6 +144,20 @@ func TestReleaseRollbackWritesEveryServiceBackAndHoldsTheCommit(t *testing.T) {
 					t.Errorf("service %s was written after the rollback", name)
 				}
 			}
+			if tc.restart {
+				// The hold is in the swarm: a controller that starts with
+				// nothing of its own finds it and keeps the commit off.
+				stop()
+				ctrl = e.controller(t, apps)
+				run(t, ctrl)
+				st := waitStatus(t, ctrl, "web", time.Minute, func(s reconcile.AppStatus) bool { return s.LastReconcile.After(last) && s.LastError != "" })
+				if st.Held.Failed == nil || st.Held.Failed.Commit != bad || !strings.Contains(st.LastError, "held off") {
+					t.Errorf("after a restart: hold %+v, error %q; want %s still held off", st.Held, st.LastError, bad)
+				}
+				if n := len(e.events.of(notify.SyncStarted)); n != starts {
+					t.Errorf("the restarted controller synced the held commit: %d sync-started, want %d", n, starts)
+				}
+			}
 
 			// A fix deploys at once: the refresh a webhook makes.
 			fix := e.repo.Commit(t, "main", map[string]string{"compose.yaml": release3(e.v2, e.v2, e.v2, nil, tc.apiDeploy)})
@@ -151,6 +168,28 @@ func TestReleaseRollbackWritesEveryServiceBackAndHoldsTheCommit(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runStoppable starts ctrl and returns what stops it and waits until Run
+// returned; the test's end stops it too.
+func runStoppable(t *testing.T, ctrl *reconcile.Controller) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = ctrl.Run(ctx)
+	}()
+	stop = func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("controller did not stop within 30s of cancel")
+		}
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 // refresh asks for a tick of web now, as a push webhook does.
