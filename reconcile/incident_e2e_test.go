@@ -64,16 +64,7 @@ func (e *env) withReceiver(t *testing.T, window time.Duration) *receiver {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = w.Run(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
+	runNotifier(t, w)
 	e.notifiers = append(e.notifiers, w)
 	return got
 }

@@ -107,7 +107,6 @@ func TestReleaseRollbackWritesEveryServiceBackAndHoldsTheCommit(t *testing.T) {
 			cause:     []string{"_api: rolled back by Swarm"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
 			e := newEnv(t)
 			first := e.repo.Commit(t, "main", map[string]string{"compose.yaml": release3(e.v1, e.v1, e.v1, nil, tc.apiDeploy)})
 			apps := appset.FileSource{Path: writeFile(t, t.TempDir(), "apps.yaml", appSet(e.rollbackApp("rollback: release", "timeout: 60s")))}
@@ -168,28 +167,6 @@ func TestReleaseRollbackWritesEveryServiceBackAndHoldsTheCommit(t *testing.T) {
 			}
 		})
 	}
-}
-
-// runStoppable starts ctrl and returns what stops it and waits until Run
-// returned; the test's end stops it too.
-func runStoppable(t *testing.T, ctrl *reconcile.Controller) (stop func()) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = ctrl.Run(ctx)
-	}()
-	stop = func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("controller did not stop within 30s of cancel")
-		}
-	}
-	t.Cleanup(stop)
-	return stop
 }
 
 // refresh asks for a tick of web now, as a push webhook does.
@@ -271,6 +248,19 @@ func webOnly(image, extra, deploy string) string {
 		image, extra, deploy)
 }
 
+// runWebOnly runs a controller of an automated application whose sync
+// waits up to timeout for health, and returns it once web runs healthy
+// on v1.
+func (e *env) runWebOnly(t *testing.T, timeout string) *reconcile.Controller {
+	t.Helper()
+	e.repo.Commit(t, "main", map[string]string{"compose.yaml": webOnly(e.v1, "", "")})
+	ctrl := e.controller(t, appset.FileSource{Path: writeFile(t, t.TempDir(), "apps.yaml",
+		appSet(e.rollbackApp("wait: true", "timeout: "+timeout)))})
+	run(t, ctrl)
+	waitStatus(t, ctrl, "web", 2*time.Minute, func(s reconcile.AppStatus) bool { return s.Health == health.Healthy })
+	return ctrl
+}
+
 // A rollout that fails names its own cause in the sync-failed event and
 // the status, whatever the way it fails: an image no registry has, a
 // constraint no node meets, a task the kernel kills for memory.
@@ -292,13 +282,8 @@ func TestEachFailedRolloutNamesItsOwnCause(t *testing.T) {
 			cause:  []string{"_web: killed for memory (OOM, exit code 137", "last log line: took "}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
 			e := newEnv(t)
-			e.repo.Commit(t, "main", map[string]string{"compose.yaml": webOnly(e.v1, "", "")})
-			ctrl := e.controller(t, appset.FileSource{Path: writeFile(t, t.TempDir(), "apps.yaml",
-				appSet(e.rollbackApp("wait: true", "timeout: 30s")))})
-			run(t, ctrl)
-			waitStatus(t, ctrl, "web", 2*time.Minute, func(s reconcile.AppStatus) bool { return s.Health == health.Healthy })
+			ctrl := e.runWebOnly(t, "30s")
 
 			bad := e.repo.Commit(t, "main", map[string]string{"compose.yaml": webOnly(tc.image, tc.extra, tc.deploy)})
 			refresh(t, ctrl)
@@ -323,11 +308,7 @@ func TestEachFailedRolloutNamesItsOwnCause(t *testing.T) {
 // failing sync ends naming its cause and that it was preempted.
 func TestAFixPreemptsAFailingRollout(t *testing.T) {
 	e := newEnv(t)
-	e.repo.Commit(t, "main", map[string]string{"compose.yaml": webOnly(e.v1, "", "")})
-	ctrl := e.controller(t, appset.FileSource{Path: writeFile(t, t.TempDir(), "apps.yaml",
-		appSet(e.rollbackApp("wait: true", "timeout: 10m")))})
-	run(t, ctrl)
-	waitStatus(t, ctrl, "web", 2*time.Minute, func(s reconcile.AppStatus) bool { return s.Health == health.Healthy })
+	ctrl := e.runWebOnly(t, "10m")
 
 	bad := e.repo.Commit(t, "main", map[string]string{"compose.yaml": webOnly(e.v2, "",
 		"      placement: {constraints: [node.labels.skep-test-nowhere == yes]}\n")})

@@ -1,7 +1,6 @@
 package syncpass
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -16,9 +15,9 @@ import (
 	"github.com/distribution/reference"
 	"github.com/docker/docker/api/types/container"
 	dswarm "github.com/docker/docker/api/types/swarm"
-	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/skep-cd/skep/artifact"
+	"github.com/skep-cd/skep/hook"
 	"github.com/skep-cd/skep/sops"
 	"github.com/skep-cd/skep/stack"
 	"github.com/skep-cd/skep/swarm"
@@ -330,17 +329,7 @@ func taskLogTail(ctx context.Context, reader CauseReader, task string) string {
 		return ""
 	}
 	defer rc.Close()
-	raw, _ := io.ReadAll(io.LimitReader(rc, 64<<10))
-	var out bytes.Buffer
-	if _, err := stdcopy.StdCopy(&out, &out, bytes.NewReader(raw)); err != nil {
-		out.Reset()
-		out.Write(raw) // a task with a TTY writes one plain stream
-	}
-	text := strings.TrimRight(strings.ToValidUTF8(out.String(), "?"), "\n")
-	if len(text) > causeLogBytes {
-		text = "…" + strings.ToValidUTF8(text[len(text)-causeLogBytes:], "")
-	}
-	return text
+	return hook.LogTail(rc, causeLogBytes)
 }
 
 // maskCause masks, in every text of c, the values decrypted from SOPS
