@@ -367,6 +367,20 @@ func TestParseRules(t *testing.T) {
 			want: app("web", "/r"),
 		},
 		{
+			name: "a release rollback and a failing rollout waited out are read",
+			apps: "  - {name: web, source: {repo: /r}, syncPolicy: {rollback: release, preemptFailingRollout: false}}\n",
+			want: func() Application {
+				a := app("web", "/r")
+				a.SyncPolicy.Rollback, a.SyncPolicy.WaitOutFailing = RollbackRelease, true
+				return a
+			}(),
+		},
+		{
+			name:     "a rollback policy is one of three",
+			apps:     "  - {name: web, source: {repo: /r}, syncPolicy: {rollback: everything}}\n",
+			problems: []string{`3:60 applications[0].syncPolicy.rollback: want none, service or release, got "everything"`},
+		},
+		{
 			name: "a variable's scalar value is kept as written",
 			apps: "  - {name: web, source: {repo: /r, variables: {N: 010, B: true, E: }}}\n",
 			want: func() Application {
