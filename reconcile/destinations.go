@@ -111,6 +111,15 @@ func (c *Controller) newDestination(name string, r Remote, opts Options) *destin
 				c.pruneRelease(ctx, owner, d, snap, why)
 			},
 			NotePreview: c.previews.note,
+			Newer: func(app string) <-chan struct{} {
+				c.mu.Lock()
+				w := c.workers[app]
+				c.mu.Unlock()
+				if w == nil {
+					return nil
+				}
+				return w.newerRequest()
+			},
 		},
 	}
 	return d
