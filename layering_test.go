@@ -49,6 +49,7 @@ var allowed = map[string][]string{
 	"hook":              {"stack"},
 	"artifact":          {"configfile"},
 	"preview":           {"stack"},
+	"canary":            {},
 	"ui":                {},
 	"notify":            {"configfile", "secret", "wire"},
 	"notify/notifytest": {"notify"},
