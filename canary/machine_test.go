@@ -91,7 +91,7 @@ func TestNext(t *testing.T) {
 			want: Decision{Action: Wait, State: step(1, t0), Due: at(30 * time.Second)}},
 		{name: "a pause that ran out begins the next step",
 			st: step(1, t0), o: Observation{Now: at(30 * time.Second)},
-			want: Decision{Action: Save, State: step(2, at(30 * time.Second)), Due: at(30 * time.Second), Stepped: true}},
+			want: Decision{Action: Save, State: step(2, at(30*time.Second)), Due: at(30 * time.Second), Stepped: true}},
 		{name: "a pause without a duration records that it waits for someone",
 			st: step(4, t0), o: Observation{Now: at(time.Second)},
 			want: Decision{Action: Save, State: step(4, t0, func(st *State) { st.Paused = "paused until promoted" })}},
@@ -114,14 +114,14 @@ func TestNext(t *testing.T) {
 			}), Why: "analysis failed: metric errors: 2 of 2 measurements failed (failureLimit 1) (last: 0.5)"}},
 		{name: "an inconclusive metric pauses the canary",
 			st: step(2, t0, func(st *State) { st.Runs = []Run{{Metric: "errors", Phase: PhaseInconclusive, Message: "m"}} }),
-			o: Observation{Now: at(time.Minute)},
+			o:  Observation{Now: at(time.Minute)},
 			want: Decision{Action: Save, State: step(2, t0, func(st *State) {
 				st.Runs = []Run{{Metric: "errors", Phase: PhaseInconclusive, Message: "m"}}
 				st.Paused = "analysis inconclusive: metric errors: m"
 			})}},
 		{name: "a successful analysis begins the next step",
-			st: step(2, t0, func(st *State) { st.Runs = []Run{{Metric: "errors", Phase: PhaseSuccessful}} }),
-			o: Observation{Now: at(time.Minute)},
+			st:   step(2, t0, func(st *State) { st.Runs = []Run{{Metric: "errors", Phase: PhaseSuccessful}} }),
+			o:    Observation{Now: at(time.Minute)},
 			want: Decision{Action: Save, State: step(3, at(time.Minute)), Due: at(time.Minute), Stepped: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
