@@ -27,7 +27,7 @@ func TestComposeReadsEachHookWithItsPhaseAndTimeout(t *testing.T) {
 		{
 			name:    "an unknown phase is refused at its line",
 			compose: "services:\n  migrate:\n    image: db\n    x-skep-hook: before\n",
-			wantErr: "compose.yaml:4: services.migrate.x-skep-hook: want pre-sync or post-sync, got before",
+			wantErr: "compose.yaml:4: services.migrate.x-skep-hook: want pre-sync, post-sync or analysis, got before",
 		},
 		{
 			name:    "a timeout that is no duration is refused at its line",

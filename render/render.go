@@ -47,6 +47,7 @@ import (
 	composetypes "github.com/docker/cli/cli/compose/types"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/skep-cd/skep/canary"
 	"github.com/skep-cd/skep/sops"
 )
 
@@ -123,6 +124,10 @@ type Document struct {
 	// Hooks holds the services (by compose name) marked with HookKey:
 	// jobs run before or after each sync, not services of the release.
 	Hooks map[string]Hook
+	// Canaries holds the canary strategy (canary.Key) of each service
+	// (by compose name) that has one; at most one service of a document
+	// has one.
+	Canaries map[string]canary.Strategy
 }
 
 // Hook is what the compose file says of one hook service.
@@ -134,13 +139,15 @@ type Hook struct {
 }
 
 // HookKey is the compose extension that makes a service a hook: a job run
-// once per sync, before the apply (HookPreSync) or after it (HookPostSync).
+// once per sync, before the apply (HookPreSync) or after it (HookPostSync),
+// or as a canary's analysis asks (HookAnalysis: a job metric's Swarm job).
 // HookTimeoutKey bounds one run, as a Go duration ("90s", "5m").
 const (
 	HookKey        = "x-skep-hook"
 	HookTimeoutKey = "x-skep-hook-timeout"
 	HookPreSync    = "pre-sync"
 	HookPostSync   = "post-sync"
+	HookAnalysis   = "analysis"
 )
 
 // WaveKey is the compose extension that puts a service in a wave: a whole
@@ -436,6 +443,7 @@ func (r *renderer) load(env map[string]string) (*Document, error) {
 	errs = append(errs, r.checkLabels(cfg)...)
 	doc.Waves, errs = r.waves(cfg, errs)
 	doc.Hooks, errs = r.hooks(cfg, errs)
+	doc.Canaries, errs = r.canaries(cfg, doc.Hooks, errs)
 	for _, name := range slices.Sorted(maps.Keys(cfg.Configs)) {
 		obj := composetypes.FileObjectConfig(cfg.Configs[name])
 		if err := r.readObject(doc, "configs", name, &obj); err != nil {
@@ -664,8 +672,8 @@ func (r *renderer) hooks(cfg *composetypes.Config, errs []error) (map[string]Hoo
 		var h Hook
 		if isHook {
 			p, _ := phase.(string)
-			if p = strings.TrimSpace(p); p != HookPreSync && p != HookPostSync {
-				fail(svc.Name, HookKey, fmt.Errorf("want %s or %s, got %v", HookPreSync, HookPostSync, phase))
+			if p = strings.TrimSpace(p); p != HookPreSync && p != HookPostSync && p != HookAnalysis {
+				fail(svc.Name, HookKey, fmt.Errorf("want %s, %s or %s, got %v", HookPreSync, HookPostSync, HookAnalysis, phase))
 				continue
 			}
 			h.Phase = p

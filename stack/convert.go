@@ -17,6 +17,8 @@ import (
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/swarm"
+
+	"github.com/skep-cd/skep/canary"
 )
 
 // Options shape Convert. The zero value converts nothing: Owner.Release is
@@ -39,6 +41,10 @@ type Options struct {
 	// like a service, made a one-completion job and put in Release.Hooks,
 	// not Release.Services.
 	Hooks map[string]Hook
+	// Canaries holds the canary strategy of services (by compose name)
+	// that have one (render.Document.Canaries); Release.Canaries keys
+	// them by the service's full name.
+	Canaries map[string]canary.Strategy
 	// Masked is the document with every value that came from an encrypted
 	// input as its mask (render.Document.Masked). Convert converts it too,
 	// and every string where the two releases differ is a field Masked()
@@ -153,6 +159,12 @@ func convertDocument(cfg *composetypes.Config, opts Options) (Release, error) {
 	}
 	if len(errs) > 0 {
 		return Release{}, errors.Join(errs...)
+	}
+	for svc, strategy := range opts.Canaries {
+		if c.release.Canaries == nil {
+			c.release.Canaries = map[string]canary.Strategy{}
+		}
+		c.release.Canaries[c.ns.Scope(svc)] = strategy
 	}
 	return c.release, nil
 }

@@ -16,6 +16,9 @@ const (
 	// PostSync hooks run after the apply (and the wait for health, when
 	// the policy waits); one that fails fails the sync.
 	PostSync HookPhase = "post-sync"
+	// Analysis hooks run only as a canary's job metric asks: each run is
+	// one measurement, its exit code the result.
+	Analysis HookPhase = "analysis"
 )
 
 // Hook is a service of the release that runs as a Swarm job at a phase of

@@ -32,6 +32,11 @@ const (
 	// (with LabelKind KindHook), so its finished jobs are found and kept
 	// or removed together.
 	LabelHook = "io.skep.hook"
+	// LabelCanaryOf names, on a canary service (KindCanary), the stable
+	// service it runs beside; LabelCanary holds its state
+	// (canary.State.Encode), what any controller carries on from.
+	LabelCanaryOf = "io.skep.canary-of"
+	LabelCanary   = "io.skep.canary"
 	// LabelPrefix starts every label Skep owns.
 	LabelPrefix = "io.skep."
 )
@@ -51,4 +56,8 @@ const (
 	// release that created it but not LabelNamespace, since it belongs to
 	// no release; other releases share it and nothing prunes it.
 	KindRequirement = "requirement"
+	// KindCanary marks the canary of a service: the new spec running
+	// beside the stable one while its steps pass. It is not a service of
+	// the release: drift and resource prune leave it to the canary.
+	KindCanary = "canary"
 )

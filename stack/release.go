@@ -20,6 +20,8 @@ import (
 
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/swarm"
+
+	"github.com/skep-cd/skep/canary"
 )
 
 // Owner identifies who owns an object: the controller id, the application
@@ -116,4 +118,8 @@ type Release struct {
 	// Hooks are the release's jobs, sorted by service name: not services
 	// of the release, so plan, drift and revisions leave them out.
 	Hooks []Hook `json:",omitempty"`
+	// Canaries are the canary strategies of services, by the service's
+	// full name: how a new spec of each rolls out (see package canary).
+	// Not stored in revisions; shared by copies, so nobody modifies it.
+	Canaries map[string]canary.Strategy `json:"-" yaml:"-"`
 }

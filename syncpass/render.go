@@ -61,6 +61,7 @@ func compose(ctx context.Context, env Env, app appset.Application, v view, root 
 		Files:        doc.Files,
 		Waves:        doc.Waves,
 		Hooks:        stackHooks(doc.Hooks),
+		Canaries:     doc.Canaries,
 		Masked:       doc.Masked,
 		CheckAddress: addressCheck(ctx, env),
 	})
