@@ -37,7 +37,7 @@ func (l *Log) Notify(ctx context.Context, e Event) {
 // Level is the log level an event of type t is written at.
 func Level(t EventType) slog.Level {
 	switch t {
-	case SyncFailed, SwarmUnreachable, ReleaseRolledBack, IncidentOpened:
+	case SyncFailed, SwarmUnreachable, ReleaseRolledBack, IncidentOpened, CanaryAborted:
 		return slog.LevelError
 	case PruneFailed, ResourcesPruned, LiveDriftDetected, DriftConverged, SelfUpdateIssued:
 		return slog.LevelWarn

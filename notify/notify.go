@@ -74,6 +74,17 @@ const (
 	IncidentOpened EventType = "incident-opened"
 	// IncidentResolved: every application of an incident recovered.
 	IncidentResolved EventType = "incident-resolved"
+	// CanaryStep: a canary started, or began one of its steps (a weight
+	// in place, a pause, an analysis). Message names the service, the
+	// step, the weight and the canary's and stable tasks.
+	CanaryStep EventType = "canary-step"
+	// CanaryPromoted: a canary passed its steps, or someone promoted it;
+	// the stable service runs its spec and the canary is gone.
+	CanaryPromoted EventType = "canary-promoted"
+	// CanaryAborted: a canary failed (an analysis, its tasks, its health
+	// check) or someone aborted it; it is gone, the stable service runs as
+	// before, and Revision, its commit, is held. Cause says why.
+	CanaryAborted EventType = "canary-aborted"
 )
 
 // Types lists every event type, in a stable order.
@@ -81,7 +92,7 @@ func Types() []EventType {
 	return []EventType{SyncStarted, SyncSucceeded, SyncFailed, DriftDetected,
 		LiveDriftDetected, DriftConverged, ResourcesPruned, PruneFailed,
 		SwarmUnreachable, SwarmReachable, SelfUpdateIssued, ReleaseRolledBack,
-		IncidentOpened, IncidentResolved}
+		IncidentOpened, IncidentResolved, CanaryStep, CanaryPromoted, CanaryAborted}
 }
 
 // Event is one thing that happened to one application. It is a value with

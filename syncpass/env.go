@@ -4,6 +4,7 @@ import (
 	"context"
 	"io/fs"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/skep-cd/skep/apply"
@@ -71,6 +72,9 @@ type Env struct {
 	// connect to; nil checks none.
 	CheckAddress func(ctx context.Context, host string) error
 	Notifier     *notify.Registry
+	// Analysis is the HTTP client a canary's analysis measures with
+	// (Prometheus and web metrics); nil means http.DefaultClient.
+	Analysis *http.Client
 	// Now is the calendar clock: event stamps and TTLs. Wall is the clock
 	// durations and write instants are read from (time.Now in production):
 	// the live snapshot's TakenAt is on it.
@@ -150,6 +154,9 @@ type Ask struct {
 	// rollback, a sync to a revision, a tick of an application held
 	// there): a failed rollout of it is never rolled back.
 	Rollback bool
+	// Canary asks a running canary to be promoted or aborted; "" asks
+	// nothing of it.
+	Canary CanaryAction
 }
 
 // Input is one pass's question and the world as it starts. Its slices are

@@ -42,6 +42,8 @@ type facts struct {
 	// failedRollout is the key of the last write whose rollout failed
 	// and was left as it was ("" for none).
 	failedRollout string
+	// canary is what the pass knows of the release's canary.
+	canary canaryFacts
 }
 
 // next is what a pass does once gate has judged.
@@ -51,6 +53,7 @@ const (
 	report next = iota // write nothing; the pass succeeded
 	hold               // write nothing; the pass returns verdict.err
 	write              // write the release
+	steer              // take the release's canary one step on (see Outcome.canary)
 )
 
 // verdict is what gate decided.
@@ -99,6 +102,9 @@ func gate(f facts) verdict {
 		return v
 	}
 	recovery(f, &v)
+	if f.canary.running || f.canary.unseen {
+		return judgeCanary(f, v)
+	}
 	v.healthy = f.seen.healthy && !f.plan.Changed()
 	if f.seen.has {
 		v.found.Findings = ptr(f.seen.findings)
@@ -206,6 +212,9 @@ func judgeWrite(f facts, v verdict) verdict {
 		return v
 	}
 	v.then = write
+	if f.canary.starts {
+		v.then = steer
+	}
 	return v
 }
 

@@ -42,6 +42,9 @@ type observed struct {
 	// read, for a refusal waiting for it to change; readable says it can.
 	namespace string
 	readable  bool
+	// canary is the release's canary service as the snapshot shows it;
+	// nil when none runs.
+	canary *dswarm.Service
 }
 
 // observe looks at v for the release d renders of app; changed says git
@@ -58,6 +61,7 @@ func observe(app appset.Application, v view, d desired, owner stack.Owner, chang
 	if o.readable {
 		o.namespace = NamespaceState(v.snap, app.Release)
 	}
+	o.canary = canaryIn(v.snap, owner)
 	if changed {
 		return o
 	}

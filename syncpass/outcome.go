@@ -97,7 +97,7 @@ func (out *Outcome) compared(env Env, in Input, d desired, p plan.Release, lates
 func (out *Outcome) facts(in Input, d desired, seen observed) facts {
 	return facts{app: in.App, ask: in.Ask, commit: d.commit, key: d.key(), plan: out.Result.Plan, moved: out.Result.Moved,
 		window: windowAt(in), seen: seen, notReady: in.NotReady, foreign: out.Memo.foreign, hookFailed: out.Memo.hookFailed, held: in.Held.Failed,
-		failedRollout: out.Memo.failedRollout}
+		failedRollout: out.Memo.failedRollout, canary: canaryFactsOf(in, d, seen, out.Result.Plan)}
 }
 
 // judged raises what gate found, once per key, and records its findings
@@ -204,7 +204,7 @@ func (out *Outcome) rememberQuiet(key string, d desired) {
 		return
 	}
 	q := withoutRecordedRelease(out.Result)
-	q.Synced = Sync{}
+	q.Synced, q.Requeue = Sync{}, 0
 	out.Memo.quiet = quietTick{key: key, out: q}
 }
 
@@ -244,5 +244,8 @@ func (f *Found) merge(o Found) {
 	}
 	if o.Held != nil {
 		f.Held = o.Held
+	}
+	if o.Canary != nil {
+		f.Canary = o.Canary
 	}
 }

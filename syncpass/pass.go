@@ -51,6 +51,8 @@ func Run(ctx context.Context, env Env, in Input) (out Outcome) {
 		return out.failed(v.err)
 	case write:
 		return out.write(ctx, env, in, d)
+	case steer:
+		return out.canary(ctx, env, in, d)
 	}
 	if v.settle {
 		out.Found.merge(settle(ctx, env, in, d))

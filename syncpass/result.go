@@ -30,6 +30,9 @@ type Result struct {
 	// Moved says, for a release being installed on a new destination,
 	// where it was before and what becomes of it there; "" otherwise.
 	Moved string
+	// Requeue is how soon the pass asks to run again (a canary's next
+	// step or measurement); 0 leaves it to the application's schedule.
+	Requeue time.Duration
 }
 
 // Sync is one sync that wrote a release: what, who asked and what started it.
@@ -97,6 +100,8 @@ type Found struct {
 	Cause *Cause
 	// Held is the hold the pass recorded or lifted (the zero Hold).
 	Held *apply.Hold
+	// Canary is the release's canary as the pass left it.
+	Canary *CanaryStatus
 }
 
 // Previews is what a pass found of an application's previews.

@@ -56,6 +56,7 @@ const tones = {
   'drift-detected': 'warn', 'live-drift-detected': 'warn', 'resources-pruned': 'info', queued: 'info',
   degraded: 'bad', missing: 'bad', failed: 'bad', 'sync-failed': 'bad', 'prune-failed': 'bad', interrupted: 'warn',
   'release-rolled-back': 'bad', 'incident-opened': 'bad', 'incident-resolved': 'ok',
+  'canary-step': 'info', 'canary-promoted': 'ok', 'canary-aborted': 'bad', promoted: 'ok', aborted: 'bad', paused: 'warn',
 };
 
 // badge shows a state as text with a colour; the text alone carries the

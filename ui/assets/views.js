@@ -436,7 +436,7 @@ function previewsSection(a) {
       h('ul', { class: 'problems' }, problems.map((s) => h('li', {}, s)))) : null);
 }
 
-export const eventTypes = ['sync-started', 'sync-succeeded', 'sync-failed', 'drift-detected', 'live-drift-detected', 'drift-converged', 'resources-pruned', 'prune-failed', 'swarm-unreachable', 'swarm-reachable', 'self-update-issued', 'release-rolled-back', 'incident-opened', 'incident-resolved'];
+export const eventTypes = ['sync-started', 'sync-succeeded', 'sync-failed', 'drift-detected', 'live-drift-detected', 'drift-converged', 'resources-pruned', 'prune-failed', 'swarm-unreachable', 'swarm-reachable', 'self-update-issued', 'release-rolled-back', 'incident-opened', 'incident-resolved', 'canary-step', 'canary-promoted', 'canary-aborted'];
 
 // Events: the newest kept events, then live ones as they arrive.
 export function eventsView(ctx, app) {
