@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -88,6 +89,10 @@ type Options struct {
 	// server), as the egress policy judges the hosts git names; a refusal
 	// stalls the commit. Nil checks none.
 	CheckAddress func(ctx context.Context, host string) error
+	// Analysis is the HTTP client canaries' analyses measure with
+	// (Prometheus and web metrics), under the egress policy; nil means
+	// http.DefaultClient.
+	Analysis *http.Client
 }
 
 // ChartSource fetches charts from chart repositories; *chartrepo.Repos

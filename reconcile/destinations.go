@@ -90,6 +90,7 @@ func (c *Controller) newDestination(name string, r Remote, opts Options) *destin
 		Swarm: name, Owner: d.owner, Engine: d.engine, Live: r.Live, Digests: apply.NewDigestCache(0, 0),
 		Git: c.git, Images: opts.Images, Charts: opts.Charts, Keys: opts.Keys, Self: opts.Self, OwnStack: opts.OwnStack,
 		AppSetRepo: appSetRepo, CheckAddress: opts.CheckAddress, Notifier: c.notifier, Now: c.now, Wall: c.wall, Log: c.log,
+		Analysis: opts.Analysis,
 		Fleet: syncpass.Fleet{
 			Applying:   func(app string) { c.status.Update(app, func(s *AppStatus) { s.Phase = PhaseApplying }) },
 			BeginWrite: func(app string) func() { return c.live.beginWrite(name, app, c.wall) },

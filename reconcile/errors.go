@@ -20,4 +20,7 @@ var (
 	// ErrSyncWindow: a sync window refuses the request now (manualSync:
 	// false); it may pass once the window closes.
 	ErrSyncWindow = errors.New("refused by a sync window")
+	// ErrNoCanary: a promotion or an abort names an application whose
+	// release runs no canary now.
+	ErrNoCanary = errors.New("no canary runs")
 )

@@ -13,6 +13,19 @@ type Result = syncpass.Result
 // Cause is the root cause of a failed rollout (see syncpass.Cause).
 type Cause = syncpass.Cause
 
+// Canary is a release's canary as the status shows it (see
+// syncpass.CanaryStatus); CanaryAction what someone asks of it.
+type (
+	Canary       = syncpass.CanaryStatus
+	CanaryAction = syncpass.CanaryAction
+)
+
+// What someone may ask of a running canary.
+const (
+	CanaryPromote = syncpass.CanaryPromote
+	CanaryAbort   = syncpass.CanaryAbort
+)
+
 // reconcile runs one sync pass of app's release (syncpass.Run) for req,
 // memo being what the release's last pass left (it is replaced by what
 // this one leaves) and gen the generation of the app set app was read

@@ -168,9 +168,13 @@ func (c *Controller) pruneRelease(ctx context.Context, owner stack.Owner, d *des
 	p := prune.Orphans(prune.Input{Owner: owner, Live: syncpass.LiveObjects(snap), Recorded: syncpass.Records(revs),
 		Applications: c.appNames(), OwnStack: c.ownStack, PruneVolumes: false})
 	c.status.Update(owner.Application, func(s *AppStatus) { c.setUnmanaged(s, owner.Release, syncpass.Unmanaged(p)) })
-	// Hook jobs are no part of the revisions, yet their tasks hold the
-	// release's networks: the finished ones go first, and the records that
-	// prove the release ours stay while one still runs.
+	// A canary and hook jobs are no part of the revisions, yet their tasks
+	// hold the release's networks: they go first (a hook job once it
+	// finished), and the records that prove the release ours stay while
+	// one still runs.
+	if _, err := apply.RemoveCanaries(ctx, engine, owner); err != nil {
+		c.log.Warn("canary of pruned release not removed", "app", owner.Application, "release", owner.Release, "err", err)
+	}
 	running, err := hook.RemoveFinished(ctx, engine, owner, c.log)
 	if err != nil || running > 0 {
 		c.log.Warn("hook jobs of pruned release still there", "app", owner.Application, "release", owner.Release, "running", running, "err", err)

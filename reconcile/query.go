@@ -221,6 +221,10 @@ type SyncOptions struct {
 	// Prune turns resource pruning on or off for this sync; nil keeps the
 	// policy.
 	Prune *bool
+	// Canary, when set, asks the release's running canary to be promoted
+	// or aborted instead: nothing else of the sync applies, and
+	// ErrNoCanary refuses it when none runs.
+	Canary CanaryAction
 }
 
 // Queued says what became of a requested sync.
@@ -241,6 +245,9 @@ func (c *Controller) Sync(ctx context.Context, name string, opts SyncOptions) (Q
 	}
 	if v := window.Evaluate(app.SyncWindows, app.Name, c.now()); v.ManualDenied {
 		return Queued{}, fmt.Errorf("%w: application %s is %s, which allows no manual sync", ErrSyncWindow, app.Name, v)
+	}
+	if opts.Canary != "" {
+		return askCanary(ctx, c, app.Name, opts.Canary)
 	}
 	// Deploy what git declares now: an ls-remote answer the cache still
 	// reuses may predate a push made just before the request (see
@@ -467,4 +474,26 @@ func (d *destination) services(ctx context.Context, app string) ([]dswarm.Servic
 // app is not "", belongs to app.
 func ownedBy(s dswarm.Service, owner, app string) bool {
 	return s.Spec.Labels[stack.LabelController] == owner && (app == "" || s.Spec.Labels[stack.LabelApplication] == app)
+}
+
+// askCanary queues a request for name's running canary (see
+// SyncOptions.Canary) by the actor ctx carries; ErrNoCanary when its
+// status shows none progressing or paused.
+func askCanary(ctx context.Context, c *Controller, name string, action CanaryAction) (Queued, error) {
+	switch action {
+	case CanaryPromote, CanaryAbort:
+	default:
+		return Queued{}, fmt.Errorf("%w: canary action %q; want promote or abort", ErrInvalidRequest, action)
+	}
+	st, _ := c.status.Get(name)
+	if st.Canary.Phase != syncpass.CanaryProgressing && st.Canary.Phase != syncpass.CanaryPaused {
+		return Queued{}, fmt.Errorf("%w: application %s", ErrNoCanary, name)
+	}
+	actor := notify.ActorFrom(ctx)
+	queued, _, err := c.enqueue(name, Request{Canary: action, Actor: actor})
+	if err != nil {
+		return Queued{}, err
+	}
+	c.log.InfoContext(ctx, "canary request queued", "app", name, "action", string(action), "actor", actor)
+	return Queued{ID: queued.ID, Revision: st.Canary.Commit}, nil
 }

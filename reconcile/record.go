@@ -127,6 +127,9 @@ func (c *Controller) recordFound(s *AppStatus, release string, f syncpass.Found)
 	if f.Held != nil {
 		s.Held = *f.Held
 	}
+	if f.Canary != nil {
+		s.Canary = *f.Canary
+	}
 }
 
 // setUnmanaged records what sits in an application's release namespace

@@ -96,7 +96,7 @@ func (c *Controller) reconcileReleases(ctx context.Context, app appset.Applicati
 				st.sub[sub.Release] = memo
 			}
 			out, err := c.reconcile(ctx, sub, Request{Sync: req.Sync, Actor: req.Actor, ID: req.ID, Revision: commit,
-				Prune: req.Prune, Force: req.Force, release: true, webhook: req.webhook, rollback: req.Revision != ""}, memo, 0)
+				Prune: req.Prune, Force: req.Force, release: true, webhook: req.webhook, rollback: req.Revision != "", Canary: req.Canary}, memo, 0)
 			results = append(results, out)
 			if s, ok := c.status.Get(app.Name); ok {
 				statuses = append(statuses, s)
@@ -121,6 +121,9 @@ func fold(commit string, results []Result) Result {
 		out.Artifacts = r.Artifacts
 		if r.Plan.Changed() || !out.Plan.Action.Valid() {
 			out.Plan = r.Plan
+		}
+		if r.Requeue > 0 && (out.Requeue == 0 || r.Requeue < out.Requeue) {
+			out.Requeue = r.Requeue
 		}
 	}
 	return out

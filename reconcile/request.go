@@ -56,6 +56,7 @@ func (c *Controller) runRequest(ctx context.Context, app appset.Application, gen
 	} else {
 		out, err = c.reconcile(ctx, app, req, &st.memo, gen)
 	}
+	st.requeue = out.Requeue
 	if req.Sync {
 		c.finishSync(app.Name, req, out, err)
 	}

@@ -180,13 +180,17 @@ func (c *Controller) nextTick(app appset.Application, req Request, err error, st
 		if retry := outcome.RetryAfter(err); retry > 0 {
 			next = retry
 		}
-		if req.Sync {
-			st.pending = &req // a requested sync waits its turn, it does not fail
+		if req.Sync || req.Canary != "" {
+			st.pending = &req // a request waits its turn, it does not fail
 		}
 	case outcome.Transient:
 		st.failures++
 		next = backoff(st.failures, app.SyncPolicy.Interval)
 		c.log.Error("reconcile failed", "app", app.Name, "err", err, "retry", next)
+	}
+	// A canary's next step or measurement comes sooner than the interval.
+	if st.requeue > 0 && outcome.Of(err) != outcome.Transient {
+		next = min(next, st.requeue)
 	}
 	// A window holding the application is looked at again as it
 	// closes, not up to an interval later.

@@ -173,6 +173,10 @@ type AppStatus struct {
 	// and healthy at their current revision yet, while a sync of this one
 	// waits for them; nil when none does.
 	WaitingFor []string
+	// Canary is the release's canary as the last pass that looked at it
+	// left it, the last one promoted or aborted included; the zero value
+	// (no Phase) when none ran since the controller started.
+	Canary Canary
 }
 
 // clone returns st with its own copies of every slice, so that a reader
@@ -186,6 +190,10 @@ func (st AppStatus) clone() AppStatus {
 	st.Previews = slices.Clone(st.Previews)
 	st.PreviewProblems = slices.Clone(st.PreviewProblems)
 	st.WaitingFor = slices.Clone(st.WaitingFor)
+	st.Canary.Analysis = slices.Clone(st.Canary.Analysis)
+	for i, r := range st.Canary.Analysis {
+		st.Canary.Analysis[i].Measurements = slices.Clone(r.Measurements)
+	}
 	if f := st.Held.Failed; f != nil {
 		copied := *f
 		st.Held.Failed = &copied

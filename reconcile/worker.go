@@ -28,6 +28,9 @@ type Request struct {
 	// its tasks. Only a one-shot `skep deploy --force` sets it: the
 	// controller's loop and the API never do.
 	Force bool
+	// Canary asks the release's running canary to be promoted or
+	// aborted; "" asks nothing of it.
+	Canary CanaryAction
 
 	// release marks the sync of one release of a release file: previews,
 	// which belong to a whole application, are left out.
@@ -91,12 +94,16 @@ type workerState struct {
 	phase float64
 	// sub holds the memo of each release of a release file, by release.
 	sub map[string]*syncpass.Memo
+	// requeue is how soon the last pass asked to run again (a canary's
+	// next step); 0 leaves it to the schedule.
+	requeue time.Duration
 }
 
 // ask is what req asks of a sync pass.
 func (req Request) ask() syncpass.Ask {
 	return syncpass.Ask{Sync: req.Sync, Actor: req.Actor, Revision: req.Revision, Prune: req.Prune, Force: req.Force,
-		Release: req.release, Live: req.live, Webhook: req.webhook, Rollback: req.rollback || req.Revision != "" && !req.release}
+		Release: req.release, Live: req.live, Webhook: req.webhook, Rollback: req.rollback || req.Revision != "" && !req.release,
+		Canary: req.Canary}
 }
 
 // enqueue queues req for the worker, merging it into a queued request when
@@ -156,6 +163,12 @@ func (w *worker) stop() {
 // revision or a prune setting brings those along with its own actor, since
 // the latest explicit intent is what runs.
 func merge(a, b Request) Request {
+	// The latest word on a canary is what runs, with whoever said it,
+	// whatever the rest of the merge keeps.
+	canary, canaryActor := a.Canary, a.Actor
+	if b.Canary != "" {
+		canary, canaryActor = b.Canary, b.Actor
+	}
 	out := a
 	switch {
 	case b.Sync && !a.Sync:
@@ -165,6 +178,9 @@ func merge(a, b Request) Request {
 	}
 	if out.Actor == "" {
 		out.Actor = b.Actor
+	}
+	if canary != "" {
+		out.Canary, out.Actor = canary, canaryActor
 	}
 	out.live = a.live && b.live // anything else asks git
 	out.webhook = a.webhook || b.webhook

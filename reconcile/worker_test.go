@@ -160,6 +160,12 @@ func TestMergeKeepsWhatStartedTheSync(t *testing.T) {
 		{"a tick merged into a webhook's refresh is the webhook", merge(Request{}, hook), syncpass.Ask{Webhook: true}},
 		{"a webhook's refresh merged into a tick is the webhook", merge(hook, Request{}), syncpass.Ask{Webhook: true}},
 		{"two ticks are a tick", merge(Request{}, Request{}), syncpass.Ask{}},
+		{"a tick merged into a promotion keeps it and who asked", merge(Request{Canary: CanaryPromote, Actor: "bob"}, Request{}),
+			syncpass.Ask{Canary: CanaryPromote, Actor: "bob"}},
+		{"a sync merged into an abort keeps the abort and who asked for it", merge(Request{Canary: CanaryAbort, Actor: "bob"}, Request{Sync: true, Actor: "alice"}),
+			syncpass.Ask{Sync: true, Canary: CanaryAbort, Actor: "bob"}},
+		{"the latest word on a canary wins", merge(Request{Canary: CanaryPromote, Actor: "bob"}, Request{Canary: CanaryAbort, Actor: "carol"}),
+			syncpass.Ask{Canary: CanaryAbort, Actor: "carol"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := tc.got.ask(); !reflect.DeepEqual(got, tc.want) {
