@@ -113,7 +113,8 @@ func (out *Outcome) steer(ctx context.Context, env Env, in Input, d desired, c c
 		end()
 	}
 	out.Found.Canary = c.status(d, dec, o)
-	if err == nil && dec.Stepped {
+	// Past the last step the promotion follows, with its own event.
+	if err == nil && dec.Stepped && dec.State.Step < len(c.strategy.Steps) {
 		emit(ctx, env, in.App, notify.CanaryStep, d.commit, stepMessage(in.App.Release, *out.Found.Canary, "began"))
 	}
 	out.Result.Requeue = requeue(in.Now, dec.Due)

@@ -8,13 +8,18 @@
 //	testapp health    exit 0 when the local server reports healthy
 //	testapp exit CODE [LINE...]  print each LINE and exit with CODE (a job)
 //	testapp eat MIB   take MIB mebibytes of memory and hold them (an OOM kill)
+//	testapp load      send GET / to $TESTAPP_TARGET, resolved anew for each
+//	                  request, and count the answers (see load.go)
 //
 // Environment: TESTAPP_VERSION (what GET / reports), TESTAPP_UNHEALTHY=1
 // (/healthz answers 503, so `health` fails), TESTAPP_HEALTHY_AFTER (a Go
 // duration: /healthz answers 503 until the server has run that long, a
-// service that takes a while to get ready). GET /secrets/NAME answers the
-// content of the Docker secret mounted at /run/secrets/NAME, so a test can
-// see what the task sees.
+// service that takes a while to get ready), TESTAPP_ERROR_RATE (a share
+// from 0 to 1 of GET / answered 500) and TESTAPP_LATENCY (a Go duration
+// each GET / takes at least). GET /metrics counts the answers of GET / by
+// version and code, and their durations, in Prometheus's text format.
+// GET /secrets/NAME answers the content of the Docker secret mounted at
+// /run/secrets/NAME, so a test can see what the task sees.
 package main
 
 import (
@@ -49,8 +54,10 @@ func main() {
 		os.Exit(exit(os.Args[2:]))
 	case "eat":
 		os.Exit(eat(os.Args[2:]))
+	case "load":
+		os.Exit(load(addr))
 	default:
-		fmt.Fprintf(os.Stderr, "testapp: unknown command %q (want serve, health, exit or eat)\n", cmd)
+		fmt.Fprintf(os.Stderr, "testapp: unknown command %q (want serve, health, exit, eat or load)\n", cmd)
 		// 2 is a usage error, as for skep itself.
 		os.Exit(2)
 	}
@@ -78,12 +85,27 @@ func serve(addr string) int {
 		}
 		ready = ready.Add(d)
 	}
+	faults, err := faultsFromEnv()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testapp:", err)
+		return 2
+	}
+	counts := newCounter(r.Version)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+		start := time.Now()
+		time.Sleep(faults.latency)
+		code := http.StatusOK
+		if faults.fail() {
+			code = http.StatusInternalServerError
+		}
 		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
 		// A failed write is a client that went away; there is no one to tell.
 		_ = json.NewEncoder(w).Encode(r)
+		counts.add(code, time.Since(start))
 	})
+	mux.HandleFunc("/metrics", counts.serve)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if unhealthy {
 			http.Error(w, "unhealthy by request", http.StatusServiceUnavailable)
