@@ -124,6 +124,12 @@ func TestResponsesMatchTheOpenAPIContract(t *testing.T) {
 		{"POST", "/api/v1/applications/web/rollback", deployerToken, wire.RollbackOptions{Revision: 1}, nil, 202},
 		{"POST", "/api/v1/applications/web/refresh", deployerToken, nil, nil, 202},
 		{"POST", "/api/v1/applications/web/unhold", deployerToken, nil, nil, 202},
+		{"POST", "/api/v1/applications/web/promote", deployerToken, nil, nil, 202},
+		{"POST", "/api/v1/applications/web/abort", deployerToken, nil, nil, 202},
+		{"POST", "/api/v1/applications/web/abort", viewerToken, nil, nil, 403},
+		// db runs no canary.
+		{"POST", "/api/v1/applications/db/promote", deployerToken, nil, nil, 409},
+		{"POST", "/api/v1/applications/nope/abort", deployerToken, nil, nil, 404},
 		{"GET", "/api/v1/events", viewerToken, nil, nil, 200},
 		{"POST", "/api/v1/webhooks/generic", "", generic, map[string]string{"X-Skep-Signature": "sha256=" + hexSign(generic, "k")}, 202},
 		{"POST", "/api/v1/webhooks/generic", "", generic, map[string]string{"X-Skep-Signature": "sha256=00"}, 401},
@@ -320,6 +326,8 @@ func everyGuardedRoute() []routeRequest {
 		{"POST", "/api/v1/applications/web/rollback", wire.RollbackOptions{Revision: 1}},
 		{"POST", "/api/v1/applications/web/refresh", nil},
 		{"POST", "/api/v1/applications/web/unhold", nil},
+		{"POST", "/api/v1/applications/web/promote", nil},
+		{"POST", "/api/v1/applications/web/abort", nil},
 		{"GET", "/api/v1/events", nil},
 	}
 }

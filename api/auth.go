@@ -37,7 +37,7 @@ type Role string
 // The roles, each including the one before.
 const (
 	RoleViewer   Role = "viewer"   // read everything in scope
-	RoleDeployer Role = "deployer" // viewer + sync, refresh, rollback, unhold
+	RoleDeployer Role = "deployer" // viewer + sync, refresh, rollback, unhold, promote, abort
 	RoleAdmin    Role = "admin"    // everything, controller details and metrics
 )
 

@@ -41,7 +41,7 @@ func apiError(err error) error {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	case errors.Is(err, reconcile.ErrUnavailable):
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
-	case errors.Is(err, reconcile.ErrSyncWindow):
+	case errors.Is(err, reconcile.ErrSyncWindow), errors.Is(err, reconcile.ErrNoCanary):
 		return fmt.Errorf("%w: %w", ErrConflict, err)
 	}
 	return err
@@ -138,6 +138,9 @@ func (a *Controller) summary(app appset.Application) wire.Application {
 	}
 	if f := st.Held.Failed; f != nil {
 		v.RolledBack = &wire.RolledBack{Revision: f.Commit, Restored: f.Restored, RestoredRevision: f.Revision, Cause: f.Cause, Since: f.Since.UTC()}
+	}
+	if c := st.Canary; c.Phase != "" {
+		v.Canary = canaryView(c)
 	}
 	if c := st.Cause; c.Known() {
 		v.Cause = &wire.Cause{Line: c.String(), Service: c.Service, Kind: string(c.Kind), Task: c.Task, State: c.State,
@@ -393,6 +396,12 @@ func queued(name string, q reconcile.Queued, err error) (wire.SyncResponse, erro
 	return resp, nil
 }
 
+// Canary implements Reconciler.
+func (a *Controller) Canary(ctx context.Context, name, action string) (wire.SyncResponse, error) {
+	q, err := a.ctrl.Sync(ctx, name, reconcile.SyncOptions{Canary: reconcile.CanaryAction(action)})
+	return queued(name, q, err)
+}
+
 // Unhold implements Reconciler; unholding an application that is not held
 // still queues a tick.
 func (a *Controller) Unhold(ctx context.Context, name string) error {
@@ -481,4 +490,28 @@ func ArtifactView(o artifact.Object) wire.Artifact {
 		Desired: o.Desired, Current: o.Current, Version: o.Version(), Condition: string(o.Condition),
 		Reason: o.Reason, Digest: o.Digest, Drift: drift,
 	}
+}
+
+// canaryView is a release's canary in the wire shape.
+func canaryView(c reconcile.Canary) *wire.Canary {
+	v := &wire.Canary{Service: c.Service, CanaryService: c.Canary, Revision: c.Commit, Phase: string(c.Phase), Step: c.Step,
+		Steps: c.Steps, StepName: c.StepName, Weight: c.Weight, Replicas: c.Replicas, StableReplicas: c.Stable,
+		TotalReplicas: c.Total, Started: c.Started.UTC(), Since: c.Since.UTC(), Message: c.Message}
+	if !c.Next.IsZero() {
+		t := c.Next.UTC()
+		v.Next = &t
+	}
+	for _, r := range c.Analysis {
+		m := wire.CanaryMetric{Metric: r.Metric, Phase: string(r.Phase), Count: r.Count, Successful: r.Successful, Failed: r.Failed,
+			Inconclusive: r.Inconclusive, Errors: r.Errors, Message: r.Message, Measurements: []wire.CanaryMeasurement{}}
+		if !r.Next.IsZero() {
+			t := r.Next.UTC()
+			m.Next = &t
+		}
+		for _, x := range r.Measurements {
+			m.Measurements = append(m.Measurements, wire.CanaryMeasurement{At: x.At.UTC(), Phase: string(x.Phase), Value: x.Value, Error: x.Error})
+		}
+		v.Analysis = append(v.Analysis, m)
+	}
+	return v
 }

@@ -30,6 +30,8 @@ func (s *Server) table() []route {
 		{method: "POST", pattern: "/api/v1/applications/{name}/rollback", need: RoleDeployer, app: true, handle: s.rollback},
 		{method: "POST", pattern: "/api/v1/applications/{name}/refresh", need: RoleDeployer, app: true, handle: s.refresh},
 		{method: "POST", pattern: "/api/v1/applications/{name}/unhold", need: RoleDeployer, app: true, handle: s.unhold},
+		{method: "POST", pattern: "/api/v1/applications/{name}/promote", need: RoleDeployer, app: true, handle: s.canary("promote")},
+		{method: "POST", pattern: "/api/v1/applications/{name}/abort", need: RoleDeployer, app: true, handle: s.canary("abort")},
 		{method: "GET", pattern: "/api/v1/events", need: RoleViewer, handle: s.eventsRoute},
 		{method: "POST", pattern: "/api/v1/webhooks/{provider}", handle: s.webhook},
 		{method: "GET", pattern: "/api/v1/auth", handle: s.authMethods},
@@ -264,6 +266,19 @@ func (s *Server) refresh(w http.ResponseWriter, r *http.Request, subj Subject) {
 		return
 	}
 	writeJSON(w, http.StatusAccepted, wire.RefreshResponse{Application: name, Status: wire.SyncQueued})
+}
+
+// canary asks the application's running canary to be promoted or aborted
+// (action), by the subject: 409 when none runs.
+func (s *Server) canary(action string) func(http.ResponseWriter, *http.Request, Subject) {
+	return func(w http.ResponseWriter, r *http.Request, subj Subject) {
+		resp, err := s.rec.Canary(notify.WithActor(r.Context(), subj.Name), r.PathValue("name"), action)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusAccepted, resp)
+	}
 }
 
 // unhold releases a rollback's hold, so the application follows git again.

@@ -161,6 +161,18 @@ func (f *fake) Unhold(ctx context.Context, name string) error {
 	return f.known(name)
 }
 
+// Canary queues web's canary request; db runs no canary (409).
+func (f *fake) Canary(ctx context.Context, name, action string) (wire.SyncResponse, error) {
+	f.record(ctx, action, name)
+	if err := f.known(name); err != nil {
+		return wire.SyncResponse{}, err
+	}
+	if name == "db" {
+		return wire.SyncResponse{}, fmt.Errorf("%w: no canary runs: application db", api.ErrConflict)
+	}
+	return wire.SyncResponse{Application: name, Status: wire.SyncQueued, Revision: strings.Repeat("b", 40)}, nil
+}
+
 func (f *fake) Refresh(ctx context.Context, name string) error {
 	f.record(ctx, "refresh", name)
 	return f.known(name)

@@ -38,6 +38,9 @@ type Reconciler interface {
 	Rollback(ctx context.Context, name string, opts wire.RollbackOptions) (wire.SyncResponse, error)
 	// Unhold releases a hold and queues a tick.
 	Unhold(ctx context.Context, name string) error
+	// Canary asks the application's running canary to be promoted or
+	// aborted ("promote", "abort"); ErrConflict when none runs.
+	Canary(ctx context.Context, name, action string) (wire.SyncResponse, error)
 	// Refresh forgets what is known of the application's repository and
 	// queues a tick: git is re-read; nothing is applied unless automated.
 	Refresh(ctx context.Context, name string) error

@@ -442,7 +442,7 @@ func (s *Server) failBody(w http.ResponseWriter, r *http.Request, err error) {
 // client newer than the controller can check for a capability before
 // using it, instead of comparing version numbers.
 func (s *Server) capabilities() []string {
-	out := []string{"applications", "sync", "sync.dry-run", "sync.revision", "sync.prune", "rollback", "refresh", "unhold", "events", "metrics"}
+	out := []string{"applications", "sync", "sync.dry-run", "sync.revision", "sync.prune", "rollback", "refresh", "unhold", "canary", "events", "metrics"}
 	if s.events != nil {
 		out = append(out, "events.replay")
 	}

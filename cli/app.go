@@ -30,7 +30,8 @@ func newAppCommand() *cobra.Command {
 			"~/.config/skep/config.yaml, the token from SKEP_TOKEN_FILE or SKEP_TOKEN.",
 	}
 	cmd.AddCommand(newAppListCommand(), newAppGetCommand(), newAppDiffCommand(), newAppHistoryCommand(),
-		newAppSyncCommand(), newAppRollbackCommand(), newAppRefreshCommand(), newAppUnholdCommand())
+		newAppSyncCommand(), newAppRollbackCommand(), newAppRefreshCommand(), newAppUnholdCommand(),
+		newAppCanaryCommand("promote"), newAppCanaryCommand("abort"))
 	return cmd
 }
 
@@ -263,6 +264,9 @@ func printAppDetail(w io.Writer, d wire.ApplicationDetail) error {
 	}
 	if c := a.Cause; c != nil && strings.TrimSpace(c.Logs) != "" {
 		fmt.Fprintf(w, "\nLog tail of %s (task %s):\n%s\n", c.Service, c.Task, c.Logs)
+	}
+	if err := printCanary(w, a.Canary); err != nil {
+		return err
 	}
 	if err := printArtifacts(w, a.Artifacts); err != nil {
 		return err

@@ -188,3 +188,31 @@ func TestAppListAndGetSayARolloutFailedWhyAndWhatItsHoldIs(t *testing.T) {
 		}
 	}
 }
+
+func TestAppGetShowsTheCanaryItsStepWeightAndEachMetricsValues(t *testing.T) {
+	since := time.Date(2026, 12, 4, 18, 30, 0, 0, time.UTC)
+	next := since.Add(2 * time.Second)
+	a := wire.Application{Name: "shop", Sync: "out-of-sync", Health: "healthy", Phase: "idle", Automated: true,
+		Canary: &wire.Canary{Service: "shop_web", CanaryService: "shop_web-canary", Revision: "0123456789abcdef0123456789abcdef01234567",
+			Phase: "progressing", Step: 2, Steps: 4, StepName: "analysis errors", Weight: 20, Replicas: 1, StableReplicas: 4, TotalReplicas: 5,
+			Started: since, Since: since, Next: &next, Analysis: []wire.CanaryMetric{{Metric: "errors", Phase: "running", Count: 2, Successful: 2,
+				Measurements: []wire.CanaryMeasurement{{At: since, Phase: "successful", Value: "[0.01]"}, {At: next, Phase: "error", Error: "no data"}}}}}}
+	var get bytes.Buffer
+	if err := printAppDetail(&get, wire.ApplicationDetail{Application: a}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"Canary:",
+		"Service: shop_web, canary shop_web-canary at 0123456789ab",
+		"Phase: progressing",
+		"Step: 2 of 4 (analysis errors) since 2026-12-04T18:30:00Z",
+		"Weight: 20%: 1 canary and 4 stable tasks of 5",
+		"Next look: 2026-12-04T18:30:02Z",
+		"METRIC PHASE MEASURED OK/FAILED/INCONCLUSIVE/ERRORS VALUES",
+		"errors running 2 2/0/0/0 [0.01] error",
+	} {
+		if !containsFields(get.String(), want) {
+			t.Errorf("app get lacks %q:\n%s", want, get.String())
+		}
+	}
+}

@@ -491,6 +491,20 @@ func (c *Client) Unhold(ctx context.Context, name string) error {
 	return c.post(ctx, AppPath(name, "/unhold"), nil, &out)
 }
 
+// Promote asks the application's running canary to be promoted now: the
+// stable service takes its spec. A *StatusError with 409 means none runs.
+func (c *Client) Promote(ctx context.Context, name string) (wire.SyncResponse, error) {
+	var out wire.SyncResponse
+	return out, c.post(ctx, AppPath(name, "/promote"), nil, &out)
+}
+
+// Abort asks the application's running canary to be aborted: it goes, and
+// its commit is held. A *StatusError with 409 means none runs.
+func (c *Client) Abort(ctx context.Context, name string) (wire.SyncResponse, error) {
+	var out wire.SyncResponse
+	return out, c.post(ctx, AppPath(name, "/abort"), nil, &out)
+}
+
 // Whoami returns who the controller takes the caller for.
 func (c *Client) Whoami(ctx context.Context) (wire.Whoami, error) {
 	var out wire.Whoami

@@ -57,6 +57,10 @@ type Application struct {
 	// Cause is the root cause of the last rollout that failed; absent
 	// when none did, or a sync succeeded since.
 	Cause *Cause `json:"cause,omitempty"`
+	// Canary is the release's canary: running, paused, or the last one
+	// promoted or aborted; absent when none ran since the controller
+	// started.
+	Canary *Canary `json:"canary,omitempty"`
 	// Phase is what the application's worker does now (PhaseIdle, ...).
 	Phase string `json:"phase"`
 	// PendingSync is the id of a sync queued and not started yet, or 0.
@@ -215,6 +219,71 @@ type Cause struct {
 	// Shared names what other applications depend on whose failure this
 	// is (a registry).
 	Shared string `json:"shared,omitempty"`
+}
+
+// Canary phases.
+const (
+	CanaryProgressing = "progressing"
+	CanaryPaused      = "paused"
+	CanaryPromoted    = "promoted"
+	CanaryAborted     = "aborted"
+)
+
+// Canary is a release's canary: the new spec of one service running as a
+// second service beside the stable one while its steps pass.
+type Canary struct {
+	// Service is the stable service; CanaryService the canary's.
+	Service       string `json:"service"`
+	CanaryService string `json:"canaryService"`
+	Revision      string `json:"revision"`
+	// Phase is progressing, paused (waiting for someone to promote or
+	// abort it), promoted or aborted.
+	Phase string `json:"phase"`
+	// Step is the current step, from 1 (steps + 1 once every step
+	// passed); StepName what it does ("setWeight 20", "pause 30s").
+	Step     int    `json:"step"`
+	Steps    int    `json:"steps"`
+	StepName string `json:"stepName,omitempty"`
+	// Weight is the weight in place, in percent; Replicas and
+	// StableReplicas the two services' replicas, of TotalReplicas.
+	Weight         int       `json:"weight"`
+	Replicas       int       `json:"replicas"`
+	StableReplicas int       `json:"stableReplicas"`
+	TotalReplicas  int       `json:"totalReplicas"`
+	Started        time.Time `json:"started"`
+	Since          time.Time `json:"since"`
+	// Next is when the controller looks at it again; absent while it
+	// waits for someone.
+	Next *time.Time `json:"next,omitempty"`
+	// Message says why it is paused, promoted or aborted.
+	Message string `json:"message,omitempty"`
+	// Analysis is the current analysis step's metrics.
+	Analysis []CanaryMetric `json:"analysis,omitempty"`
+}
+
+// CanaryMetric is one metric of a canary's analysis step: its counts, its
+// phase (running, successful, failed, inconclusive, error) and its newest
+// measurements.
+type CanaryMetric struct {
+	Metric       string              `json:"metric"`
+	Phase        string              `json:"phase"`
+	Count        int                 `json:"count"`
+	Successful   int                 `json:"successful"`
+	Failed       int                 `json:"failed"`
+	Inconclusive int                 `json:"inconclusive"`
+	Errors       int                 `json:"errors"`
+	Next         *time.Time          `json:"next,omitempty"`
+	Message      string              `json:"message,omitempty"`
+	Measurements []CanaryMeasurement `json:"measurements"`
+}
+
+// CanaryMeasurement is one measurement: its value (as JSON, shortened),
+// or the error that stood for one, and its verdict.
+type CanaryMeasurement struct {
+	At    time.Time `json:"at"`
+	Phase string    `json:"phase"`
+	Value string    `json:"value,omitempty"`
+	Error string    `json:"error,omitempty"`
 }
 
 // ServiceCounts sums the live state of an application's services. Running

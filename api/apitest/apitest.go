@@ -108,6 +108,17 @@ func (f *Reconciler) Unhold(ctx context.Context, name string) error {
 	return f.record(ctx, "unhold", name)
 }
 
+// Canary queues web's canary request; db runs no canary.
+func (f *Reconciler) Canary(ctx context.Context, name, action string) (wire.SyncResponse, error) {
+	if err := f.record(ctx, action, name); err != nil {
+		return wire.SyncResponse{}, err
+	}
+	if name == "db" {
+		return wire.SyncResponse{}, fmt.Errorf("%w: no canary runs: application db", api.ErrConflict)
+	}
+	return wire.SyncResponse{Application: name, Status: wire.SyncQueued, Revision: strings.Repeat("b", 40)}, nil
+}
+
 func (f *Reconciler) Refresh(ctx context.Context, name string) error {
 	return f.record(ctx, "refresh", name)
 }
