@@ -298,6 +298,8 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 		// The Engine connects where a log driver or a network volume
 		// says: those hosts come from git too.
 		CheckAddress: policy.CheckHost,
+		// So do the Prometheus and web addresses of canaries' analyses.
+		Analysis: &http.Client{Transport: policy.Transport()},
 	})
 	if err != nil {
 		// The construction error is the one to report; a failure to close
