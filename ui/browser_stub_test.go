@@ -26,6 +26,15 @@ type stubAPI struct {
 
 	mu         sync.Mutex
 	unexpected []string
+	// posted are the promotions and aborts the page asked for.
+	posted []string
+}
+
+// postedCalls returns what the page POSTed to the canary routes.
+func (s *stubAPI) postedCalls() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.posted...)
 }
 
 func startStubAPI(t testing.TB, apps map[string]wire.ApplicationDetail) *stubAPI {
@@ -94,6 +103,15 @@ func startStubAPI(t testing.TB, apps map[string]wire.ApplicationDetail) *stubAPI
 		w.(http.Flusher).Flush()
 		<-r.Context().Done()
 	})
+	canary := func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.posted = append(s.posted, r.Method+" "+r.URL.Path)
+		s.mu.Unlock()
+		w.WriteHeader(http.StatusAccepted)
+		answer(w, wire.SyncResponse{Application: r.PathValue("name"), Status: wire.SyncQueued, Revision: "fedcba9876543210fedcba9876543210fedcba98"})
+	}
+	mux.HandleFunc("POST /api/v1/applications/{name}/promote", canary)
+	mux.HandleFunc("POST /api/v1/applications/{name}/abort", canary)
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.unexpected = append(s.unexpected, r.Method+" "+r.URL.Path)
@@ -339,5 +357,41 @@ func TestBrowserShowsWhyARolloutFailedAndTheCommitHeldOff(t *testing.T) {
 	p.waitFor(t, "the plain application", has(`h1`, "plain"), 20*time.Second)
 	if p.eval(t, `document.querySelector('section[aria-labelledby="h-cause"]') !== null`) {
 		t.Error("an application whose rollouts did not fail shows a cause")
+	}
+}
+
+// The application page shows a running canary (its step, weight, tasks
+// and each metric's values) and lets a deployer promote it.
+func TestBrowserShowsACanaryAndPromotesIt(t *testing.T) {
+	chromium := requireChromium(t)
+	apps := artifactApps()
+	shop := apps["shop"]
+	since := time.Now().Add(-20 * time.Second).UTC()
+	next := since.Add(25 * time.Second)
+	shop.Application.Canary = &wire.Canary{Service: "shop_web", CanaryService: "shop_web-canary", Revision: "fedcba9876543210fedcba9876543210fedcba98",
+		Phase: wire.CanaryProgressing, Step: 2, Steps: 4, StepName: "analysis errors", Weight: 20, Replicas: 1, StableReplicas: 4, TotalReplicas: 5,
+		Started: since, Since: since, Next: &next, Analysis: []wire.CanaryMetric{{Metric: "errors", Phase: "running", Count: 2, Successful: 2,
+			Measurements: []wire.CanaryMeasurement{{At: since, Phase: "successful", Value: "[0.012]"}, {At: since.Add(2 * time.Second), Phase: "successful", Value: "[0.008]"}}}}}
+	apps["shop"] = shop
+	stub := startStubAPI(t, apps)
+	console := &consoleLog{}
+	p := &page{console: console, ctx: browser(t, chromium, console), dir: screenshotDir(t), base: stub.url}
+	p.run(t, "load the page", chromedp.Navigate(stub.url+"/"))
+	p.signIn(t, "any-token")
+
+	p.open(t, "#/app/shop")
+	p.waitFor(t, "the canary", has(`section[aria-labelledby="h-canary"] dd`, "1 canary and 4 stable of 5"), 20*time.Second)
+	p.waitFor(t, "its step", has(`section[aria-labelledby="h-canary"] dd`, "analysis errors"), 5*time.Second)
+	p.waitFor(t, "its values", has(`section[aria-labelledby="h-canary"] tr[data-metric="errors"]`, "[0.008]"), 5*time.Second)
+	p.screenshot(t, "33-canary")
+	p.do(t, `[...document.querySelectorAll('.actions button')].find((b) => b.textContent === 'Promote canary').click()`)
+	p.waitFor(t, "the promotion queued", has(`.alert.ok`, "Promote canary: queued"), 10*time.Second)
+	if got := stub.postedCalls(); len(got) != 1 || got[0] != "POST /api/v1/applications/shop/promote" {
+		t.Errorf("the page posted %q, want one promotion of shop", got)
+	}
+	p.open(t, "#/app/plain")
+	p.waitFor(t, "the plain application", has(`h1`, "plain"), 20*time.Second)
+	if p.eval(t, `document.querySelector('section[aria-labelledby="h-canary"]') !== null || [...document.querySelectorAll('.actions button')].some((b) => b.textContent.includes('canary'))`) {
+		t.Error("an application without a canary shows one, or its buttons")
 	}
 }

@@ -215,6 +215,7 @@ export function appView(ctx, name, tab) {
       a.cause ? h('section', { class: 'cause', 'aria-labelledby': 'h-cause' }, h('h2', { id: 'h-cause' }, 'Why the last rollout failed'),
         h('p', {}, a.cause.line),
         a.cause.logs ? h('pre', { class: 'logs', 'aria-label': 'Log tail of ' + a.cause.service }, a.cause.logs) : null) : null,
+      canarySection(a.canary),
       a.lastError ? h('div', { class: 'alert bad', role: 'alert' }, h('strong', {}, (a.lastErrorClass || 'error') + ': '), a.lastError) : null);
     if (!ctx.can('deployer')) {
       fill(actions, h('p', { class: 'muted' }, `Role ${ctx.me.role}: read only.`));
@@ -224,6 +225,8 @@ export function appView(ctx, name, tab) {
       h('button', { type: 'button', class: 'primary', onclick: syncFirst }, 'Sync…'),
       h('button', { type: 'button', onclick: simple('/refresh', 'Refresh') }, 'Refresh'),
       a.held ? h('button', { type: 'button', onclick: simple('/unhold', 'Unhold') }, 'Unhold') : null,
+      canaryRuns(a.canary) ? [h('button', { type: 'button', onclick: simple('/promote', 'Promote canary') }, 'Promote canary'),
+        h('button', { type: 'button', class: 'danger', onclick: simple('/abort', 'Abort canary') }, 'Abort canary')] : null,
       h('a', { class: 'button', href: appLink(name, '/history') }, 'Roll back…'));
   }
 
@@ -410,6 +413,36 @@ function artifactsSection(a) {
         h('td', { 'data-label': 'Used version' }, x.version ? h('code', {}, x.version) : h('span', { class: 'muted' }, 'nothing to deploy yet')),
         h('td', { 'data-label': 'Image' }, artifactCondition(x)),
         h('td', { 'data-label': 'Drift' }, artifactDrift(x))))))));
+}
+
+// canaryRuns says whether someone may promote or abort the canary now.
+function canaryRuns(c) {
+  return c && (c.phase === 'progressing' || c.phase === 'paused');
+}
+
+// canarySection shows the release's canary: its phase, step and weight,
+// the two services' tasks, and each metric of its analysis with the
+// values measured.
+function canarySection(c) {
+  if (!c) return null;
+  const phase = { progressing: 'progressing', paused: 'out-of-sync', promoted: 'healthy', aborted: 'failed' }[c.phase] || 'muted';
+  return h('section', { class: 'canary', 'aria-labelledby': 'h-canary' }, h('h2', { id: 'h-canary' }, 'Canary'),
+    h('div', { class: 'states' }, badge(phase, c.phase), h('span', { class: 'badge info' }, `weight ${c.weight}%`)),
+    h('dl', { class: 'facts' },
+      h('dt', {}, 'Service'), h('dd', {}, h('code', {}, c.service), ' beside ', h('code', {}, c.canaryService), ' at ', h('code', { title: c.revision }, short(c.revision))),
+      h('dt', {}, 'Step'), h('dd', {}, `${Math.min(c.step, c.steps)} of ${c.steps}`, c.stepName ? [': ', h('code', {}, c.stepName)] : null, ' since ', time(c.since)),
+      h('dt', {}, 'Tasks'), h('dd', {}, `${c.replicas} canary and ${c.stableReplicas} stable of ${c.totalReplicas}`),
+      c.next ? [h('dt', {}, 'Next look'), h('dd', {}, time(c.next))] : null),
+    c.message ? h('p', { class: c.phase === 'aborted' ? 'bad-text' : 'muted' }, c.message) : null,
+    (c.analysis || []).length === 0 ? null : h('div', { class: 'table-wrap' }, h('table', { class: 'analysis stack' },
+      h('thead', {}, h('tr', {}, ['Metric', 'Phase', 'Measured', 'Failed', 'Values'].map((col) => h('th', { scope: 'col' }, col)))),
+      h('tbody', {}, c.analysis.map((m) => h('tr', { 'data-metric': m.metric },
+        h('th', { scope: 'row', 'data-label': 'Metric' }, m.metric, m.message ? h('div', { class: 'muted' }, m.message) : null),
+        h('td', { 'data-label': 'Phase' }, badge({ running: 'progressing', successful: 'healthy', failed: 'failed', error: 'failed', inconclusive: 'out-of-sync' }[m.phase] || 'muted', m.phase)),
+        h('td', { 'data-label': 'Measured' }, `${m.count} (${m.successful} ok, ${m.inconclusive} inconclusive, ${m.errors} errors)`),
+        h('td', { 'data-label': 'Failed' }, String(m.failed)),
+        h('td', { 'data-label': 'Values' }, (m.measurements || []).map((x) => h('code', { class: x.phase === 'successful' ? '' : 'bad-text', title: `${x.at} ${x.phase}${x.error ? ': ' + x.error : ''}` },
+          x.error ? 'error' : x.value, ' ')))))))));
 }
 
 // previewsSection lists the preview releases, one per branch, and why a
