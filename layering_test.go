@@ -24,7 +24,7 @@ const module = "github.com/skep-cd/skep/"
 // top: entry (cmd/skep, cli) → face (api, ui) and loop (reconcile) → pass
 // (syncpass: one sync of one release, which never imports the loop) → steps
 // (artifact, render, chart, stack, plan, health, placement, apply, hook,
-// prune, preview)
+// prune, preview, canary)
 // and records (notify, store) → adapters (swarm, gitsource, chartrepo)
 // and leaves (wire, outcome, configfile, secret, sops, version, window,
 // egress, memtrim, tickgrid). The loop never

@@ -50,7 +50,13 @@ func (out *Outcome) startCanary(ctx context.Context, env Env, in Input, d desire
 		o.StableReplicas = replicasOf(c.stableLive.Spec)
 	}
 	dec := canary.Next(*c.strategy, st, o)
+	// A canary started over for a newer render keeps its tasks (they
+	// take the new spec by its update_config); the weight settles from
+	// there, the stable service growing first.
 	replicas := 0
+	if c.live != nil {
+		replicas = replicasOf(c.live.Spec)
+	}
 	if dec.Action == canary.ScaleCanary {
 		replicas = dec.Canary
 	}
