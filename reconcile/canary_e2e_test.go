@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -85,6 +86,19 @@ func (e *canaryEnv) compose(image, errorRate, steps string) string {
     ports:
       - {target: 8080, published: %d, mode: host}
 `, image, errorRate, steps, e.v1, e.loadPort)
+}
+
+// deploy commits the release at v1 with steps as its canary and starts
+// an automated controller, which it returns with its app set and what
+// stops it, once the release runs at that commit.
+func (e *canaryEnv) deploy(t *testing.T, steps string) (*reconcile.Controller, appset.Source, func()) {
+	t.Helper()
+	first := e.repo.Commit(t, "main", map[string]string{"compose.yaml": e.compose(e.v1, "0", steps)})
+	apps := appset.FileSource{Path: writeFile(t, t.TempDir(), "apps.yaml", appSet(e.app("web", true)))}
+	ctrl := e.controller(t, apps)
+	stop := runStoppable(t, ctrl)
+	waitStatus(t, ctrl, "web", 2*time.Minute, func(s reconcile.AppStatus) bool { return s.DeployedRevision == first && s.Running == 6 })
+	return ctrl, apps, stop
 }
 
 // loadCounts is what the load client counted so far.
@@ -184,10 +198,7 @@ func (e *canaryEnv) checkWeight(t *testing.T, weight, canary, stable int) {
 func TestCanaryOfAGoodVersionWalksEveryStepToPromotion(t *testing.T) {
 	e := newCanaryEnv(t)
 	steps := "        - setWeight: 20\n" + e.analysis("2s", 3, 1) + "        - setWeight: 60\n        - pause: 6s\n"
-	first := e.repo.Commit(t, "main", map[string]string{"compose.yaml": e.compose(e.v1, "0", steps)})
-	ctrl := e.controller(t, appset.FileSource{Path: writeFile(t, t.TempDir(), "apps.yaml", appSet(e.app("web", true)))})
-	run(t, ctrl)
-	waitStatus(t, ctrl, "web", 2*time.Minute, func(s reconcile.AppStatus) bool { return s.DeployedRevision == first && s.Running == 6 })
+	ctrl, _, _ := e.deploy(t, steps)
 	if got := e.counts(t); got.Versions["v1"] == 0 {
 		t.Fatalf("the load client got no answer: %+v", got)
 	}
@@ -234,10 +245,8 @@ func TestCanaryOfAGoodVersionWalksEveryStepToPromotion(t *testing.T) {
 func TestCanaryOfABadVersionAbortsAndHoldsItsCommit(t *testing.T) {
 	e := newCanaryEnv(t)
 	steps := "        - setWeight: 20\n" + e.analysis("2s", 5, 1) + "        - setWeight: 100\n"
-	first := e.repo.Commit(t, "main", map[string]string{"compose.yaml": e.compose(e.v1, "0", steps)})
-	ctrl := e.controller(t, appset.FileSource{Path: writeFile(t, t.TempDir(), "apps.yaml", appSet(e.app("web", true)))})
-	run(t, ctrl)
-	waitStatus(t, ctrl, "web", 2*time.Minute, func(s reconcile.AppStatus) bool { return s.DeployedRevision == first && s.Running == 6 })
+	ctrl, _, _ := e.deploy(t, steps)
+	first := e.repo.Head(t, "main")
 	before, err := e.service(t.Context(), "web")
 	if err != nil || before == nil {
 		t.Fatal(before, err)
@@ -269,8 +278,9 @@ func TestCanaryOfABadVersionAbortsAndHoldsItsCommit(t *testing.T) {
 		t.Errorf("aborted %s after the first failed measurement, with %d failures; want 2 failures within 2s × 1 + one reconcile", took, len(failed))
 	}
 	after, err := e.service(t.Context(), "web")
-	if err != nil || after == nil || !sameSpec(before, after) || *after.Spec.Mode.Replicated.Replicas != 5 {
-		t.Errorf("the stable service after the abort: %+v, want it as it ran before with 5 replicas", after)
+	// It lent the canary a task and has it back: its spec is as it was.
+	if err != nil || after == nil || !reflect.DeepEqual(after.Spec, before.Spec) {
+		t.Errorf("the stable service after the abort: %+v, want the spec it ran before", after)
 	}
 	if n := len(e.canaries(t)); n != 0 {
 		t.Errorf("%d canaries after the abort, want none", n)
@@ -302,11 +312,7 @@ func TestCanaryOfABadVersionAbortsAndHoldsItsCommit(t *testing.T) {
 func TestCanaryResumesAtItsStepAfterTheControllerIsReplaced(t *testing.T) {
 	e := newCanaryEnv(t)
 	steps := "        - setWeight: 40\n        - pause: 20s\n        - setWeight: 80\n"
-	first := e.repo.Commit(t, "main", map[string]string{"compose.yaml": e.compose(e.v1, "0", steps)})
-	apps := appset.FileSource{Path: writeFile(t, t.TempDir(), "apps.yaml", appSet(e.app("web", true)))}
-	ctrl := e.controller(t, apps)
-	stop := runStoppable(t, ctrl)
-	waitStatus(t, ctrl, "web", 2*time.Minute, func(s reconcile.AppStatus) bool { return s.DeployedRevision == first && s.Running == 6 })
+	ctrl, apps, stop := e.deploy(t, steps)
 
 	good := e.repo.Commit(t, "main", map[string]string{"compose.yaml": e.compose(e.v2, "0", steps)})
 	refresh(t, ctrl)
