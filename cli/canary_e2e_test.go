@@ -3,6 +3,7 @@ package cli_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -41,10 +42,11 @@ func (e *cliEnv) waitApp(t *testing.T, timeout time.Duration, cond func(wire.App
 }
 
 // The manual controls of a canary, from the CLI: a sync starts it (on an
-// application that is not automated), it pauses until someone acts,
-// `skep app get` shows it, `skep app promote` gives the stable service
-// its spec and `skep app abort` removes it and holds its commit, each
-// attributed to whoever asked; without a canary both fail.
+// application that is not automated), it pauses until someone acts, a
+// controller killed meanwhile finds it at its step, `skep app get` shows
+// it, `skep app promote` gives the stable service its spec and `skep app
+// abort` removes it and holds its commit, each attributed to whoever
+// asked; without a canary both fail.
 func TestCLIPromotesAndAbortsACanary(t *testing.T) {
 	e := startController(t)
 	events := e.follow(t)
@@ -62,6 +64,15 @@ func TestCLIPromotesAndAbortsACanary(t *testing.T) {
 	})
 	if c := a.Canary; c.Step != 2 || c.StepName != "pause until promoted" || c.Weight != 50 || c.Replicas != 1 || c.StableReplicas != 1 {
 		t.Errorf("paused canary %+v, want step 2 at weight 50, one task each", c)
+	}
+	// Killed mid-step, and started again on its data: the canary is where
+	// the swarm records it, not started over.
+	e.kill()
+	launch(t, e, filepath.Dir(e.apps), e.apps, "--appset-interval", "2s")
+	events = e.follow(t)
+	resumed := e.waitApp(t, time.Minute, func(a wire.Application) bool { return a.Canary != nil && a.Canary.Phase == wire.CanaryPaused })
+	if c := resumed.Canary; c.Revision != second || c.Step != 2 || !c.Since.Equal(a.Canary.Since) || !c.Started.Equal(a.Canary.Started) {
+		t.Errorf("after the kill the canary is %+v, want step 2 begun at %s as before", c, a.Canary.Since)
 	}
 	got := e.ok(t, "app", "get", "web")
 	words := strings.Join(strings.Fields(got), " ")

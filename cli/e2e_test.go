@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -73,8 +74,9 @@ type cliEnv struct {
 	// restart on the same data is the same controller.
 	id string
 	// stop stops the controller launched last, as the end of the test
-	// would; calls after the first do nothing.
-	stop func()
+	// would; calls after the first do nothing. kill ends it with SIGKILL
+	// instead, as a crash would, and waits until it is gone.
+	stop, kill func()
 }
 
 // Secrets the controller of the end-to-end tests holds; its output must
@@ -190,11 +192,12 @@ func launchLogging(t *testing.T, e *cliEnv, dir, apps string, logs io.Writer, ex
 	})
 	exited := make(chan error, 1)
 	go func() { exited <- ctrl.Wait() }()
+	var killed atomic.Bool
 	e.stop = sync.OnceFunc(func() {
 		_ = ctrl.Process.Signal(syscall.SIGINT)
 		select {
 		case err := <-exited:
-			if err != nil {
+			if err != nil && !killed.Load() {
 				t.Errorf("controller exited with %v after SIGINT", err)
 			}
 		case <-time.After(30 * time.Second):
@@ -204,6 +207,11 @@ func launchLogging(t *testing.T, e *cliEnv, dir, apps string, logs io.Writer, ex
 		}
 	})
 	t.Cleanup(e.stop)
+	e.kill = func() {
+		killed.Store(true)
+		_ = ctrl.Process.Kill()
+		e.stop()
+	}
 	e.env = append(os.Environ(), "SKEP_SERVER="+e.server, "SKEP_TOKEN_FILE="+tokenFile, "HOME="+dir, "SKEP_TOKEN=", "SKEP_CONFIG=")
 	harness.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
 		req, _ := http.NewRequestWithContext(ctx, "GET", e.server+"/readyz", nil)
