@@ -44,6 +44,10 @@ func canaryStartPlan(app appset.Application, d desired, recorded, live bool) []w
 // spec needs (canaryStartPlan), then the canary service. A hold off an
 // earlier failed commit is lifted first, as a write lifts it.
 func (out *Outcome) startCanary(ctx context.Context, env Env, in Input, d desired, c canaryLook) Outcome {
+	if c.strategy == nil || c.stableLive == nil {
+		// Gate and this look read the same snapshot: this is no canary.
+		return out.write(ctx, env, in, d)
+	}
 	st := canary.Start(d.commit, keyDigest(d), c.total, c.before, in.Now)
 	o := canary.Observation{Now: in.Now}
 	if c.stableLive != nil {
