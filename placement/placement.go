@@ -392,6 +392,9 @@ func normalizeArch(arch string) string {
 		return "arm64"
 	case "i386", "i686":
 		return "386"
+	case "armv7l", "armv6l", "armhf", "armel":
+		// Manifests say arm (and a variant) where nodes say armv7l.
+		return "arm"
 	default:
 		return a
 	}
