@@ -36,7 +36,7 @@ var allowed = map[string][]string{
 	"api":               {"appset", "artifact", "configfile", "notify", "plan", "reconcile", "secret", "stack", "store", "version", "wire"},
 	"api/authtest":      {"api"},
 	"reconcile":         {"apply", "appset", "artifact", "chart", "gitsource", "health", "hook", "notify", "outcome", "plan", "prune", "sops", "stack", "swarm", "syncpass", "tickgrid", "window"},
-	"syncpass":          {"apply", "appset", "artifact", "chart", "chartrepo", "gitsource", "health", "hook", "notify", "outcome", "plan", "preview", "prune", "render", "sops", "stack", "swarm", "version", "window"},
+	"syncpass":          {"apply", "appset", "artifact", "chart", "chartrepo", "gitsource", "health", "hook", "notify", "outcome", "placement", "plan", "preview", "prune", "render", "sops", "stack", "swarm", "version", "window"},
 	"render":            {"sops"},
 	"chart":             {"configfile", "render", "version"},
 	"chartrepo":         {"secret"},

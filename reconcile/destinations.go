@@ -111,6 +111,8 @@ func (c *Controller) newDestination(name string, r Remote, opts Options) *destin
 			NotePreview: c.previews.note,
 		},
 	}
+	// The registry gate also reads platforms, for the placement check.
+	d.env.Platforms, _ = opts.Images.(syncpass.ImagePlatforms)
 	return d
 }
 

@@ -53,6 +53,9 @@ type Env struct {
 	Digests *apply.DigestCache
 	Git     *gitsource.Cache
 	Images  artifact.Images
+	// Platforms reads an image's platforms for the placement check before
+	// a write; nil checks no image's platform.
+	Platforms ImagePlatforms
 	// Charts fetches charts from chart repositories; nil stalls an
 	// application naming one, with a clear error.
 	Charts ChartSource

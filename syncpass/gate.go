@@ -9,6 +9,7 @@ import (
 	"github.com/skep-cd/skep/gitsource"
 	"github.com/skep-cd/skep/notify"
 	"github.com/skep-cd/skep/outcome"
+	"github.com/skep-cd/skep/placement"
 	"github.com/skep-cd/skep/plan"
 	"github.com/skep-cd/skep/window"
 )
@@ -31,6 +32,11 @@ type facts struct {
 	moved  string // where the release was before a move ("" when none)
 	window window.Verdict
 	seen   observed
+	// placed says the release's placement was checked (only once every
+	// other rule let a write through); unplaceable is what no node
+	// satisfies for its services.
+	placed      bool
+	unplaceable []placement.Problem
 	// notReady are the dependsOn entries not ready; foreign and hookFailed
 	// the refusals the last pass left.
 	notReady   []Dependency
@@ -137,7 +143,7 @@ func judgeLive(f facts, v *verdict) bool {
 
 // judgeWrite applies the rules that may still hold a write back:
 // dependencies not ready, a refusal that still stands, a rollout of the
-// release under way.
+// release under way, a release no node can place.
 func judgeWrite(f facts, v verdict) verdict {
 	var names, why []string
 	for _, d := range f.notReady {
@@ -168,6 +174,21 @@ func judgeWrite(f facts, v verdict) verdict {
 	if f.seen.rollout != "" {
 		v.then, v.err = hold, rolloutWait(f.app.Release, f.seen.rollout)
 		return v
+	}
+	// Last, as it asks the registry: a release no node can place is
+	// refused before any write, raised once per commit and versions (on
+	// every requested sync), unless the application allows it.
+	if f.placed {
+		if err := unplaceableError(f.app, f.commit, f.unplaceable); err != nil {
+			v.then, v.err = hold, err
+			kind := noticePlacement
+			if f.ask.Sync {
+				kind = noticeKinds
+			}
+			v.notices = append(v.notices, notice{kind: kind, key: f.key, typ: notify.SyncFailed, msg: err.Error()})
+			return v
+		}
+		v.notices = append(v.notices, notice{kind: noticePlacement})
 	}
 	v.then = write
 	return v

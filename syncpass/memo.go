@@ -121,6 +121,9 @@ const (
 	// noticeWarning: render warnings logged (key: commit, versions and
 	// warnings); forgotten by a pass without warnings.
 	noticeWarning
+	// noticePlacement: a release no node can place (key: commit and
+	// versions); forgotten by a pass whose check places it.
+	noticePlacement
 	noticeKinds
 )
 

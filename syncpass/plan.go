@@ -14,8 +14,9 @@ import (
 )
 
 // Plan renders app at commit ("" = the revision it tracks) and compares
-// the render with what was last recorded: a pass's resolve, render and
-// compare, without its writes, its events or its memo. It is safe to call
+// the render with what was last recorded: a pass's resolve, render,
+// compare and placement check (Result.Unplaceable, whatever the
+// application allows), without its writes, its events or its memo. It is safe to call
 // beside running passes.
 func Plan(ctx context.Context, env Env, app appset.Application, commit string) (Result, error) {
 	v := env.look(app.Name)
@@ -27,7 +28,8 @@ func Plan(ctx context.Context, env Env, app appset.Application, commit string) (
 		return Result{Commit: d.commit}, err
 	}
 	p, latest, err := compare(ctx, env, v, env.owner(app), d.release)
-	return Result{Commit: d.commit, Plan: p, Recorded: latest.Revision, Warnings: slices.Concat(d.release.Warnings, latest.Skipped)}, err
+	return Result{Commit: d.commit, Plan: p, Recorded: latest.Revision, Warnings: slices.Concat(d.release.Warnings, latest.Skipped),
+		Unplaceable: placementLines(checkPlacement(ctx, env, app, d.release, v.snap))}, err
 }
 
 // ReadReleases resolves the commit app deploys (commit, when not "", is
