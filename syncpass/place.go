@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
+
+	dswarm "github.com/docker/docker/api/types/swarm"
 
 	"github.com/skep-cd/skep/appset"
 	"github.com/skep-cd/skep/artifact"
@@ -138,3 +141,42 @@ func placementLines(problems []placement.Problem) []string {
 func describePlacement(problems []placement.Problem) string {
 	return strings.Join(placementLines(problems), "; ")
 }
+
+// unschedulable names a task of rel, created after written (zero: any),
+// that the scheduler left pending because no node suits it (its error:
+// "no suitable node (…)"), with what the placement check finds no node
+// satisfies for its service; "" when there is none, or when the
+// application allows what the check finds (allow.unplaceable: the task
+// waits for a node). Swarm keeps such a task pending for ever, so a wait
+// for health fails at once rather than at its timeout. It is pure.
+func unschedulable(app appset.Application, rel stack.Release, snap swarm.Snapshot, written time.Time) string {
+	for _, name := range slices.Sorted(maps.Keys(rel.Services)) {
+		live, ok := snap.Service(name)
+		if !ok {
+			continue
+		}
+		for _, t := range snap.TasksOf(live.ID) {
+			if t.DesiredState != dswarm.TaskStateRunning || t.Status.State != dswarm.TaskStatePending || t.Status.Err == "" ||
+				!written.IsZero() && !t.CreatedAt.After(written) {
+				continue
+			}
+			why := fmt.Sprintf("service %s cannot be placed: task %s pending: %s", name, shortID(t.ID), t.Status.Err)
+			one := map[string]dswarm.ServiceSpec{name: live.Spec}
+			for _, p := range placement.Check(placement.Input{Services: one, Nodes: snap.Nodes(), Tasks: snap.Tasks(), Live: []dswarm.Service{live}}) {
+				if app.Allow.AllowsUnplaceable(string(p.Rule)) {
+					return ""
+				}
+				why += "; " + p.Message
+			}
+			if app.Allow.AllowsUnplaceable(appset.UnplaceableAll) {
+				return ""
+			}
+			return why
+		}
+	}
+	return ""
+}
+
+// shortID is the first 12 characters of a Swarm object id, as docker
+// prints them.
+func shortID(id string) string { return id[:min(len(id), 12)] }

@@ -19,7 +19,8 @@ import (
 // written) takes any snapshot that shows the application's earlier writes.
 // When a second passes with no change, it asks the Engine itself (see
 // nextWaitStep): no event may be coming. A rollback by Swarm fails at once
-// with the daemon's reason. Without a live snapshot there is nothing to
+// with the daemon's reason, and so does a task the scheduler can place on
+// no node (unschedulable). Without a live snapshot there is nothing to
 // wait on.
 func waitHealthy(ctx context.Context, env Env, app appset.Application, rel stack.Release, written time.Time) error {
 	live := env.Live
@@ -35,6 +36,9 @@ func waitHealthy(ctx context.Context, env Env, app appset.Application, rel stack
 		snap := live.Current()
 		if why := rolledBack(rel, snap); why != "" {
 			return &outcome.StalledError{Err: fmt.Errorf("release %s: %s", rel.Name, why)}
+		}
+		if why := unschedulable(app, rel, snap, written); why != "" {
+			return &outcome.TransientError{Err: fmt.Errorf("release %s: %s", rel.Name, why)}
 		}
 		last := Health(rel, snap)
 		pending := cmp.Or(Rollout(rel, snap), Converged(rel, snap))
