@@ -274,11 +274,13 @@ type Service struct {
 	Tasks       []Task `json:"tasks"`
 }
 
-// Task is one task of a service.
+// Task is one task of a service. Node is the hostname of the node it was
+// given (its id when the swarm names none), NodeID the node's id.
 type Task struct {
 	ID           string    `json:"id"`
 	Slot         int       `json:"slot,omitempty"`
 	Node         string    `json:"node,omitempty"`
+	NodeID       string    `json:"nodeId,omitempty"`
 	State        string    `json:"state"`
 	DesiredState string    `json:"desiredState"`
 	Message      string    `json:"message,omitempty"`

@@ -250,7 +250,7 @@ export function appView(ctx, name, tab) {
             h('p', { class: 'muted' }, h('code', {}, s.image), ' · ', s.mode),
             h('ul', { class: 'tasks' }, (s.tasks || []).map((t) => h('li', {},
               badge(t.state === 'running' ? 'healthy' : ['failed', 'rejected'].includes(t.state) ? 'failed' : 'progressing', t.state),
-              ` desired ${t.desiredState}`, t.slot ? ` · slot ${t.slot}` : '', t.node ? ` · ${t.node}` : '', ' · ', time(t.updatedAt),
+              ` desired ${t.desiredState}`, t.slot ? ` · slot ${t.slot}` : '', t.node ? [' · ', h('span', { title: t.nodeId ? 'node ' + t.nodeId : '' }, t.node)] : '', ' · ', time(t.updatedAt),
               t.error || t.message ? h('span', { class: 'muted' }, ' — ', t.error || t.message) : null)))))))),
       artifactsSection(a),
       previewsSection(a),
