@@ -86,6 +86,7 @@ type controllerFlags struct {
 	prune         bool
 	ownStack      string
 	notifications string
+	rebalance     bool
 }
 
 // registerController adds the flags only a long-running controller takes.
@@ -93,6 +94,7 @@ func (f *controllerFlags) registerController(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.prune, "prune", false, "remove the releases of applications that left the app set (proved by ownership labels and revisions)")
 	fs.StringVar(&f.ownStack, "own-stack", "", "the stack the controller itself runs in; never pruned")
 	fs.StringVar(&f.notifications, "notifications", "", "YAML file of outbound notifiers (webhooks, chat, e-mail) and their routing")
+	fs.BoolVar(&f.rebalance, "rebalance", false, "once a drained or lost node is back, roll the services whose tasks sit unevenly on the nodes, for every application that does not say otherwise (rebalance: false)")
 }
 
 // register adds the flags that `controller` and `deploy` share.
@@ -294,6 +296,7 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 		// The Engine connects where a log driver or a network volume
 		// says: those hosts come from git too.
 		CheckAddress: policy.CheckHost,
+		Rebalance:    f.rebalance,
 	})
 	if err != nil {
 		// The construction error is the one to report; a failure to close

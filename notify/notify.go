@@ -61,13 +61,19 @@ const (
 	// Message says from which image to which; the controller that starts
 	// from the new spec carries on from the swarm's records.
 	SelfUpdateIssued EventType = "self-update-issued"
+	// TasksRebalanced: once a drained or lost node was back, the
+	// controller rolled services whose tasks sat unevenly on the nodes (a
+	// forced update under each one's update_config; rebalance: true).
+	// Message names the node and the services, with their tasks per node.
+	TasksRebalanced EventType = "tasks-rebalanced"
 )
 
 // Types lists every event type, in a stable order.
 func Types() []EventType {
 	return []EventType{SyncStarted, SyncSucceeded, SyncFailed, DriftDetected,
 		LiveDriftDetected, DriftConverged, ResourcesPruned, PruneFailed,
-		SwarmUnreachable, SwarmReachable, SelfUpdateIssued}
+		SwarmUnreachable, SwarmReachable, SelfUpdateIssued,
+		TasksRebalanced}
 }
 
 // Event is one thing that happened to one application. It is a value with

@@ -83,6 +83,11 @@ type Options struct {
 	// env files); nil means a release using one stalls with an error
 	// naming the file.
 	Keys *sops.Keys
+	// Rebalance rolls, once a drained or lost node is back, the services
+	// whose tasks sit unevenly on the nodes, for every application that
+	// does not say otherwise (its rebalance key); controller flag
+	// --rebalance.
+	Rebalance bool
 	// CheckAddress judges each host a rendered release would make the
 	// Engine connect to (a log driver's address, a network volume's
 	// server), as the egress policy judges the hosts git names; a refusal

@@ -113,6 +113,8 @@ func (c *Controller) newDestination(name string, r Remote, opts Options) *destin
 	}
 	// The registry gate also reads platforms, for the placement check.
 	d.env.Platforms, _ = opts.Images.(syncpass.ImagePlatforms)
+	// One rebalance at a time per swarm: its passes share the channel.
+	d.env.Rebalance, d.env.Rebalancing = opts.Rebalance, make(chan struct{}, 1)
 	return d
 }
 

@@ -56,6 +56,13 @@ type Env struct {
 	// Platforms reads an image's platforms for the placement check before
 	// a write; nil checks no image's platform.
 	Platforms ImagePlatforms
+	// Rebalance is whether the applications that do not say (appset's
+	// rebalance) have their services rebalanced once a node is back;
+	// Rebalancing holds the one rebalance the swarm allows at a time (a
+	// channel of capacity one, shared by every pass here): nil rebalances
+	// nothing.
+	Rebalance   bool
+	Rebalancing chan struct{}
 	// Charts fetches charts from chart repositories; nil stalls an
 	// application naming one, with a clear error.
 	Charts ChartSource

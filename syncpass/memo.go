@@ -29,6 +29,9 @@ type Memo struct {
 	quiet          quietTick
 	templateFailed templateFailure
 	quietInputs    quietInputs
+	// rebalanced is the nodes (nodesKey) the last rebalance of the
+	// release was judged at: it is judged again once they change.
+	rebalanced string
 }
 
 // refusal is one write refused by a rule that holds until its key (the

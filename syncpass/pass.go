@@ -52,7 +52,7 @@ func Run(ctx context.Context, env Env, in Input) (out Outcome) {
 		return out.write(ctx, env, in, d)
 	}
 	if v.settle {
-		out.Found.merge(settle(ctx, env, in, d))
+		out.settled(ctx, env, in, d)
 		out.rememberQuiet(key, d)
 	}
 	return out

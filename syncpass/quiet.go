@@ -48,8 +48,9 @@ type ownStateAt struct {
 
 // quietKey names everything a plain pass of in.App reads, so that equal
 // keys mean equal conclusions: the application's definition, the commit
-// and artifact versions it resolved to, and its own objects in its swarm's
-// live snapshot (services, recorded revisions; see ownState).
+// and artifact versions it resolved to, its own objects in its swarm's
+// live snapshot (services, recorded revisions; see ownState), and, when
+// it rebalances, the swarm's nodes (a node back may skew its tasks).
 // It is "" when a pass must run in full: a requested sync or a held
 // revision, no live snapshot, or one that failed or has not seen the
 // application's last write, and applications whose previews follow
@@ -86,7 +87,8 @@ func quietKey(env Env, in Input, d desired, qi *quietInputs) string {
 			qi.definition = definition
 		}
 	}
-	return d.commit + "\x00" + d.source.Repo + "\x00" + versionsKey(d.artifacts) + "\x00" + ownStateOf(env, in, qi) + "\x00" + definition
+	return d.commit + "\x00" + d.source.Repo + "\x00" + versionsKey(d.artifacts) + "\x00" + ownStateOf(env, in, qi) + "\x00" + definition +
+		"\x00" + rebalanceKey(env, in)
 }
 
 // ownStateOf is the digest of ownState, kept in qi while the snapshot,

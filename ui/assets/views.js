@@ -392,7 +392,7 @@ function previewsSection(a) {
       h('ul', { class: 'problems' }, problems.map((s) => h('li', {}, s)))) : null);
 }
 
-export const eventTypes = ['sync-started', 'sync-succeeded', 'sync-failed', 'drift-detected', 'live-drift-detected', 'drift-converged', 'resources-pruned', 'prune-failed', 'swarm-unreachable', 'swarm-reachable', 'self-update-issued'];
+export const eventTypes = ['sync-started', 'sync-succeeded', 'sync-failed', 'drift-detected', 'live-drift-detected', 'drift-converged', 'resources-pruned', 'prune-failed', 'swarm-unreachable', 'swarm-reachable', 'self-update-issued', 'tasks-rebalanced'];
 
 // Events: the newest kept events, then live ones as they arrive.
 export function eventsView(ctx, app) {
