@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	dswarm "github.com/docker/docker/api/types/swarm"
 
@@ -142,22 +141,21 @@ func describePlacement(problems []placement.Problem) string {
 	return strings.Join(placementLines(problems), "; ")
 }
 
-// unschedulable names a task of rel, created after written (zero: any),
-// that the scheduler left pending because no node suits it (its error:
-// "no suitable node (…)"), with what the placement check finds no node
-// satisfies for its service; "" when there is none, or when the
-// application allows what the check finds (allow.unplaceable: the task
-// waits for a node). Swarm keeps such a task pending for ever, so a wait
-// for health fails at once rather than at its timeout. It is pure.
-func unschedulable(app appset.Application, rel stack.Release, snap swarm.Snapshot, written time.Time) string {
+// unschedulable names a task of rel meant to run that the scheduler left
+// pending because no node suits it (its error: "no suitable node (…)"),
+// with what the placement check finds no node satisfies for its service;
+// "" when there is none, or when the application allows what the check
+// finds (allow.unplaceable: the task waits for a node). Swarm keeps such
+// a task pending for ever, so a wait for health fails at once rather than
+// at its timeout. It is pure.
+func unschedulable(app appset.Application, rel stack.Release, snap swarm.Snapshot) string {
 	for _, name := range slices.Sorted(maps.Keys(rel.Services)) {
 		live, ok := snap.Service(name)
 		if !ok {
 			continue
 		}
 		for _, t := range snap.TasksOf(live.ID) {
-			if t.DesiredState != dswarm.TaskStateRunning || t.Status.State != dswarm.TaskStatePending || t.Status.Err == "" ||
-				!written.IsZero() && !t.CreatedAt.After(written) {
+			if t.DesiredState != dswarm.TaskStateRunning || t.Status.State != dswarm.TaskStatePending || t.Status.Err == "" {
 				continue
 			}
 			why := fmt.Sprintf("service %s cannot be placed: task %s pending: %s", name, shortID(t.ID), t.Status.Err)

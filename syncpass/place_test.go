@@ -27,10 +27,10 @@ func readyNode(name string) dswarm.Node {
 }
 
 // TestUnschedulableFailsAWaitForATaskNoNodeTakes: a task the scheduler
-// left pending with its "no suitable node" error, created by the write,
-// fails the wait at once with the scheduler's words and what no node
-// satisfies; not a task of an earlier write, a task pending without an
-// error, or one of an application that allows the rule.
+// left pending with its "no suitable node" error fails the wait at once
+// with the scheduler's words and what no node satisfies; not a task
+// pending without an error, or one of an application that allows the
+// rule.
 func TestUnschedulableFailsAWaitForATaskNoNodeTakes(t *testing.T) {
 	written := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	rel := webRelease("app:v1")
@@ -54,7 +54,8 @@ func TestUnschedulableFailsAWaitForATaskNoNodeTakes(t *testing.T) {
 	}{
 		{name: "a task of the write no node takes", app: allowing(), task: pending(written.Add(time.Second), noNode),
 			want: []string{"service web_api cannot be placed: task 0123456789ab pending: " + noNode, `constraint "node.labels.zone == c" matches none of the 2`}},
-		{name: "a task of an earlier write", app: allowing(), task: pending(written.Add(-time.Second), noNode)},
+		{name: "a task pending since an earlier write", app: allowing(), task: pending(written.Add(-time.Second), noNode),
+			want: []string{"cannot be placed"}},
 		{name: "a task pending without the scheduler's error: it is being placed", app: allowing(), task: pending(written.Add(time.Second), "")},
 		{name: "an application that allows the rule waits for a node", app: allowing("constraint"), task: pending(written.Add(time.Second), noNode)},
 		{name: "an application that allows every rule waits for a node", app: allowing("all"), task: pending(written.Add(time.Second), noNode)},
@@ -64,7 +65,7 @@ func TestUnschedulableFailsAWaitForATaskNoNodeTakes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			snap := swarm.NewSnapshot(swarm.Contents{Services: []dswarm.Service{live}, Tasks: []dswarm.Task{tc.task},
 				Nodes: []dswarm.Node{readyNode("skep-w1"), readyNode("skep-w2")}, TakenAt: written.Add(2 * time.Second)})
-			got := unschedulable(tc.app, rel, snap, written)
+			got := unschedulable(tc.app, rel, snap)
 			if tc.want == nil {
 				if got != "" {
 					t.Errorf("unschedulable = %q, want the wait to go on", got)

@@ -48,13 +48,12 @@ type ownStateAt struct {
 
 // quietKey names everything a plain pass of in.App reads, so that equal
 // keys mean equal conclusions: the application's definition, the commit
-// and artifact versions it resolved to, its own objects in its swarm's
-// live snapshot (services, recorded revisions; see ownState), and, when
-// it rebalances, the swarm's nodes (a node back may skew its tasks).
+// and artifact versions it resolved to, and its own objects in its swarm's
+// live snapshot (services, recorded revisions; see ownState).
 // It is "" when a pass must run in full: a requested sync or a held
 // revision, no live snapshot, or one that failed or has not seen the
-// application's last write, and applications whose previews follow
-// branches (each pass must look for new ones).
+// application's last write, applications whose previews follow branches
+// (each pass must look for new ones), and a rebalance due (rebalanceDue).
 func quietKey(env Env, in Input, d desired, qi *quietInputs) string {
 	ask, app := in.Ask, in.App
 	if ask.Sync || ask.Revision != "" || ask.Force || ask.Prune != nil || ask.Release {
@@ -65,7 +64,7 @@ func quietKey(env Env, in Input, d desired, qi *quietInputs) string {
 			return ""
 		}
 	}
-	if in.Previews > 0 || env.Live == nil || in.Live.ReadFailed() {
+	if in.Previews > 0 || env.Live == nil || in.Live.ReadFailed() || rebalanceDue(env, in) {
 		return "" // previews to keep or remove; nothing to compare with
 	}
 	if !in.SeenWrites {
@@ -87,8 +86,7 @@ func quietKey(env Env, in Input, d desired, qi *quietInputs) string {
 			qi.definition = definition
 		}
 	}
-	return d.commit + "\x00" + d.source.Repo + "\x00" + versionsKey(d.artifacts) + "\x00" + ownStateOf(env, in, qi) + "\x00" + definition +
-		"\x00" + rebalanceKey(env, in)
+	return d.commit + "\x00" + d.source.Repo + "\x00" + versionsKey(d.artifacts) + "\x00" + ownStateOf(env, in, qi) + "\x00" + definition
 }
 
 // ownStateOf is the digest of ownState, kept in qi while the snapshot,

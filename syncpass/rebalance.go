@@ -46,14 +46,12 @@ func rebalances(env Env, app appset.Application) bool {
 	return env.Rebalance
 }
 
-// rebalanceKey is what of the snapshot a rebalance of in.App reads that
-// the rest of its quiet key does not: its nodes (nodesKey); "" for an
-// application that is not rebalanced.
-func rebalanceKey(env Env, in Input) string {
-	if !rebalances(env, in.App) {
-		return ""
-	}
-	return nodesKey(in.Live)
+// rebalanceDue reports whether in.App is rebalanced and its last
+// rebalance was not judged at the nodes in.Live shows (a node came back,
+// or the release had not settled): its passes run in full, not quiet,
+// until one judges it.
+func rebalanceDue(env Env, in Input) bool {
+	return rebalances(env, in.App) && nodesKey(in.Live) != in.Memo.rebalanced
 }
 
 // nodesKey names the nodes of snap as a rebalance judges them: each

@@ -41,7 +41,10 @@ func TestToRebalanceRollsOnlyASettledReleaseWhoseTasksAreSkewed(t *testing.T) {
 		{name: "one task on each node is even", wantJudged: true,
 			tasks: []dswarm.Task{task("t1", "skep-m1", dswarm.TaskStateRunning), task("t2", "skep-w1", dswarm.TaskStateRunning), task("t3", "skep-w2", dswarm.TaskStateRunning)}},
 		{name: "a rollout of the release runs", tasks: skewed,
-			svc: func(s dswarm.Service) dswarm.Service { s.UpdateStatus = &dswarm.UpdateStatus{State: dswarm.UpdateStateUpdating}; return s }},
+			svc: func(s dswarm.Service) dswarm.Service {
+				s.UpdateStatus = &dswarm.UpdateStatus{State: dswarm.UpdateStateUpdating}
+				return s
+			}},
 		{name: "a task still starts", tasks: append(skewed[:2:2], task("t3", "skep-w2", dswarm.TaskStateStarting))},
 		{name: "a task of an earlier spec runs", tasks: skewed,
 			svc: func(s dswarm.Service) dswarm.Service { s.Spec.TaskTemplate.ForceUpdate = 1; return s }},
@@ -111,32 +114,33 @@ func TestRebalancedMessageNamesTheNodesAndTheServices(t *testing.T) {
 	}
 }
 
-// TestQuietKeyOfARebalancedApplicationMovesWithItsNodes: a node coming
-// back changes the quiet key of an application that rebalances (its pass
-// runs in full and may roll), and of no other.
-func TestQuietKeyOfARebalancedApplicationMovesWithItsNodes(t *testing.T) {
+// TestARebalanceDueMakesThePassRunInFull: a node coming back makes a
+// rebalance due for an application that rebalances (its passes are not
+// quiet until one judged it at these nodes), and for no other.
+func TestARebalanceDueMakesThePassRunInFull(t *testing.T) {
 	drained := readyNode("skep-w1")
 	drained.Spec.Availability = dswarm.NodeAvailabilityDrain
 	at := func(nodes ...dswarm.Node) swarm.Snapshot {
 		return swarm.NewSnapshot(swarm.Contents{Nodes: nodes, TakenAt: time.Now()})
 	}
+	before, back := at(readyNode("skep-m1"), drained), at(readyNode("skep-m1"), readyNode("skep-w1"))
+	judged := Memo{rebalanced: nodesKey(before)}
 	on := true
 	env := Env{Live: &swarm.Watcher{}, Rebalancing: make(chan struct{}, 1)}
 	for _, tc := range []struct {
-		name  string
-		app   appset.Application
-		moves bool
+		name string
+		app  appset.Application
+		snap swarm.Snapshot
+		want bool
 	}{
-		{"an application that rebalances", appset.Application{Name: "web", Rebalance: &on}, true},
-		{"an application that does not", appset.Application{Name: "web"}, false},
+		{"judged at these nodes", appset.Application{Name: "web", Rebalance: &on}, before, false},
+		{"a node back since", appset.Application{Name: "web", Rebalance: &on}, back, true},
+		{"a node back, for an application that does not rebalance", appset.Application{Name: "web"}, back, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := rebalanceKey(env, Input{App: tc.app, Live: at(readyNode("skep-m1"), drained)})
-			after := rebalanceKey(env, Input{App: tc.app, Live: at(readyNode("skep-m1"), readyNode("skep-w1"))})
-			if moved := before != after; moved != tc.moves {
-				t.Errorf("key moved with the node: %t, want %t", moved, tc.moves)
+			if got := rebalanceDue(env, Input{App: tc.app, Live: tc.snap, Memo: judged}); got != tc.want {
+				t.Errorf("rebalanceDue = %t, want %t", got, tc.want)
 			}
 		})
 	}
 }
-

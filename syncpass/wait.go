@@ -37,7 +37,7 @@ func waitHealthy(ctx context.Context, env Env, app appset.Application, rel stack
 		if why := rolledBack(rel, snap); why != "" {
 			return &outcome.StalledError{Err: fmt.Errorf("release %s: %s", rel.Name, why)}
 		}
-		if why := unschedulable(app, rel, snap, written); why != "" {
+		if why := unschedulable(app, rel, snap); why != "" && (written.IsZero() || snap.TakenAt().After(written)) {
 			return &outcome.TransientError{Err: fmt.Errorf("release %s: %s", rel.Name, why)}
 		}
 		last := Health(rel, snap)
