@@ -19,6 +19,7 @@ import (
 const (
 	dependencyRetry = 5 * time.Second
 	rolloutRetry    = 5 * time.Second
+	placeRetry      = time.Second
 )
 
 // facts is everything gate judges: the pass's question and what the pass
@@ -32,10 +33,10 @@ type facts struct {
 	moved  string // where the release was before a move ("" when none)
 	window window.Verdict
 	seen   observed
-	// placed says the release's placement was checked (only once every
-	// other rule let a write through); unplaceable is what no node
+	// placed says whether the release's placement was checked (only once
+	// every other rule let a write through); unplaceable is what no node
 	// satisfies for its services.
-	placed      bool
+	placed      placeCheck
 	unplaceable []placement.Problem
 	// notReady are the dependsOn entries not ready; foreign and hookFailed
 	// the refusals the last pass left.
@@ -177,8 +178,13 @@ func judgeWrite(f facts, v verdict) verdict {
 	}
 	// Last, as it asks the registry: a release no node can place is
 	// refused before any write, raised once per commit and versions (on
-	// every requested sync), unless the application allows it.
-	if f.placed {
+	// every requested sync), unless the application allows it; until the
+	// snapshot lists the nodes, the write waits.
+	switch f.placed {
+	case placeUnlisted:
+		v.then, v.err = hold, &outcome.WaitingError{Err: fmt.Errorf("release %s: waiting for the live snapshot to list the nodes, to check placement before the write", f.app.Release), Retry: placeRetry}
+		return v
+	case placeChecked:
 		if err := unplaceableError(f.app, f.commit, f.unplaceable); err != nil {
 			v.then, v.err = hold, err
 			kind := noticePlacement

@@ -31,7 +31,7 @@ func allowing(rules ...string) facts {
 // versions, and forgotten by a pass it places.
 func placementCases(live observed) []gateCase {
 	placed := func(f facts, problems ...placement.Problem) facts {
-		f.seen, f.placed, f.unplaceable = live, true, problems
+		f.seen, f.placed, f.unplaceable = live, placeChecked, problems
 		return f
 	}
 	return []gateCase{
@@ -55,6 +55,9 @@ func placementCases(live observed) []gateCase {
 		{name: "an application that allows another rule is refused for the rest",
 			f:    placed(allowing("resources"), noZone, tooBig),
 			want: gateWant{then: hold, class: outcome.Stalled, errHas: "web_api", findings: true, waiting: true, notices: []string{"window=", "placement=c2"}}},
+		{name: "a write waits while the snapshot has not listed the nodes to check placement against",
+			f:    func() facts { f := placed(allowing()); f.placed = placeUnlisted; return f }(),
+			want: gateWant{then: hold, class: outcome.Waiting, errHas: "waiting for the live snapshot to list the nodes", findings: true, waiting: true, notices: []string{"window="}}},
 		{name: "placement is not looked at while another rule holds the write",
 			f: func() facts {
 				f := placed(allowing(), noZone)
@@ -70,7 +73,7 @@ func placementCases(live observed) []gateCase {
 // own, saying what no node satisfies; an allowed rule's service is left out.
 func TestGateRefusalSaysEachServiceOnALine(t *testing.T) {
 	f := allowing("resources")
-	f.seen, f.placed, f.unplaceable = observed{has: true, readable: true}, true, []placement.Problem{noZone, tooBig}
+	f.seen, f.placed, f.unplaceable = observed{has: true, readable: true}, placeChecked, []placement.Problem{noZone, tooBig}
 	f.commit = "0123456789abcdef"
 	v := gate(f)
 	lines := strings.Split(v.err.Error(), "\n")

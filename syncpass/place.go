@@ -29,16 +29,28 @@ type ImagePlatforms interface {
 // platformLookups bounds the registry look-ups of one placement check.
 const platformLookups = 4
 
+// placeCheck is how far a pass checked its release's placement.
+type placeCheck int
+
+const (
+	placeNotChecked placeCheck = iota // another rule held the write, or there is no live snapshot
+	placeUnlisted                     // the snapshot has not listed the nodes (yet)
+	placeChecked
+)
+
 // judge runs gate on what the pass found and, when gate lets a write
 // through, checks the release's placement against the nodes of the pass's
-// snapshot (the registry asked for the images' platforms only then) and
-// lets gate judge that too. It raises and records what gate found.
+// snapshot (the registry asked for the images' platforms only then; a
+// snapshot not listed yet cannot tell) and lets gate judge that too. It
+// raises and records what gate found.
 func (out *Outcome) judge(ctx context.Context, env Env, in Input, d desired, seen observed) verdict {
 	f := out.facts(in, d, seen)
 	v := gate(f)
 	if v.then == write && seen.has {
-		f.placed = true
-		f.unplaceable = checkPlacement(ctx, env, in.App, d.release, in.Live)
+		f.placed = placeUnlisted
+		if !in.Live.TakenAt().IsZero() && !in.Live.ReadFailed() {
+			f.placed, f.unplaceable = placeChecked, checkPlacement(ctx, env, in.App, d.release, in.Live)
+		}
 		if v = gate(f); v.then == write && len(f.unplaceable) > 0 {
 			env.Log.Warn("release written although it cannot be placed (allow.unplaceable)", "app", in.App.Name,
 				"release", in.App.Release, "problems", describePlacement(f.unplaceable))
