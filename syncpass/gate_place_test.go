@@ -77,7 +77,7 @@ func TestGateRefusalSaysEachServiceOnALine(t *testing.T) {
 	f.commit = "0123456789abcdef"
 	v := gate(f)
 	lines := strings.Split(v.err.Error(), "\n")
-	want := []string{"release web at 0123456789ab cannot be placed, so nothing was written (allow.unplaceable lets it through):", noZone.String()}
+	want := []string{"release web at 0123456789ab cannot be placed, so nothing was written (allow.unplaceable lets a rule through):", noZone.String()}
 	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
 		t.Errorf("refusal =\n%s\nwant\n%s", v.err, strings.Join(want, "\n"))
 	}

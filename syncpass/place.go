@@ -134,7 +134,7 @@ func unplaceableError(app appset.Application, commit string, problems []placemen
 	if commit != "" {
 		at = " at " + gitsource.ShortCommit(commit)
 	}
-	return &outcome.StalledError{Err: fmt.Errorf("release %s%s cannot be placed, so nothing was written (allow.unplaceable lets it through):\n%s",
+	return &outcome.StalledError{Err: fmt.Errorf("release %s%s cannot be placed, so nothing was written (allow.unplaceable lets a rule through):\n%s",
 		app.Release, at, strings.Join(lines, "\n"))}
 }
 
