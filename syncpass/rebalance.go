@@ -80,6 +80,7 @@ func (out *Outcome) rebalance(ctx context.Context, env Env, in Input, d desired)
 		return
 	}
 	skews, judged := toRebalance(d.release, v.snap)
+	env.Log.Debug("rebalance judged", "app", in.App.Name, "settled", judged, "skewed", len(skews))
 	if !judged {
 		return // the next pass judges once the release settled
 	}
