@@ -31,7 +31,7 @@ const module = "github.com/skep-cd/skep/"
 // imports the face.
 var allowed = map[string][]string{
 	"cmd/skep":          {"cli"},
-	"cli":               {"api", "appset", "artifact", "chart", "chartrepo", "client", "configfile", "demo", "egress", "gitsource", "identity", "memtrim", "notify", "plan", "reconcile", "render", "sops", "stack", "store", "swarm", "ui", "version", "wire"},
+	"cli":               {"api", "appset", "artifact", "chart", "chartrepo", "client", "configfile", "demo", "egress", "gitsource", "identity", "memtrim", "notify", "plan", "reconcile", "render", "review", "sops", "stack", "store", "swarm", "ui", "version", "wire"},
 	"client":            {"wire"},
 	"api":               {"appset", "artifact", "configfile", "notify", "plan", "reconcile", "secret", "stack", "store", "version", "wire"},
 	"api/authtest":      {"api"},
@@ -75,7 +75,10 @@ var allowed = map[string][]string{
 
 	// Sign-in and CI identities: the face, above the API whose seams
 	// they fill (only cli imports identity); and the test helpers of both.
-	"identity":              {"api", "configfile", "store", "wire"},
+	"identity": {"api", "configfile", "store", "wire"},
+	// Pull requests' plans: the face too, filling api.Reviews from the
+	// loop's Propose (only cli imports review).
+	"review":                {"api", "appset", "gitsource", "notify", "plan", "reconcile", "wire"},
 	"identity/identitytest": {},
 	"api/apitest":           {"api", "notify", "wire"},
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -30,6 +31,7 @@ import (
 	"github.com/skep-cd/skep/memtrim"
 	"github.com/skep-cd/skep/notify"
 	"github.com/skep-cd/skep/reconcile"
+	"github.com/skep-cd/skep/review"
 	"github.com/skep-cd/skep/sops"
 	"github.com/skep-cd/skep/store"
 	"github.com/skep-cd/skep/swarm"
@@ -178,45 +180,47 @@ func (f *controllerFlags) source(git *gitsource.Cache) (appset.Source, string, e
 // build wires a controller from the flags: git cache, swarm client,
 // notifiers. The returned close releases the swarm client.
 func (f *controllerFlags) build(ctx context.Context, logger *slog.Logger, notifier *notify.Registry) (*reconcile.Controller, func(), error) {
-	return f.buildWith(ctx, logger, notifier, nil, false)
+	ctrl, _, closeAll, err := f.buildWith(ctx, logger, notifier, nil, false)
+	return ctrl, closeAll, err
 }
 
 // buildWith is build with an observer of every reconcile (the metrics) and,
 // when live is set, the swarm's live snapshot: health, live drift, the write
-// gate and prune need it, and the controller runs it.
-func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, notifier *notify.Registry, observer reconcile.Observer, live bool) (*reconcile.Controller, func(), error) {
+// gate and prune need it, and the controller runs it. It also returns the
+// git cache the controller reads with, which pull requests' plans share.
+func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, notifier *notify.Registry, observer reconcile.Observer, live bool) (*reconcile.Controller, *gitsource.Cache, func(), error) {
 	var creds *gitsource.Credentials
 	if path := os.Getenv(EnvGitCredentialsFile); path != "" {
 		var err error
 		if creds, err = gitsource.LoadCredentials(path); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	if f.gitTimeout <= 0 {
-		return nil, nil, usageError("--git-timeout: want a positive duration, got %s", f.gitTimeout)
+		return nil, nil, nil, usageError("--git-timeout: want a positive duration, got %s", f.gitTimeout)
 	}
 	if f.gitMaxFileMiB <= 0 || f.gitMaxFileMiB > 1<<20 {
-		return nil, nil, usageError("--git-max-file-mib: want a number of MiB from 1 to 1048576, got %d", f.gitMaxFileMiB)
+		return nil, nil, nil, usageError("--git-max-file-mib: want a number of MiB from 1 to 1048576, got %d", f.gitMaxFileMiB)
 	}
 	if f.parallelWrites <= 0 {
-		return nil, nil, usageError("--parallel-writes: want a positive number, got %d", f.parallelWrites)
+		return nil, nil, nil, usageError("--parallel-writes: want a positive number, got %d", f.parallelWrites)
 	}
 	policy, err := f.egress()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	git, err := gitsource.New(gitsource.Options{Dir: filepath.Join(f.data, "git"), Credentials: creds, Logger: logger, Timeout: f.gitTimeout,
 		CheckHost: policy.CheckHost, DialContext: policy.Dialer().DialContext, MaxFileBytes: f.gitMaxFileMiB << 20})
 	if err != nil {
-		return nil, nil, fmt.Errorf("git cache in %s: %w", f.data, err)
+		return nil, nil, nil, fmt.Errorf("git cache in %s: %w", f.data, err)
 	}
 	source, describe, err := f.source(git)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	keys, err := ageKeys(f.ageIdentity)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if keys != nil {
 		logger.Info("age identity loaded", "recipients", strings.Join(keys.Recipients(), ","))
@@ -226,7 +230,7 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 	charts, err := chartrepo.New(chartrepo.Options{Dir: filepath.Join(f.data, "charts"), Logger: logger,
 		DialContext: policy.Dialer().DialContext})
 	if err != nil {
-		return nil, nil, fmt.Errorf("chart cache in %s: %w", f.data, err)
+		return nil, nil, nil, fmt.Errorf("chart cache in %s: %w", f.data, err)
 	}
 	// The local swarm: the engine of DOCKER_HOST (or the default socket),
 	// then its fallback managers, as a named destination's are tried.
@@ -236,16 +240,16 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 	}
 	local, err := swarm.LocalDestination(os.Getenv, fallbacks)
 	if err != nil {
-		return nil, nil, usageError("--local-managers: %v", err)
+		return nil, nil, nil, usageError("--local-managers: %v", err)
 	}
 	engine, err := swarm.Connect(ctx, swarm.Options{Destination: local})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	remotes, err := f.remotes(ctx, logger)
 	if err != nil {
 		_ = engine.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	self := findSelf(ctx, engine, logger)
 	closeAll := func() {
@@ -273,7 +277,7 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 	}
 	if _, ok := byName[swarm.Local]; ok {
 		closeAll()
-		return nil, nil, errors.New(`destinations: "" names the controller's own swarm; give the other swarms names`)
+		return nil, nil, nil, errors.New(`destinations: "" names the controller's own swarm; give the other swarms names`)
 	}
 	byName[swarm.Local] = own
 	ctrl, err := reconcile.New(reconcile.Options{
@@ -302,9 +306,9 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 		// The construction error is the one to report; a failure to close
 		// a client nobody used would only hide it.
 		closeAll()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return ctrl, closeAll, nil
+	return ctrl, git, closeAll, nil
 }
 
 // egress is the policy every outbound HTTP client of the controller dials
@@ -363,6 +367,7 @@ type apiFlags struct {
 	oidcFile      string
 	tlsCert       string
 	tlsKey        string
+	uiURL         string
 }
 
 // register adds the API's flags to fs.
@@ -377,6 +382,7 @@ func (f *apiFlags) register(fs *pflag.FlagSet) {
 		"and the CI issuers whose ID tokens jobs present (ci: claims mapped to roles); its secrets come from files or the environment")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "serve HTTPS with this certificate file (re-read when it changes)")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "key file of --tls-cert")
+	fs.StringVar(&f.uiURL, "ui-url", "", "where people open this controller's UI (https://skep.example.org); pull requests' plan comments and statuses link there")
 }
 
 // oidc loads the --oidc-file; nil without one.
@@ -458,6 +464,9 @@ func newControllerCommand() *cobra.Command {
 			// as one (exit 2) and not hidden behind a failure to load something else.
 			if (apiOpts.tlsCert == "") != (apiOpts.tlsKey == "") {
 				return usageError("--tls-cert and --tls-key go together")
+			}
+			if u, err := url.Parse(apiOpts.uiURL); apiOpts.uiURL != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil) {
+				return usageError("--ui-url: want an absolute http or https URL without credentials, got %q", apiOpts.uiURL)
 			}
 			oidc, err := apiOpts.oidc()
 			if err != nil {
@@ -591,7 +600,7 @@ func runController(ctx context.Context, logger *slog.Logger, flags *controllerFl
 		},
 		Version: version.Get().Version, Commit: version.Get().Commit,
 	})
-	ctrl, closeEngine, err := flags.buildWith(ctx, logger, &notifier, metrics, true)
+	ctrl, git, closeEngine, err := flags.buildWith(ctx, logger, &notifier, metrics, true)
 	if err != nil {
 		return err
 	}
@@ -611,9 +620,13 @@ func runController(ctx context.Context, logger *slog.Logger, flags *controllerFl
 	if err != nil {
 		return err
 	}
+	reviews, err := newReviews(ctrl, git, flags, apiOpts, outbound, logger)
+	if err != nil {
+		return err
+	}
 	srvOpts := api.Options{
 		Notifiers: notifier.Names, Reconciler: api.NewController(ctrl), Authorizer: creds.tokens, Metrics: metrics, Webhooks: hooks,
-		Broker: broker, UI: webUI, Logger: logger, Store: storeStatus,
+		Broker: broker, UI: webUI, Logger: logger, Store: storeStatus, Reviews: reviews,
 	}
 	if creds.oidc != nil {
 		id, err := newIdentity(ctx, logger, *creds.oidc, db)
@@ -636,7 +649,23 @@ func runController(ctx context.Context, logger *slog.Logger, flags *controllerFl
 	}
 	// The notifier set is copied: registration is over, and the runners must
 	// not see a set that changes under them.
-	return serveController(ctx, logger, ctrl, apiServer, metrics, apiOpts, certs, notifier.Notifiers(), broker, db)
+	return serveController(ctx, logger, ctrl, apiServer, reviews, metrics, apiOpts, certs, notifier.Notifiers(), broker, db)
+}
+
+// newReviews plans pull requests with ctrl and git, posting to the forge
+// notifiers among outbound; the app set's git source, when it is one, is
+// planned at a pull request's head.
+func newReviews(ctrl *reconcile.Controller, git *gitsource.Cache, flags *controllerFlags, apiOpts *apiFlags, outbound []notify.Notifier, logger *slog.Logger) (*review.Reviewer, error) {
+	opts := review.Options{Controller: ctrl, Git: git, UI: apiOpts.uiURL, Logger: logger}
+	if flags.appsetRepo != "" {
+		opts.AppSet = &review.AppSet{Repo: flags.appsetRepo, Revision: flags.appsetRevision, Path: flags.appsetPath}
+	}
+	for _, n := range outbound {
+		if f, ok := n.(*notify.Forge); ok {
+			opts.Forges = append(opts.Forges, f)
+		}
+	}
+	return review.New(opts)
 }
 
 // newIdentity builds the OIDC file's identities over the store's
@@ -744,7 +773,7 @@ func registerCounters(m *api.Metrics, ctrl *reconcile.Controller, notifier *noti
 // serveController runs the controller and the API until ctx ends.
 // It returns ctrl's error, or the first listener error; a second
 // listener's failure to start stops the first before returning.
-func serveController(ctx context.Context, logger *slog.Logger, ctrl *reconcile.Controller, apiServer *api.Server,
+func serveController(ctx context.Context, logger *slog.Logger, ctrl *reconcile.Controller, apiServer *api.Server, reviews *review.Reviewer,
 	metrics *api.Metrics, opts *apiFlags, certs *api.CertReloader, runners []notify.Notifier, broker *notify.Broker, db *store.Store) error {
 	ln, err := net.Listen("tcp", opts.listen)
 	if err != nil {
@@ -800,7 +829,7 @@ func serveController(ctx context.Context, logger *slog.Logger, ctrl *reconcile.C
 	// stopped explicitly, after the servers.
 	bg, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
 	var bgWG sync.WaitGroup
-	bgWG.Add(2)
+	bgWG.Add(3)
 	// The recorder and the outbound notifiers deliver from their queues.
 	// They return nil when bg ends, so an error here is a notifier that
 	// stopped delivering early: events after it are lost, which must show.
@@ -811,6 +840,9 @@ func serveController(ctx context.Context, logger *slog.Logger, ctrl *reconcile.C
 		}
 	}()
 	go func() { defer bgWG.Done(); apiServer.Run(bg) }()
+	// Pull requests are planned one at a time beside the workers, never in
+	// their way: a plan takes no worker and writes nothing.
+	go func() { defer bgWG.Done(); reviews.Run(bg) }()
 	if db != nil {
 		bgWG.Add(1)
 		go func() {

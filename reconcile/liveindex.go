@@ -27,18 +27,22 @@ type liveIndex struct {
 	// reads its own releases without going through every one.
 	byApp map[string][]string
 	gen   uint64 // moves with every change to rendered
-	// wrote is, by application, when its last write to the swarm ended,
-	// and writing counts its writes in flight. Neither forgets an
-	// application that left the set: its last writes are what the prune
-	// of its release must see first.
-	wrote   map[string]time.Time
-	writing map[string]int
+	// wrote is, by swarm and application, when the application's last
+	// write to that swarm ended, and writing counts its writes in flight
+	// there: a snapshot of one swarm need not show writes to another.
+	// Neither forgets an application that left the set: its last writes
+	// are what the prune of its release must see first.
+	wrote   map[writer]time.Time
+	writing map[writer]int
 	// seenLive is, by application, the digest of its objects as its last
 	// live-drift wake saw them; unwoken the applications whose objects
 	// moved while a wake was held back.
 	seenLive map[string]string
 	unwoken  map[string]bool
 }
+
+// writer is one application writing to one swarm.
+type writer struct{ swarm, app string }
 
 // rendered is a release's last render, kept for health between passes,
 // with the application it belongs to and where it runs.
@@ -161,54 +165,56 @@ func (l *liveIndex) healthOf(app, swarmName string, snap swarm.Snapshot) (h heal
 	return h, ok
 }
 
-// beginWrite records that a write of app to the swarm starts, and returns
-// the func that records its end, at wall's time; call it once, when
-// nothing more is written.
-func (l *liveIndex) beginWrite(app string, wall func() time.Time) (end func()) {
+// beginWrite records that a write of app to swarmName starts, and
+// returns the func that records its end, at wall's time; call it once,
+// when nothing more is written.
+func (l *liveIndex) beginWrite(swarmName, app string, wall func() time.Time) (end func()) {
+	w := writer{swarm: swarmName, app: app}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.writing == nil {
-		l.writing, l.wrote = map[string]int{}, map[string]time.Time{}
+		l.writing, l.wrote = map[writer]int{}, map[writer]time.Time{}
 	}
-	l.writing[app]++
+	l.writing[w]++
 	return func() {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		l.writing[app]--
-		if l.writing[app] == 0 {
-			delete(l.writing, app)
+		l.writing[w]--
+		if l.writing[w] == 0 {
+			delete(l.writing, w)
 		}
-		l.wrote[app] = wall()
+		l.wrote[w] = wall()
 	}
 }
 
-// seen reports whether a snapshot taken at taken shows every write of app:
-// none in flight (unless ended, which leaves those out: a wait inside an
-// apply is one of them), and the last one ended before taken. An
-// application that has not written since the controller started has
-// nothing unseen.
-func (l *liveIndex) seen(app string, taken time.Time, ended bool) bool {
+// seen reports whether a snapshot of swarmName taken at taken shows every
+// write of app there: none in flight (unless ended, which leaves those
+// out: a wait inside an apply is one of them), and the last one ended
+// before taken. An application that has not written there since the
+// controller started has nothing unseen.
+func (l *liveIndex) seen(swarmName, app string, taken time.Time, ended bool) bool {
+	w := writer{swarm: swarmName, app: app}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !ended && l.writing[app] > 0 {
+	if !ended && l.writing[w] > 0 {
 		return false
 	}
-	wrote, ok := l.wrote[app]
+	wrote, ok := l.wrote[w]
 	return !ok || taken.After(wrote)
 }
 
 // writtenAfter reports whether an application of which (by name) wrote
-// after taken, or writes still.
-func (l *liveIndex) writtenAfter(taken time.Time, which func(app string) bool) bool {
+// to swarmName after taken, or writes there still.
+func (l *liveIndex) writtenAfter(swarmName string, taken time.Time, which func(app string) bool) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for app, n := range l.writing {
-		if n > 0 && which(app) {
+	for w, n := range l.writing {
+		if n > 0 && w.swarm == swarmName && which(w.app) {
 			return true
 		}
 	}
-	for app, at := range l.wrote {
-		if !taken.After(at) && which(app) {
+	for w, at := range l.wrote {
+		if w.swarm == swarmName && !taken.After(at) && which(w.app) {
 			return true
 		}
 	}
@@ -235,7 +241,7 @@ func (l *liveIndex) moved(app appset.Application, snap swarm.Snapshot, held bool
 	if l.seenLive == nil {
 		l.seenLive, l.unwoken = map[string]string{}, map[string]bool{}
 	}
-	if busy() || snap.TakenAt().IsZero() || !snap.TakenAt().After(l.wrote[app.Name]) {
+	if busy() || snap.TakenAt().IsZero() || !snap.TakenAt().After(l.wrote[writer{swarm: app.Destination.Swarm, app: app.Name}]) {
 		l.unwoken[app.Name] = true
 		return false
 	}

@@ -11,7 +11,7 @@ import (
 func TestWrittenAfterNamesWritesASnapshotMisses(t *testing.T) {
 	at := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
 	var l liveIndex
-	l.beginWrite("gone", func() time.Time { return at })()
+	l.beginWrite("", "gone", func() time.Time { return at })()
 	left := func(app string) bool { return app == "gone" }
 	for _, tc := range []struct {
 		name  string
@@ -25,13 +25,13 @@ func TestWrittenAfterNamesWritesASnapshotMisses(t *testing.T) {
 		{"the write of an application not asked about does not count", at.Add(-time.Second), func(string) bool { return false }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := l.writtenAfter(tc.taken, tc.which); got != tc.want {
+			if got := l.writtenAfter("", tc.taken, tc.which); got != tc.want {
 				t.Errorf("writtenAfter = %t, want %t", got, tc.want)
 			}
 		})
 	}
-	end := l.beginWrite("gone", time.Now)
-	if !l.writtenAfter(at.Add(time.Hour), left) {
+	end := l.beginWrite("", "gone", time.Now)
+	if !l.writtenAfter("", at.Add(time.Hour), left) {
 		t.Error("a write in flight is not counted")
 	}
 	end()
