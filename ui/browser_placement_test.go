@@ -24,8 +24,9 @@ func stubDiff(name string) wire.Diff {
 }
 
 // TestBrowserShowsWhatNoNodeCanPlaceAndEachTasksNode: the diff says, one
-// line per service, what no node satisfies; the application's tasks
-// name their node by hostname, its id at hand.
+// line per service, what no node satisfies, and so does the refusal on
+// the application's page; its tasks name their node by hostname, its id
+// at hand.
 func TestBrowserShowsWhatNoNodeCanPlaceAndEachTasksNode(t *testing.T) {
 	chromium := requireChromium(t)
 	apps := artifactApps()
@@ -34,6 +35,9 @@ func TestBrowserShowsWhatNoNodeCanPlaceAndEachTasksNode(t *testing.T) {
 	shop.Releases = []wire.Release{{Name: "shop", Services: []wire.Service{{Name: "shop_api", ID: "svc1", Image: "registry.internal/shop/api:v1.2.0",
 		Mode: "replicated", Desired: 1, Running: 1, Tasks: []wire.Task{{ID: "task1", Slot: 1, Node: "skep-w1", NodeID: "n0d3w1",
 			State: "running", DesiredState: "running", UpdatedAt: at}}}}}}
+	shop.Application.LastError = "release shop at 0123456789ab cannot be placed, so nothing was written (allow.unplaceable lets a rule through):\n" +
+		"shop_db: reserves 8 CPUs per task; no node ready and active has it free\nshop_web: constraint \"node.labels.zone == c\" matches none of the 5 ready, active nodes"
+	shop.Application.LastErrorClass = "stalled"
 	apps["shop"] = shop
 	stub := startStubAPI(t, apps)
 	console := &consoleLog{}
@@ -52,6 +56,10 @@ func TestBrowserShowsWhatNoNodeCanPlaceAndEachTasksNode(t *testing.T) {
 	p.waitFor(t, "the task's node", has(`ul.tasks li`, "skep-w1"), 20*time.Second)
 	if !p.eval(t, `[...document.querySelectorAll('ul.tasks li span')].some(e => e.textContent === 'skep-w1' && e.title === 'node n0d3w1')`) {
 		t.Error("the task names its node without its id at hand")
+	}
+	// The refusal's lines stay lines: one per service.
+	if !p.eval(t, `(() => { const e = document.querySelector('.last-error'); return e && getComputedStyle(e).whiteSpace === 'pre-line' && e.innerText.split('\n').length === 3; })()`) {
+		t.Error("the last error does not keep its lines")
 	}
 	p.screenshot(t, "42-task-nodes")
 }

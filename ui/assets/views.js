@@ -208,7 +208,7 @@ export function appView(ctx, name, tab) {
         h('dt', {}, 'Last sync'), h('dd', {}, lastSync(a)),
         h('dt', {}, 'Last reconcile'), h('dd', {}, time(a.lastReconcile))),
       a.healthMessage ? h('p', { class: 'muted' }, a.healthMessage) : null,
-      a.lastError ? h('div', { class: 'alert bad', role: 'alert' }, h('strong', {}, (a.lastErrorClass || 'error') + ': '), a.lastError) : null);
+      a.lastError ? h('div', { class: 'alert bad last-error', role: 'alert' }, h('strong', {}, (a.lastErrorClass || 'error') + ': '), a.lastError) : null);
     if (!ctx.can('deployer')) {
       fill(actions, h('p', { class: 'muted' }, `Role ${ctx.me.role}: read only.`));
       return;
