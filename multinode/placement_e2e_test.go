@@ -195,10 +195,11 @@ const rebalanceCompose = `services:
 
 // TestADrainedNodeBackIsRebalancedOnlyWhenAsked: two applications of the
 // same services, one with rebalance: true. A worker drained, its tasks
-// move; once it is active again, the one that rebalances rolls its
-// services one after the other and its tasks spread back over every node,
-// with an event naming the node and the services; the other's tasks stay
-// where Swarm left them, nothing of it written.
+// move; once it is active again, the one that rebalances is woken (its
+// interval is minutes), rolls its services one after the other and its
+// tasks spread back over every node, with an event naming the node and
+// the services; the other's tasks stay where Swarm left them, nothing of
+// it written.
 func TestADrainedNodeBackIsRebalancedOnlyWhenAsked(t *testing.T) {
 	e := newEnv(t)
 	off := e.ns + "-off"
@@ -206,7 +207,8 @@ func TestADrainedNodeBackIsRebalancedOnlyWhenAsked(t *testing.T) {
 	harness.CleanupStack(t, e.engine.Client, off)
 	img := e.image(t, "rebalance", "v1", harness.ImageOptions{})
 	e.repo.Commit(t, "main", map[string]string{"compose.yaml": rebalanceCompose, ".env": "IMAGE=" + img + "\n"})
-	apps := e.app("on") + "    rebalance: true\n" + fmt.Sprintf(`  - name: off
+	// Its interval is long: the node's return wakes it, no tick does.
+	apps := e.appWith("on", "automated: true, interval: 3m, resolveImage: always") + "    rebalance: true\n" + fmt.Sprintf(`  - name: off
     release: %s
     source: {repo: %s, revision: main}
     driftDetection: live
@@ -230,7 +232,7 @@ func TestADrainedNodeBackIsRebalancedOnlyWhenAsked(t *testing.T) {
 	drained := time.Now()
 	e.cl.Activate(t, w1)
 
-	harness.Eventually(t, 2*time.Minute, func(context.Context) (bool, string) {
+	harness.Eventually(t, 90*time.Second, func(context.Context) (bool, string) {
 		evs := e.events.of(notify.TasksRebalanced)
 		return len(evs) > 0 && strings.Contains(messages(evs), "_worker"), messages(evs)
 	})

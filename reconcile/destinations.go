@@ -45,6 +45,9 @@ type destination struct {
 	owner string
 	// env is what every sync pass here works with; built once, at New.
 	env syncpass.Env
+	// nodes are the swarm's nodes as the last wake saw them
+	// (syncpass.NodesKey); guarded by Controller.mu, which wake holds.
+	nodes string
 
 	mu    sync.Mutex
 	state DestinationState

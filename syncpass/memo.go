@@ -29,7 +29,7 @@ type Memo struct {
 	quiet          quietTick
 	templateFailed templateFailure
 	quietInputs    quietInputs
-	// rebalanced is the nodes (nodesKey) the last rebalance of the
+	// rebalanced is the nodes (NodesKey) the last rebalance of the
 	// release was judged at: it is judged again once they change.
 	rebalanced string
 }

@@ -34,9 +34,10 @@ func (out *Outcome) settled(ctx context.Context, env Env, in Input, d desired) {
 	out.rebalance(ctx, env, in, d)
 }
 
-// rebalances reports whether in.App's services are rebalanced on env's
-// swarm: its rebalance key, else the controller's default.
-func rebalances(env Env, app appset.Application) bool {
+// Rebalances reports whether app's services are rebalanced on env's
+// swarm once a node is back: its rebalance key, else the controller's
+// default (Env.Rebalance).
+func Rebalances(env Env, app appset.Application) bool {
 	if env.Rebalancing == nil || env.Live == nil {
 		return false
 	}
@@ -51,12 +52,12 @@ func rebalances(env Env, app appset.Application) bool {
 // or the release had not settled): its passes run in full, not quiet,
 // until one judges it.
 func rebalanceDue(env Env, in Input) bool {
-	return rebalances(env, in.App) && nodesKey(in.Live) != in.Memo.rebalanced
+	return Rebalances(env, in.App) && NodesKey(in.Live) != in.Memo.rebalanced
 }
 
-// nodesKey names the nodes of snap as a rebalance judges them: each
+// NodesKey names the nodes of snap as a rebalance judges them: each
 // one's id, state and availability. A node coming back changes it.
-func nodesKey(snap swarm.Snapshot) string {
+func NodesKey(snap swarm.Snapshot) string {
 	var parts []string
 	for _, n := range snap.Nodes() {
 		parts = append(parts, n.ID+" "+string(n.Status.State)+" "+string(n.Spec.Availability))
@@ -71,11 +72,11 @@ func nodesKey(snap swarm.Snapshot) string {
 // application's rebalance holds the swarm, what is left waits for the
 // next pass. It raises tasks-rebalanced naming the nodes and the services.
 func (out *Outcome) rebalance(ctx context.Context, env Env, in Input, d desired) {
-	if !rebalances(env, in.App) || windowAt(in).Held {
+	if !Rebalances(env, in.App) || windowAt(in).Held {
 		return
 	}
 	v := env.look(in.App.Name)
-	key := nodesKey(v.snap)
+	key := NodesKey(v.snap)
 	if !v.readable() || key == out.Memo.rebalanced {
 		return
 	}

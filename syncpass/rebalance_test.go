@@ -93,7 +93,7 @@ func TestRebalancesByTheApplicationElseTheController(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			env := tc.env
 			env.Rebalance = tc.controller
-			if got := rebalances(env, appset.Application{Name: "web", Rebalance: tc.app}); got != tc.want {
+			if got := Rebalances(env, appset.Application{Name: "web", Rebalance: tc.app}); got != tc.want {
 				t.Errorf("rebalances = %t, want %t", got, tc.want)
 			}
 		})
@@ -124,7 +124,7 @@ func TestARebalanceDueMakesThePassRunInFull(t *testing.T) {
 		return swarm.NewSnapshot(swarm.Contents{Nodes: nodes, TakenAt: time.Now()})
 	}
 	before, back := at(readyNode("skep-m1"), drained), at(readyNode("skep-m1"), readyNode("skep-w1"))
-	judged := Memo{rebalanced: nodesKey(before)}
+	judged := Memo{rebalanced: NodesKey(before)}
 	on := true
 	env := Env{Live: &swarm.Watcher{}, Rebalancing: make(chan struct{}, 1)}
 	for _, tc := range []struct {
