@@ -32,8 +32,9 @@ type waitFor struct {
 // Engine itself (see nextWaitStep): no event may be coming. A rollback by
 // Swarm fails at once with the daemon's reason, and tasks failing in a
 // loop since the write (crashLoop) or a task the scheduler can place on
-// no node (unschedulable) fail it without waiting out the timeout. A failure carries its cause (*rolloutError). Without a live
-// snapshot there is nothing to wait on.
+// no node (unschedulable) fail it without waiting out the timeout. A
+// failure carries its cause (*rolloutError). Without a live snapshot
+// there is nothing to wait on.
 func waitHealthy(ctx context.Context, env Env, wf waitFor) error {
 	live := env.Live
 	if live == nil {
