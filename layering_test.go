@@ -53,6 +53,7 @@ var allowed = map[string][]string{
 	"store":             {"notify"},
 	"appset":            {"configfile", "tickgrid", "window"},
 	"swarm":             {"configfile", "tickgrid"},
+	"lease":             {},
 	"gitsource":         {"configfile", "egress", "secret"},
 	"wire":              {},
 	"outcome":           {},
