@@ -64,7 +64,7 @@ func (s *Server) eventsRoute(w http.ResponseWriter, r *http.Request, subj Subjec
 		}
 		for _, rec := range recs {
 			if filter.Match(rec.Event) {
-				list.Events = append(list.Events, wire.EventItem{ID: rec.ID, Event: notify.WireOf(rec.Event)})
+				list.Events = append(list.Events, wire.EventItem{ID: rec.ID, Event: rec.Wire()})
 			}
 		}
 	}

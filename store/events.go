@@ -34,8 +34,8 @@ func (s *Store) Append(ctx context.Context, e notify.Event) (int64, error) {
 	return id, nil
 }
 
-// Insert keeps rec under rec.ID, updating the sync history in the same
-// transaction. The id must be above LastID; otherwise it returns an error
+// Insert keeps rec under rec.ID, with its term, updating the sync history
+// in the same transaction. The id must be above LastID; otherwise it returns an error
 // wrapping ErrIDNotAbove and keeps nothing. A zero At is stamped with the
 // store's clock. It implements notify.Appender.
 func (s *Store) Insert(ctx context.Context, rec notify.Record) error {
@@ -51,8 +51,8 @@ func (s *Store) Insert(ctx context.Context, rec notify.Record) error {
 			return fmt.Errorf("id %d, last %d: %w", rec.ID, last, ErrIDNotAbove)
 		}
 		e := s.stamp(rec.Event)
-		if _, err := tx.ExecContext(ctx, "INSERT INTO events (id, application, type, swarm, revision, message, actor, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-			rec.ID, e.Application, string(e.Type), e.Swarm, e.Revision, e.Message, e.Actor, e.At.UnixNano()); err != nil {
+		if _, err := tx.ExecContext(ctx, "INSERT INTO events (id, application, type, swarm, revision, message, actor, at, term) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+			rec.ID, e.Application, string(e.Type), e.Swarm, e.Revision, e.Message, e.Actor, e.At.UnixNano(), rec.Term); err != nil {
 			return err
 		}
 		return recordSync(ctx, tx, e)
@@ -135,7 +135,7 @@ const (
 )
 
 // eventColumns are the columns scanRecords reads, in its order.
-const eventColumns = "id, application, type, swarm, revision, message, actor, at"
+const eventColumns = "id, application, type, swarm, revision, message, actor, at, term"
 
 // Events returns the records q selects, in increasing id order. The slice
 // is the caller's.
@@ -226,7 +226,7 @@ func scanRecords(rows *sql.Rows) ([]notify.Record, error) {
 			typ string
 			at  int64
 		)
-		if err := rows.Scan(&rec.ID, &rec.Application, &typ, &rec.Swarm, &rec.Revision, &rec.Message, &rec.Actor, &at); err != nil {
+		if err := rows.Scan(&rec.ID, &rec.Application, &typ, &rec.Swarm, &rec.Revision, &rec.Message, &rec.Actor, &at, &rec.Term); err != nil {
 			return nil, err
 		}
 		rec.Type = notify.EventType(typ)

@@ -24,6 +24,7 @@ var migrations = []migration{
 	{version: 1, name: "events", up: migrateEvents},
 	{version: 2, name: "sync history", up: migrateSyncs},
 	{version: 3, name: "sign-in sessions", up: migrateSessions},
+	{version: 4, name: "event terms", up: migrateTerms},
 }
 
 // SchemaVersion is the schema version this build migrates to.
@@ -134,7 +135,8 @@ CREATE INDEX syncs_application ON syncs (application, id);
 `); err != nil {
 		return err
 	}
-	rows, err := tx.QueryContext(ctx, "SELECT "+eventColumns+" FROM events WHERE type IN (?, ?, ?) ORDER BY id",
+	// The events of a v1 database have no term yet (migrateTerms).
+	rows, err := tx.QueryContext(ctx, "SELECT id, application, type, swarm, revision, message, actor, at, 0 FROM events WHERE type IN (?, ?, ?) ORDER BY id",
 		notify.SyncStarted, notify.SyncSucceeded, notify.SyncFailed)
 	if err != nil {
 		return err
@@ -149,4 +151,11 @@ CREATE INDEX syncs_application ON syncs (application, id);
 		}
 	}
 	return nil
+}
+
+// migrateTerms adds the leader term of a replicated controller to each
+// event; 0 is an event raised without leader election.
+func migrateTerms(ctx context.Context, tx *sql.Tx) error {
+	_, err := tx.ExecContext(ctx, "ALTER TABLE events ADD COLUMN term INTEGER NOT NULL DEFAULT 0")
+	return err
 }

@@ -10,7 +10,11 @@ import "time"
 // Swarm is always present because empty is itself the answer ("the swarm
 // the controller runs in"); Revision, Message and Actor are omitted when
 // empty because there the event has no answer to give. At is RFC 3339 in
-// UTC. Type is one of the event types notify names.
+// UTC. Type is one of the event types notify names. Term is the leader
+// term of a replicated controller (--leader-election) that raised the
+// event, on the event stream and list; absent from a single controller's
+// events and from outbound notifiers, so their bytes are those of the
+// contract.
 type Event struct {
 	Application string    `json:"application"`
 	Swarm       string    `json:"swarm"`
@@ -19,6 +23,7 @@ type Event struct {
 	Message     string    `json:"message,omitempty"`
 	Actor       string    `json:"actor,omitempty"`
 	At          time.Time `json:"at"`
+	Term        int64     `json:"term,omitempty"`
 }
 
 // EventItem is one kept event in the JSON list: its id and wire shape.
