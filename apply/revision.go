@@ -60,6 +60,9 @@ type Revision struct {
 	Images map[string]string
 	// Chart is what a chart release was rendered from; nil for compose.
 	Chart *ChartRecord
+	// Term is the leader term of the replicated controller that wrote
+	// it; 0 without leader election.
+	Term int64 `json:",omitempty"`
 	// ConfigID is the id of the Docker config holding the revision; it is
 	// not part of the stored document.
 	ConfigID string
@@ -367,6 +370,7 @@ func (a *applier) writeRevision(ctx context.Context, existing []swarm.Config) (i
 		Release:     RedactSecrets(a.rel),
 		Images:      maps.Clone(a.images),
 		Chart:       a.opts.Chart,
+		Term:        a.opts.Term,
 	}
 	data, err := encodeRevision(rev)
 	if err == nil && len(data) > maxConfigData && rev.Chart != nil {
@@ -392,6 +396,9 @@ func (a *applier) writeRevision(ctx context.Context, existing []swarm.Config) (i
 	labels[stack.LabelKind] = stack.KindRevision
 	labels[stack.LabelRevision] = strconv.Itoa(n)
 	labels[stack.LabelCommit] = a.opts.Commit
+	if a.opts.Term > 0 {
+		labels[stack.LabelTerm] = strconv.FormatInt(a.opts.Term, 10)
+	}
 	name := revisionName(a.rel.Name, n)
 	resp, err := a.eng.ConfigCreate(ctx, swarm.ConfigSpec{Annotations: swarm.Annotations{Name: name, Labels: labels}, Data: data})
 	if err != nil {

@@ -77,7 +77,7 @@ func ownerID(id, name string) string {
 // newDestination wires destination name: its client with writes limited,
 // and the Env its passes share, whose Fleet reaches back into c.
 func (c *Controller) newDestination(name string, r Remote, opts Options) *destination {
-	d := &destination{name: name, client: r.Engine, engine: limitWrites(r.Engine, opts.ParallelWrites), live: r.Live,
+	d := &destination{name: name, client: r.Engine, engine: limitWrites(r.Engine, opts.ParallelWrites, opts.Fence), live: r.Live,
 		owner: ownerID(c.id, name)}
 	d.state.Name = name
 	appSetRepo := ""
@@ -104,7 +104,9 @@ func (c *Controller) newDestination(name string, r Remote, opts Options) *destin
 				c.pruneRelease(ctx, owner, d, snap, why)
 			},
 			NotePreview: c.previews.note,
+			Fence:       opts.Fence,
 		},
+		Term: opts.Term,
 	}
 	return d
 }

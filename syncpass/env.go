@@ -77,6 +77,9 @@ type Env struct {
 	Log  *slog.Logger
 	// Fleet is how a pass reaches the loop that runs it.
 	Fleet Fleet
+	// Term is the leader term the controller runs in, stamped on the
+	// revisions it records; 0 without leader election.
+	Term int64
 }
 
 // Fleet is what a pass asks of, or tells, the loop that keeps every
@@ -114,6 +117,10 @@ type Fleet struct {
 	// NotePreview tells notifiers' look-ups that app deploys commit as the
 	// preview of branch at domain.
 	NotePreview func(app, commit, branch, domain string)
+	// Fence says whether this controller may write now (a replica's
+	// leader lease): asked before each step of a write plan; an error
+	// stops the write there (ErrFenced).
+	Fence func() error
 }
 
 // Ask is what whoever started a pass asked of it. The zero value is a

@@ -108,7 +108,10 @@ func writeRelease(ctx context.Context, env Env, in Input, d desired, summary str
 		if failed != nil && s.kind != stepSelf {
 			continue
 		}
-		err := w.run(ctx, in, s)
+		err := env.fenceStep(s)
+		if err == nil {
+			err = w.run(ctx, in, s)
+		}
 		switch {
 		case err == nil:
 		case s.kind < stepAnnounce:
@@ -126,6 +129,16 @@ func writeRelease(ctx context.Context, env Env, in Input, d desired, summary str
 	}
 	emit(ctx, env, in.App, notify.SyncSucceeded, d.commit, applySummary(in.App.Release, w.out.res))
 	return w.out, nil
+}
+
+// fenceStep asks the fence before a step that writes; the stable check
+// and the waits write nothing.
+func (env Env) fenceStep(s writeStep) error {
+	switch s.kind {
+	case stepStable, stepWaitWave, stepWait:
+		return nil
+	}
+	return env.fence()
 }
 
 // writeResult is what a write did: the changes, whether the release
