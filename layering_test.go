@@ -30,7 +30,7 @@ const module = "github.com/skep-cd/skep/"
 // imports the face.
 var allowed = map[string][]string{
 	"cmd/skep":          {"cli"},
-	"cli":               {"api", "appset", "artifact", "chart", "chartrepo", "client", "configfile", "demo", "egress", "gitsource", "identity", "memtrim", "notify", "plan", "reconcile", "render", "sops", "stack", "store", "swarm", "ui", "version", "wire"},
+	"cli":               {"api", "appset", "artifact", "chart", "chartrepo", "client", "configfile", "demo", "egress", "gitsource", "identity", "lease", "memtrim", "notify", "plan", "reconcile", "render", "replica", "sops", "stack", "store", "swarm", "ui", "version", "wire"},
 	"client":            {"wire"},
 	"api":               {"appset", "artifact", "configfile", "notify", "plan", "reconcile", "secret", "stack", "store", "version", "wire"},
 	"api/authtest":      {"api"},
@@ -76,6 +76,11 @@ var allowed = map[string][]string{
 	// they fill (only cli imports identity); and the test helpers of both.
 	"identity":              {"api", "configfile", "store", "wire"},
 	"identity/identitytest": {},
+
+	// A replica of a replicated controller: the face beside the API it
+	// fronts (only cli imports it); it follows the leader through the
+	// client, and the lease (an adapter) through its Elector.
+	"replica": {"api", "client", "lease", "notify", "wire"},
 	"api/apitest":           {"api", "notify", "wire"},
 }
 

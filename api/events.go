@@ -104,7 +104,8 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, filter notify.Fi
 	// An EventSource sends Last-Event-ID on reconnect with the last id it
 	// saw, so a client that dropped misses nothing the store still keeps.
 	var after int64
-	if v := r.Header.Get("Last-Event-ID"); v != "" {
+	v := r.Header.Get("Last-Event-ID")
+	if v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
 			writeError(w, http.StatusBadRequest, wire.CodeBadRequest, fmt.Sprintf("Last-Event-ID: want an event id, got %q", v))
@@ -141,7 +142,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, filter notify.Fi
 		s.heartbeats(r.Context(), w, flush)
 		return
 	}
-	opts := notify.StreamOptions{AfterID: after, Heartbeat: s.heartbeat, Flush: flush, Logger: s.log}
+	opts := notify.StreamOptions{AfterID: after, Resume: v != "", Heartbeat: s.heartbeat, Flush: flush, Logger: s.log}
 	if s.events != nil {
 		opts.Replay = s.events.Replay(filter)
 	}

@@ -94,7 +94,7 @@ type Timings struct {
 	Retry time.Duration
 	// Margin: a leader writes nothing once its last renewal was sent
 	// Duration-Margin ago, time enough for a write checked just before
-	// to reach the swarm. Default 2s.
+	// to reach the swarm. Default a quarter of Duration (2s).
 	Margin time.Duration
 }
 
@@ -103,7 +103,6 @@ const (
 	DefaultDuration      = 8 * time.Second
 	DefaultRenewDeadline = 5 * time.Second
 	DefaultRetry         = time.Second
-	DefaultMargin        = 2 * time.Second
 )
 
 // WithDefaults fills in every zero field.
@@ -118,7 +117,7 @@ func (t Timings) WithDefaults() Timings {
 		t.Retry = DefaultRetry
 	}
 	if t.Margin <= 0 {
-		t.Margin = DefaultMargin
+		t.Margin = t.Duration / 4
 	}
 	return t
 }

@@ -16,9 +16,12 @@ type ReplayFunc func(ctx context.Context, afterID int64, limit int) ([]Record, e
 // StreamOptions configures Stream. The zero value streams live records only,
 // with the default heartbeat.
 type StreamOptions struct {
-	// AfterID is the client's Last-Event-ID. When above zero, records after
-	// it are replayed before live ones.
+	// AfterID is the client's Last-Event-ID. When above zero, or when
+	// Resume is set, records after it are replayed before live ones.
 	AfterID int64
+	// Resume says the client named a Last-Event-ID, 0 included: with 0,
+	// every kept record is replayed (a replica copying the history whole).
+	Resume bool
 	// Replay reads the store. Nil means no store: nothing is replayed and a
 	// lagging subscriber loses what it missed.
 	Replay ReplayFunc
@@ -50,7 +53,7 @@ func Stream(ctx context.Context, w io.Writer, sub *Subscription, opts StreamOpti
 		opts.Logger = slog.Default()
 	}
 	s := streamer{w: w, sub: sub, opts: opts, cursor: sub.Start()}
-	if opts.AfterID > 0 {
+	if opts.AfterID > 0 || opts.Resume {
 		s.cursor = opts.AfterID
 		if err := s.replay(ctx); err != nil {
 			return err
