@@ -80,8 +80,8 @@ var allowed = map[string][]string{
 	// A replica of a replicated controller: the face beside the API it
 	// fronts (only cli imports it); it follows the leader through the
 	// client, and the lease (an adapter) through its Elector.
-	"replica": {"api", "client", "lease", "notify", "wire"},
-	"api/apitest":           {"api", "notify", "wire"},
+	"replica":     {"api", "client", "lease", "notify", "wire"},
+	"api/apitest": {"api", "notify", "wire"},
 }
 
 // onlyFrom lists outside imports that just the named packages may use: one

@@ -893,7 +893,7 @@ func (s *serving) run(ctx context.Context, id string, work func(context.Context)
 	logger.Info("controller started", "controller", id, "listen", ln.Addr().String(), "tls", certs != nil)
 
 	runErr := work(ctx) // returns once ctx ends and the workers drained
-	broker.Close()          // ends event streams, which Shutdown would wait for
+	broker.Close()      // ends event streams, which Shutdown would wait for
 	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	for _, s := range servers {

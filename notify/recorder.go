@@ -109,10 +109,10 @@ func NewRecorder(opts RecorderOptions) *Recorder {
 		opts.Now = time.Now
 	}
 	return &Recorder{
-		store:   opts.Store,
-		publish: opts.Publish,
-		timeout: opts.WriteTimeout,
-		log:     opts.Logger,
+		store:    opts.Store,
+		publish:  opts.Publish,
+		timeout:  opts.WriteTimeout,
+		log:      opts.Logger,
 		queue:    make(chan Record, opts.Queue),
 		next:     max(opts.LastID, opts.Now().UnixMicro()) + 1,
 		now:      opts.Now,
