@@ -1,0 +1,210 @@
+package bench_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/client"
+
+	"github.com/skep-cd/skep/bench"
+	"github.com/skep-cd/skep/harness"
+)
+
+// skepBinary is the binary the HA tests run: SKEP_BENCH_BINARY, or one
+// built for the test.
+func skepBinary(t *testing.T) string {
+	t.Helper()
+	if b := os.Getenv("SKEP_BENCH_BINARY"); b != "" {
+		return b
+	}
+	out := filepath.Join(t.TempDir(), "skep")
+	build := exec.CommandContext(t.Context(), "go", "build", "-o", out, "../cmd/skep")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if msg, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build skep: %v\n%s", err, msg)
+	}
+	return out
+}
+
+// engineSocket is the path of the Engine socket the proxies forward to.
+func engineSocket(t *testing.T) string {
+	t.Helper()
+	host := os.Getenv("DOCKER_HOST")
+	if host == "" {
+		return "/var/run/docker.sock"
+	}
+	path, ok := strings.CutPrefix(host, "unix://")
+	if !ok {
+		t.Skipf("DOCKER_HOST %s is not a unix socket; the counting proxies need one", host)
+	}
+	return path
+}
+
+// haRun is a replicated controller deploying one application from a
+// repository whose every commit changes its service.
+type haRun struct {
+	ha   *bench.HA
+	flow *bench.Flow
+	ns   string
+}
+
+// startHA starts replicas controllers of one application, automated, on
+// the local swarm, with the lease timings args
+// (the defaults when none); the flow lands a commit every every.
+func startHA(t *testing.T, docker *client.Client, replicas int, every time.Duration, args ...string) *haRun {
+	t.Helper()
+	binary := skepBinary(t)
+	git := harness.StartGitServer(t, harness.GitServerOptions{})
+	ns := harness.Name(t, "ha")
+	id := ns
+	harness.CleanupStack(t, docker, ns)
+	t.Cleanup(func() {
+		// The lease is the replicated controller's own record, not its
+		// stack's: it goes with the test.
+		_ = docker.ConfigRemove(context.WithoutCancel(t.Context()), "skep-lease-"+id)
+	})
+	image := harness.TestImage(t, docker, harness.ImageOptions{})
+	repo := git.CreateRepo(t, "app")
+	// Three services, so that an apply is three writes and a revision.
+	var services strings.Builder
+	services.WriteString("services:\n")
+	for _, name := range []string{"web", "api", "worker"} {
+		fmt.Fprintf(&services, "  %s:\n    image: ${IMAGE}\n    environment: {COMMIT: \"${N}\"}\n    deploy: {replicas: 0}\n", name)
+	}
+	commit := func(n int) map[string]string {
+		return map[string]string{
+			"compose.yaml": services.String(),
+			".env":         fmt.Sprintf("IMAGE=%s\nN=%d\n", image, n),
+		}
+	}
+	flow := &bench.Flow{Repo: repo, Every: every, Commit: commit}
+	run := &haRun{flow: flow, ns: ns}
+	flow.Land(t)
+	dir := t.TempDir()
+	apps := filepath.Join(dir, "apps.yaml")
+	if err := os.WriteFile(apps, fmt.Appendf(nil, `apiVersion: skep/v1
+applications:
+  - name: web
+    release: %s
+    source: {repo: %s, revision: main}
+    syncPolicy: {automated: true, interval: 10s, resolveImage: never}
+`, ns, repo.URL), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run.ha = bench.StartHA(t, bench.HAOptions{Binary: binary, Dir: dir, AppSet: apps, ID: id, Engine: engineSocket(t), Replicas: replicas, Args: args})
+	// Each commit is announced by a forge's push webhook, to the replicas
+	// in turn: a standby forwards it to the leader. One that finds no
+	// leader (a take-over under way) is not retried: the next leader reads
+	// git when it starts.
+	flow.Pushed = func(sha string) {
+		if err := run.ha.Push(t.Context(), repo.URL, sha); err != nil {
+			t.Logf("push of %.12s: %v", sha, err)
+		}
+	}
+	return run
+}
+
+// TestReplicatedControllerFailsOverWithOneWriter runs three replicas of a
+// controller on the local swarm while commits land every two seconds, and
+// kills, freezes and stops the leader in turn. After each, another
+// replica takes over; no replica writes to the Engine while another holds
+// the lease, the frozen one included once thawed; no commit is applied
+// twice; every replica ends with the same event history; and a client
+// that reconnects its event stream to another replica every few seconds
+// misses nothing and sees nothing twice.
+func TestReplicatedControllerFailsOverWithOneWriter(t *testing.T) {
+	docker := harness.RequireSwarm(t)
+	if testing.Short() {
+		t.Skip("runs three controllers for about a minute")
+	}
+	run := startHA(t, docker, 3, 2*time.Second)
+	h, flow := run.ha, run.flow
+	leader, first := h.WaitLeader(t, flow, 0, time.Minute)
+	if !flow.Until(t, time.Minute, func() bool { return h.Revisions()[flow.Commits[0]] == 1 }) {
+		t.Fatalf("the first commit was not applied within a minute; terms %v\n%s", h.Terms(), leader.Controller().LogTail())
+	}
+	roamCtx, stopRoaming := context.WithCancel(t.Context())
+	roamed := h.Roam(roamCtx, 3*time.Second)
+	// Each service write takes half a second: a kill or a freeze comes in
+	// the middle of an apply.
+	h.SlowWrites(500 * time.Millisecond)
+
+	for _, kind := range []string{bench.FailKill, bench.FailFreeze, bench.FailStop} {
+		f := h.Fail(t, flow, kind, time.Minute)
+		t.Logf("%s: %v → %v in %s", kind, f.From, f.To, f.Took.Round(time.Millisecond))
+		if f.To.Holder == f.From.Holder {
+			t.Errorf("%s: the %s leader took the lease again", kind, kind)
+		}
+	}
+
+	// The last commit lands and is applied; the flow stops there.
+	h.SlowWrites(0)
+	flow.Every = 0
+	last := flow.Land(t)
+	if !flow.Until(t, time.Minute, func() bool { return h.Revisions()[last] == 1 }) {
+		t.Errorf("the last commit %.12s was not applied within a minute", last)
+	}
+	if !h.CaughtUp(t.Context(), 30*time.Second) {
+		t.Error("the replicas' histories did not reach the same last event within 30s")
+	}
+	stopRoaming()
+	ids := <-roamed
+
+	if terms := h.Terms(); len(terms) < 4 || terms[0].Number != first.Number {
+		t.Errorf("terms %v, want four from %d", terms, first.Number)
+	}
+	for _, l := range h.LateWrites() {
+		t.Errorf("late write: %s", l)
+	}
+	for commit, n := range h.Revisions() {
+		if n > 1 {
+			t.Errorf("commit %.12s applied %d times", commit, n)
+		}
+	}
+	checkHistories(t, h, ids)
+}
+
+// checkHistories holds the replicas' histories and a roaming client's ids
+// to one history: nothing kept twice, nothing one replica lacks that the
+// others keep (but what a leader kept in the instant before it was killed
+// or frozen, which the test logs), and the client's ids that history in
+// order, from its first id to its last.
+func checkHistories(t *testing.T, h *bench.HA, roamed []int64) {
+	t.Helper()
+	hist, err := h.Histories(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("events kept %v; orphans %v", hist.Kept, hist.Orphans)
+	for _, what := range [][]string{hist.Doubled, hist.Missing, hist.Differs} {
+		for _, s := range what {
+			t.Errorf("history: %s", s)
+		}
+	}
+	if len(roamed) == 0 {
+		t.Fatal("the roaming client received no event")
+	}
+	var want []int64
+	for _, id := range hist.Union {
+		if id >= roamed[0] && id <= roamed[len(roamed)-1] && !orphan(hist, id) {
+			want = append(want, id)
+		}
+	}
+	got := slices.DeleteFunc(slices.Clone(roamed), func(id int64) bool { return orphan(hist, id) })
+	if !slices.Equal(got, want) {
+		t.Errorf("the roaming client received %d events %v,\nwant the %d of the history %v", len(got), got, len(want), want)
+	}
+}
+
+// orphan reports whether id is one of hist's orphans.
+func orphan(hist bench.Histories, id int64) bool {
+	prefix := fmt.Sprintf("%d ", id)
+	return slices.ContainsFunc(hist.Orphans, func(o string) bool { return strings.HasPrefix(o, prefix) })
+}
