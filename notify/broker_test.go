@@ -418,3 +418,38 @@ func TestStreamSkipsWhatTheClientSawAlready(t *testing.T) {
 		}
 	})
 }
+
+// TestStreamReplaysEverythingKeptAfterAnExplicitZero: a replica whose
+// store is empty asks with Last-Event-ID 0 and gets the whole history;
+// a client naming no id gets live events only.
+func TestStreamReplaysEverythingKeptAfterAnExplicitZero(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		resume bool
+		want   []int64
+	}{
+		{name: "Last-Event-ID: 0", resume: true, want: []int64{1, 2, 3}},
+		{name: "no Last-Event-ID", want: nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b, store := quietBroker(8), &memStore{}
+				for id := int64(1); id <= 3; id++ {
+					store.add(rec(id, "web", SyncStarted))
+					b.Publish(rec(id, "web", SyncStarted))
+				}
+				sub := b.Subscribe(Filter{})
+				defer sub.Close()
+				var out syncBuffer
+				stop := stream(t, &out, sub, StreamOptions{Resume: tc.resume, Replay: store.replay})
+				synctest.Wait()
+				if err := stop(); err != nil {
+					t.Fatal(err)
+				}
+				if d := cmp.Diff(tc.want, frameIDs(out.String())); d != "" {
+					t.Errorf("ids written (-want +got):\n%s", d)
+				}
+			})
+		})
+	}
+}
