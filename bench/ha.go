@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	dockerclient "github.com/docker/docker/client"
+
 	"github.com/skep-cd/skep/client"
 	"github.com/skep-cd/skep/harness"
 	"github.com/skep-cd/skep/wire"
@@ -205,8 +207,9 @@ type Failover struct {
 	Kind     string
 	From, To Term
 	// Took is from the signal to the answer to the write that took the
-	// lease for the next term.
-	Took time.Duration
+	// lease for the next term; Resumed to the first other write of the new
+	// leader (zero when it wrote nothing before Fail returned).
+	Took, Resumed time.Duration
 }
 
 // Fail ends the current leader as kind says, waits (landing flow's
@@ -257,6 +260,12 @@ func (h *HA) Fail(tb testing.TB, flow *Flow, kind string, within time.Duration) 
 		return err == nil && st.Replication != nil && st.Replication.Replica != leader.Name
 	}) {
 		tb.Fatalf("%s did not stand by within %s of the %s", leader.Name, within, kind)
+	}
+	for _, w := range to.Holder.Proxy.Writes() {
+		if !h.leaseWrite(w) && !w.At.Before(to.Sent) {
+			f.Resumed = w.At.Sub(at)
+			break
+		}
 	}
 	return f
 }
@@ -590,3 +599,66 @@ func (f *Flow) Until(tb testing.TB, within time.Duration, cond func() bool) bool
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// Deployment is a replicated controller deploying one application, three
+// services with no task, from a git repository whose every commit changes
+// all three: an apply is three service writes and a revision. Each commit
+// is announced by a push webhook, to the replicas in turn (a standby
+// forwards it to the leader); one that finds no leader (a take-over under
+// way) is not sent again, since the next leader reads git when it starts.
+type Deployment struct {
+	HA   *HA
+	Flow *Flow
+	// Namespace is the release's stack, also the controller id.
+	Namespace string
+}
+
+// StartDeployment starts a Deployment: opts.Replicas replicas (default 3) of the
+// binary opts.Binary with opts.Args, and a Flow landing a commit every
+// every (the first one landed). Everything it creates is removed when tb
+// ends.
+func StartDeployment(tb testing.TB, docker *dockerclient.Client, opts HAOptions, every time.Duration) *Deployment {
+	tb.Helper()
+	git := harness.StartGitServer(tb, harness.GitServerOptions{})
+	ns := harness.Name(tb, "ha")
+	harness.CleanupStack(tb, docker, ns)
+	tb.Cleanup(func() {
+		// The lease is the replicated controller's own record, not its
+		// stack's: it goes with the run.
+		_ = docker.ConfigRemove(context.WithoutCancel(tb.Context()), "skep-lease-"+ns)
+	})
+	image := harness.TestImage(tb, docker, harness.ImageOptions{})
+	repo := git.CreateRepo(tb, "app")
+	var services strings.Builder
+	services.WriteString("services:\n")
+	for _, name := range []string{"web", "api", "worker"} {
+		fmt.Fprintf(&services, "  %s:\n    image: ${IMAGE}\n    environment: {COMMIT: \"${N}\"}\n    deploy: {replicas: 0}\n", name)
+	}
+	d := &Deployment{Namespace: ns, Flow: &Flow{Repo: repo, Every: every, Commit: func(n int) map[string]string {
+		return map[string]string{"compose.yaml": services.String(), ".env": fmt.Sprintf("IMAGE=%s\nN=%d\n", image, n)}
+	}}}
+	d.Flow.Land(tb)
+	opts.Dir = tb.TempDir()
+	opts.AppSet = filepath.Join(opts.Dir, "apps.yaml")
+	opts.ID = ns
+	opts.Engine = EngineSocket(tb)
+	if err := os.WriteFile(opts.AppSet, fmt.Appendf(nil, `apiVersion: skep/v1
+applications:
+  - name: web
+    release: %s
+    source: {repo: %s, revision: main}
+    syncPolicy: {automated: true, interval: 10s, resolveImage: never}
+`, ns, repo.URL), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	d.HA = StartHA(tb, opts)
+	d.Flow.Pushed = func(sha string) {
+		if err := d.HA.Push(tb.Context(), repo.URL, sha); err != nil {
+			tb.Logf("push of %.12s: %v", sha, err)
+		}
+	}
+	return d
+}
+
+// Applied reports whether commit was recorded as a revision.
+func (d *Deployment) Applied(commit string) bool { return d.HA.Revisions()[commit] > 0 }

@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/client"
-
 	"github.com/skep-cd/skep/bench"
 	"github.com/skep-cd/skep/harness"
 )
@@ -33,84 +31,6 @@ func skepBinary(t *testing.T) string {
 	return out
 }
 
-// engineSocket is the path of the Engine socket the proxies forward to.
-func engineSocket(t *testing.T) string {
-	t.Helper()
-	host := os.Getenv("DOCKER_HOST")
-	if host == "" {
-		return "/var/run/docker.sock"
-	}
-	path, ok := strings.CutPrefix(host, "unix://")
-	if !ok {
-		t.Skipf("DOCKER_HOST %s is not a unix socket; the counting proxies need one", host)
-	}
-	return path
-}
-
-// haRun is a replicated controller deploying one application from a
-// repository whose every commit changes its service.
-type haRun struct {
-	ha   *bench.HA
-	flow *bench.Flow
-	ns   string
-}
-
-// startHA starts replicas controllers of one application, automated, on
-// the local swarm, with the lease timings args
-// (the defaults when none); the flow lands a commit every every.
-func startHA(t *testing.T, docker *client.Client, replicas int, every time.Duration, args ...string) *haRun {
-	t.Helper()
-	binary := skepBinary(t)
-	git := harness.StartGitServer(t, harness.GitServerOptions{})
-	ns := harness.Name(t, "ha")
-	id := ns
-	harness.CleanupStack(t, docker, ns)
-	t.Cleanup(func() {
-		// The lease is the replicated controller's own record, not its
-		// stack's: it goes with the test.
-		_ = docker.ConfigRemove(context.WithoutCancel(t.Context()), "skep-lease-"+id)
-	})
-	image := harness.TestImage(t, docker, harness.ImageOptions{})
-	repo := git.CreateRepo(t, "app")
-	// Three services, so that an apply is three writes and a revision.
-	var services strings.Builder
-	services.WriteString("services:\n")
-	for _, name := range []string{"web", "api", "worker"} {
-		fmt.Fprintf(&services, "  %s:\n    image: ${IMAGE}\n    environment: {COMMIT: \"${N}\"}\n    deploy: {replicas: 0}\n", name)
-	}
-	commit := func(n int) map[string]string {
-		return map[string]string{
-			"compose.yaml": services.String(),
-			".env":         fmt.Sprintf("IMAGE=%s\nN=%d\n", image, n),
-		}
-	}
-	flow := &bench.Flow{Repo: repo, Every: every, Commit: commit}
-	run := &haRun{flow: flow, ns: ns}
-	flow.Land(t)
-	dir := t.TempDir()
-	apps := filepath.Join(dir, "apps.yaml")
-	if err := os.WriteFile(apps, fmt.Appendf(nil, `apiVersion: skep/v1
-applications:
-  - name: web
-    release: %s
-    source: {repo: %s, revision: main}
-    syncPolicy: {automated: true, interval: 10s, resolveImage: never}
-`, ns, repo.URL), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	run.ha = bench.StartHA(t, bench.HAOptions{Binary: binary, Dir: dir, AppSet: apps, ID: id, Engine: engineSocket(t), Replicas: replicas, Args: args})
-	// Each commit is announced by a forge's push webhook, to the replicas
-	// in turn: a standby forwards it to the leader. One that finds no
-	// leader (a take-over under way) is not retried: the next leader reads
-	// git when it starts.
-	flow.Pushed = func(sha string) {
-		if err := run.ha.Push(t.Context(), repo.URL, sha); err != nil {
-			t.Logf("push of %.12s: %v", sha, err)
-		}
-	}
-	return run
-}
-
 // TestReplicatedControllerFailsOverWithOneWriter runs three replicas of a
 // controller on the local swarm while commits land every two seconds, and
 // kills, freezes and stops the leader in turn. After each, another
@@ -124,8 +44,8 @@ func TestReplicatedControllerFailsOverWithOneWriter(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs three controllers for about a minute")
 	}
-	run := startHA(t, docker, 3, 2*time.Second)
-	h, flow := run.ha, run.flow
+	run := bench.StartDeployment(t, docker, bench.HAOptions{Binary: skepBinary(t)}, 2*time.Second)
+	h, flow := run.HA, run.Flow
 	leader, first := h.WaitLeader(t, flow, 0, time.Minute)
 	if !flow.Until(t, time.Minute, func() bool { return h.Revisions()[flow.Commits[0]] == 1 }) {
 		t.Fatalf("the first commit was not applied within a minute; terms %v\n%s", h.Terms(), leader.Controller().LogTail())

@@ -50,6 +50,9 @@ type Report struct {
 	Others, OthersByTicks float64
 	// Go holds `go test -bench` results by benchmark name, then unit.
 	Go map[string]map[string]float64
+	// Failovers are the take-overs of a replicated controller
+	// (Options.FailoverOnly); nil when not measured.
+	Failovers *Failovers
 }
 
 // Deploy is one first deploy: from its start until every service existed
@@ -257,6 +260,9 @@ func (r *Report) Rows() []Row {
 	}
 	if res, found := r.Go["BenchmarkDrift/services=1000/unchanged"]; found {
 		add("Live drift comparison, 1,000 services (go test -bench)", millis(time.Duration(res["ns/op"])), "", "—", nil)
+	}
+	if r.Failovers != nil {
+		r.Failovers.rows(add)
 	}
 	if res, found := r.Go["BenchmarkEventFanOut"]; found {
 		add("Event fan-out to 1,000 SSE subscribers: p99 delivery (go test -bench)",

@@ -27,6 +27,7 @@ import (
 //	SKEP_BENCH_ONLY=idle          the 20 applications' idle window alone, SAMPLES windows
 //	SKEP_BENCH_ONLY=polling       polling at the interval floor alone, SAMPLES pushes
 //	SKEP_BENCH_ONLY=webhook       the webhook push against docker stack deploy alone, SAMPLES pushes
+//	SKEP_BENCH_ONLY=failover      the take-overs of three replicas alone, SAMPLES kills, freezes and stops of the leader each
 //	SKEP_BENCH_GO=bin/bench-go.txt  the Go benchmarks' output, added to the table
 //	SKEP_BENCH_LOG=debug          more progress on stderr, the controller at --log-level debug
 //
@@ -65,8 +66,10 @@ func BenchmarkSwarm(b *testing.B) {
 		opts.PollOnly = true
 	case "webhook":
 		opts.WebhookOnly = true
+	case "failover":
+		opts.FailoverOnly = true
 	default:
-		b.Fatalf("SKEP_BENCH_ONLY=%q: the parts that run alone are scale, deploy, idle, polling and webhook", v)
+		b.Fatalf("SKEP_BENCH_ONLY=%q: the parts that run alone are scale, deploy, idle, polling, webhook and failover", v)
 	}
 	if v := os.Getenv("SKEP_BENCH_SCALE"); v != "" {
 		opts.Scale = atoi(b, "SKEP_BENCH_SCALE", v)
