@@ -36,7 +36,14 @@ func (e *env) failovers(r *Report) {
 		for _, kind := range failoverKinds {
 			one := d.HA.Fail(e.tb, d.Flow, kind, time.Minute)
 			f.Each[kind] = append(f.Each[kind], one)
-			e.log.Info("failover", "kind", kind, "sample", i+1, "took", one.Took.Round(time.Millisecond), "resumed", one.Resumed.Round(time.Millisecond), "to", one.To)
+			e.log.Info("failover", "kind", kind, "sample", i+1, "took", one.Took.Round(time.Millisecond), "to", one.To)
+		}
+	}
+	// A commit lands every two seconds: by now each new leader wrote one.
+	d.Flow.Until(e.tb, 5*time.Second, func() bool { return false })
+	for _, kind := range failoverKinds {
+		for i := range f.Each[kind] {
+			f.Each[kind][i].Resumed = d.HA.Resumed(f.Each[kind][i])
 		}
 	}
 	f.Late = len(d.HA.LateWrites())
@@ -48,28 +55,36 @@ func (e *env) failovers(r *Report) {
 	r.Failovers = &f
 }
 
+// took lists how long each take-over of kind took.
+func (f *Failovers) took(kind string) []time.Duration {
+	var out []time.Duration
+	for _, one := range f.Each[kind] {
+		out = append(out, one.Took)
+	}
+	return out
+}
+
 // failoverRows are the failover measurement's rows of the table.
 func (f *Failovers) rows(add func(m, skep, docker, target string, pass *bool)) {
 	names := map[string]string{FailKill: "SIGKILL (a crash, its node gone)", FailFreeze: "SIGSTOP (a frozen process)", FailStop: "SIGTERM (a planned stop, an upgrade)"}
 	for _, kind := range failoverKinds {
-		each := f.Each[kind]
-		if len(each) == 0 {
+		took := f.took(kind)
+		if len(took) == 0 {
 			continue
 		}
-		var took, resumed []time.Duration
-		for _, one := range each {
-			took = append(took, one.Took)
+		var resumed []time.Duration
+		for _, one := range f.Each[kind] {
 			if one.Resumed > 0 {
 				resumed = append(resumed, one.Resumed)
 			}
 		}
-		limit := 12 * time.Second
+		limit, target := 12*time.Second, "≤ 12 s"
 		if kind == FailStop {
-			limit = 3 * time.Second
+			limit, target = 3*time.Second, "≤ 3 s"
 		}
 		worst := slices.Max(took)
 		add(fmt.Sprintf("Failover after %s of the leader: median (worst) of %d", names[kind], len(took)),
-			fmt.Sprintf("%s (%s)", seconds(median(took)), seconds(worst)), "none (one controller)", "≤ "+seconds(limit), ok(worst <= limit))
+			fmt.Sprintf("%s (%s)", seconds(median(took)), seconds(worst)), "none (one controller)", target, ok(worst <= limit))
 		if len(resumed) > 0 {
 			add(fmt.Sprintf("  … until the new leader's first write: median (worst) of %d", len(resumed)),
 				fmt.Sprintf("%s (%s)", seconds(median(resumed)), seconds(slices.Max(resumed))), "", "—", nil)

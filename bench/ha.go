@@ -206,10 +206,13 @@ const (
 type Failover struct {
 	Kind     string
 	From, To Term
-	// Took is from the signal to the answer to the write that took the
-	// lease for the next term; Resumed to the first other write of the new
-	// leader (zero when it wrote nothing before Fail returned).
-	Took, Resumed time.Duration
+	// At is when the signal was sent; Took is from it to the answer to the
+	// write that took the lease for the next term.
+	At   time.Time
+	Took time.Duration
+	// Resumed is from the signal to the new leader's first write other
+	// than the lease's (HA.Resumed; zero until it is measured).
+	Resumed time.Duration
 }
 
 // Fail ends the current leader as kind says, waits (landing flow's
@@ -246,7 +249,7 @@ func (h *HA) Fail(tb testing.TB, flow *Flow, kind string, within time.Duration) 
 	}) {
 		tb.Fatalf("no term after %v within %s of the %s", from, within, kind)
 	}
-	f := Failover{Kind: kind, From: from, To: to, Took: to.Taken.Sub(at)}
+	f := Failover{Kind: kind, From: from, To: to, At: at, Took: to.Taken.Sub(at)}
 	if kind == FailFreeze {
 		flow.Until(tb, time.Second, func() bool { return false })
 		leader.Thaw(tb)
@@ -261,13 +264,24 @@ func (h *HA) Fail(tb testing.TB, flow *Flow, kind string, within time.Duration) 
 	}) {
 		tb.Fatalf("%s did not stand by within %s of the %s", leader.Name, within, kind)
 	}
-	for _, w := range to.Holder.Proxy.Writes() {
-		if !h.leaseWrite(w) && !w.At.Before(to.Sent) {
-			f.Resumed = w.At.Sub(at)
-			break
+	return f
+}
+
+// Resumed is how long after f's signal the new leader sent its first
+// write other than the lease's, within its term; zero when it wrote none.
+func (h *HA) Resumed(f Failover) time.Duration {
+	end := time.Now()
+	for _, t := range h.Terms() {
+		if t.Number == f.To.Number+1 {
+			end = t.Sent
 		}
 	}
-	return f
+	for _, w := range f.To.Holder.Proxy.Writes() {
+		if !h.leaseWrite(w) && !w.At.Before(f.To.Sent) && w.At.Before(end) {
+			return w.At.Sub(f.At)
+		}
+	}
+	return 0
 }
 
 // Term is one leader term as the proxies saw it: the lease write that
@@ -563,7 +577,10 @@ type Flow struct {
 	Commit func(n int) map[string]string
 	// Pushed, when set, is told of each commit once it landed (to send a
 	// forge's push webhook).
-	Pushed  func(sha string)
+	Pushed func(sha string)
+	// Await, when set, holds the next commit back until it reports the
+	// last one applied: every commit is then applied, none superseded.
+	Await func(sha string) bool
 	// Commits are the commits landed so far, in order.
 	Commits []string
 	next    time.Time
@@ -593,7 +610,7 @@ func (f *Flow) Until(tb testing.TB, within time.Duration, cond func() bool) bool
 		if time.Now().After(deadline) {
 			return false
 		}
-		if f.Every > 0 && !time.Now().Before(f.next) {
+		if f.Every > 0 && !time.Now().Before(f.next) && (f.Await == nil || len(f.Commits) == 0 || f.Await(f.Commits[len(f.Commits)-1])) {
 			f.Land(tb)
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -662,3 +679,66 @@ applications:
 
 // Applied reports whether commit was recorded as a revision.
 func (d *Deployment) Applied(commit string) bool { return d.HA.Revisions()[commit] > 0 }
+
+// TermInterval is the span of one term's writes, lease writes aside: from
+// the first one sent to the last one answered.
+type TermInterval struct {
+	Term        int64
+	Replica     string
+	First, Last time.Time
+	Writes      int
+}
+
+// Intervals returns each term's writes' span, by term; a write belongs to
+// the last term its sender took before sending it.
+func (h *HA) Intervals() []TermInterval {
+	terms := h.Terms()
+	byTerm := map[int64]*TermInterval{}
+	for _, r := range h.Replicas {
+		for _, w := range r.Proxy.Writes() {
+			if h.leaseWrite(w) {
+				continue
+			}
+			var term int64
+			for _, t := range terms {
+				if t.Holder == r && !t.Sent.After(w.At) {
+					term = t.Number
+				}
+			}
+			in := byTerm[term]
+			if in == nil {
+				in = &TermInterval{Term: term, Replica: r.Name, First: w.At, Last: w.Done}
+				byTerm[term] = in
+			}
+			in.Writes++
+			if w.At.Before(in.First) {
+				in.First = w.At
+			}
+			if w.Done.After(in.Last) {
+				in.Last = w.Done
+			}
+		}
+	}
+	out := make([]TermInterval, 0, len(byTerm))
+	for _, in := range byTerm {
+		out = append(out, *in)
+	}
+	slices.SortFunc(out, func(a, b TermInterval) int { return int(a.Term - b.Term) })
+	return out
+}
+
+// Overlaps lists the pairs of terms whose writes' spans overlap.
+func Overlaps(intervals []TermInterval) []string {
+	var out []string
+	for i := range intervals {
+		for j := i + 1; j < len(intervals); j++ {
+			a, b := intervals[i], intervals[j]
+			if a.First.Before(b.Last) && b.First.Before(a.Last) {
+				out = append(out, fmt.Sprintf("term %d (%s, %s–%s) and term %d (%s, %s–%s)",
+					a.Term, a.Replica, a.First.Format("15:04:05.000"), a.Last.Format("15:04:05.000"),
+					b.Term, b.Replica, b.First.Format("15:04:05.000"), b.Last.Format("15:04:05.000")))
+			}
+		}
+	}
+	return out
+}

@@ -359,6 +359,14 @@ func (r *Report) Metrics() []Metric {
 	if len(r.Correction) > 0 {
 		add(ms(median(r.Correction)), "correct-ms")
 	}
+	if r.Failovers != nil {
+		for _, kind := range failoverKinds {
+			if took := r.Failovers.took(kind); len(took) > 0 {
+				add(median(took).Seconds(), "failover-"+kind+"-median-s")
+				add(slices.Max(took).Seconds(), "failover-"+kind+"-worst-s")
+			}
+		}
+	}
 	return out
 }
 
