@@ -566,7 +566,7 @@ func TestEventStreamReplaysScopesAndFilters(t *testing.T) {
 // replication is a standby's view of a replicated controller.
 func replication() *wire.Replication {
 	return &wire.Replication{Replica: "b:8080", Role: wire.RoleStandby, Term: 3,
-		Leader: &wire.Replica{Name: "a:8080", Role: wire.RoleLeader, Addr: "10.0.0.1:8080", Version: "v1.0.0"},
+		Leader:   &wire.Replica{Name: "a:8080", Role: wire.RoleLeader, Addr: "10.0.0.1:8080", Version: "v1.0.0"},
 		Replicas: []wire.Replica{{Name: "b:8080", Role: wire.RoleStandby, Addr: "10.0.0.2:8080", Version: "v1.0.0"}}}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -145,6 +146,24 @@ func (r *Replica) Status(ctx context.Context) (wire.ControllerStatus, error) {
 	var st wire.ControllerStatus
 	err := r.ctl.get(ctx, "/api/v1/status", func(body io.Reader) error { return json.NewDecoder(body).Decode(&st) })
 	return st, err
+}
+
+// Call sends method path to the replica's API, with the run's admin
+// token when admin is set, and returns the answer's status code.
+func (r *Replica) Call(ctx context.Context, method, path string, admin bool) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, method, r.ctl.URL+path, nil)
+	if err != nil {
+		return 0, err
+	}
+	if admin {
+		req.Header.Set("Authorization", "Bearer "+r.ctl.token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
 }
 
 // Events lists the events this replica keeps, oldest first: a standby

@@ -77,6 +77,28 @@ func TestReplicatedControllerFailsOverWithOneWriter(t *testing.T) {
 	stopRoaming()
 	ids := <-roamed
 
+	// A standby forwards what it does not hold to the leader, which
+	// authenticates the caller's own credential.
+	leader, _ = h.WaitLeader(t, nil, 0, time.Minute)
+	standby := h.Replicas[0]
+	if standby == leader {
+		standby = h.Replicas[1]
+	}
+	for _, c := range []struct {
+		method, path string
+		admin        bool
+		want         int
+	}{
+		{"GET", "/api/v1/applications/web", true, 200},
+		{"GET", "/api/v1/applications/web", false, 401},
+		{"POST", "/api/v1/applications/web/refresh", true, 202},
+		{"POST", "/api/v1/applications/web/refresh", false, 401},
+	} {
+		if got, err := standby.Call(t.Context(), c.method, c.path, c.admin); err != nil || got != c.want {
+			t.Errorf("%s %s on a standby (admin %v) = %d, %v; want %d from the leader", c.method, c.path, c.admin, got, err, c.want)
+		}
+	}
+
 	if terms := h.Terms(); len(terms) < 4 || terms[0].Number != first.Number {
 		t.Errorf("terms %v, want four from %d", terms, first.Number)
 	}

@@ -117,7 +117,7 @@ func TestReplicaTrustsOnlyAPeerWithItsOwnKey(t *testing.T) {
 func TestStatusShowsTheLeaderTheTermAndEachReplica(t *testing.T) {
 	var b strings.Builder
 	printReplication(&b, &wire.Replication{Replica: "b:8080", Role: wire.RoleStandby, Term: 7,
-		Leader: &wire.Replica{Name: "a:8080", Role: wire.RoleLeader},
+		Leader:   &wire.Replica{Name: "a:8080", Role: wire.RoleLeader},
 		Replicas: []wire.Replica{{Name: "a:8080", Role: wire.RoleLeader, Version: "v1.2.0"}, {Name: "b:8080", Role: wire.RoleStandby, Version: "v1.2.0"}}})
 	for _, want := range []string{"Leader:\ta:8080 (term 7)", "Answered by:\tb:8080 (standby)", "a:8080:\tleader, version v1.2.0", "b:8080:\tstandby"} {
 		if !strings.Contains(b.String(), want) {

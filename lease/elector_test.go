@@ -456,7 +456,7 @@ func TestOlderStandbyLetsANewerOneTakeOverFirst(t *testing.T) {
 
 func TestHolderDurationIsHonouredWithinABound(t *testing.T) {
 	w := newWorld(t)
-	a := w.add("a", "v1.0.0", Timings{Duration: 20 * time.Second, RenewDeadline: 15 * time.Second})
+	a := w.add("a", "v1.0.0", Timings{Duration: 20 * time.Second, RenewDeadline: 12 * time.Second})
 	w.run(tick)
 	w.add("b", "v1.0.0", Timings{})
 	w.run(5 * time.Second)
