@@ -6,10 +6,13 @@ COMMIT ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X github.com/skep-cd/skep/version.Version=$(VERSION) -X github.com/skep-cd/skep/version.Commit=$(COMMIT)
 # Integration tests share one swarm. Packages are compiled two at a time,
 # then run one at a time: the Engine (20.10) has crashed in swarmkit when
-# several suites create and remove services on it at once.
-TEST_FLAGS ?= -race -count=1 -timeout 40m -p 1
+# several suites create and remove services on it at once. Within a
+# package, the end-to-end tests that wait on the swarm far more than they
+# compute (reconcile's) run four at a time, each on its own controller id,
+# stack prefix, git server and ports.
+TEST_FLAGS ?= -race -count=1 -timeout 40m -p 1 -parallel 4
 
-.PHONY: demo build test lint vet fmt-check staticcheck swarm-up swarm-down swarm2-up swarm2-down unit faults fuzz bench soak soak-ha clean
+.PHONY: demo build test lint vet fmt-check staticcheck swarm-up swarm-down swarm2-up swarm2-down cluster-up cluster-down unit faults fuzz bench soak soak-ha clean
 
 build: ## build bin/skep (static: the demo packages it FROM scratch)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/skep ./cmd/skep
@@ -32,6 +35,14 @@ swarm2-up:
 swarm2-down:
 	scripts/swarm2-down
 
+# A multi-node swarm, 3 managers and 2 workers, for the multi-node tests
+# (docs/testing.md).
+cluster-up:
+	scripts/cluster-up
+
+cluster-down:
+	scripts/cluster-down
+
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
@@ -44,12 +55,13 @@ staticcheck:
 
 lint: fmt-check vet staticcheck
 
-# Every test, with a real swarm required: a missing swarm fails, never skips.
-# scripts/go-test ends a failed run with what failed, so that the tail of
-# the output names it.
-test: swarm-up swarm2-up lint
+# Every test, with a real swarm required: a missing swarm fails, never skips,
+# and so does a missing multi-node cluster (the multinode package, about
+# six minutes of the run). scripts/go-test ends a failed run with what
+# failed, so that the tail of the output names it.
+test: swarm-up swarm2-up cluster-up lint
 	$(GO) test -race -p 2 -run '^$$' ./... >/dev/null
-	SKEP_REQUIRE_SWARM=1 GO=$(GO) scripts/go-test $(TEST_FLAGS) ./...
+	SKEP_REQUIRE_SWARM=1 SKEP_REQUIRE_CLUSTER=1 GO=$(GO) scripts/go-test $(TEST_FLAGS) ./...
 
 # The whole fault suite (docs/reliability.md): the controller, the daemon,
 # git, the registry, the store and notifiers broken mid-work, about seven

@@ -23,25 +23,27 @@ const module = "github.com/skep-cd/skep/"
 // decided (and written down in docs/architecture.md). The layers, from the
 // top: entry (cmd/skep, cli) → face (api, ui) and loop (reconcile) → pass
 // (syncpass: one sync of one release, which never imports the loop) → steps
-// (artifact, render, chart, stack, plan, health, apply, hook, prune, preview)
+// (artifact, render, chart, stack, plan, health, placement, apply, hook,
+// prune, preview)
 // and records (notify, store) → adapters (swarm, gitsource, chartrepo)
 // and leaves (wire, outcome, configfile, secret, sops, version, window,
 // egress, memtrim, tickgrid). The loop never
 // imports the face.
 var allowed = map[string][]string{
 	"cmd/skep":          {"cli"},
-	"cli":               {"api", "appset", "artifact", "chart", "chartrepo", "client", "configfile", "demo", "egress", "gitsource", "identity", "lease", "memtrim", "notify", "plan", "reconcile", "render", "replica", "sops", "stack", "store", "swarm", "ui", "version", "wire"},
+	"cli":               {"api", "appset", "artifact", "chart", "chartrepo", "client", "configfile", "demo", "egress", "gitsource", "identity", "lease", "memtrim", "notify", "plan", "reconcile", "render", "replica", "review", "sops", "stack", "store", "swarm", "ui", "version", "wire"},
 	"client":            {"wire"},
 	"api":               {"appset", "artifact", "configfile", "notify", "plan", "reconcile", "secret", "stack", "store", "version", "wire"},
 	"api/authtest":      {"api"},
 	"reconcile":         {"apply", "appset", "artifact", "chart", "gitsource", "health", "hook", "notify", "outcome", "plan", "prune", "sops", "stack", "swarm", "syncpass", "tickgrid", "window"},
-	"syncpass":          {"apply", "appset", "artifact", "chart", "chartrepo", "gitsource", "health", "hook", "notify", "outcome", "plan", "preview", "prune", "render", "sops", "stack", "swarm", "version", "window"},
+	"syncpass":          {"apply", "appset", "artifact", "chart", "chartrepo", "gitsource", "health", "hook", "notify", "outcome", "placement", "plan", "preview", "prune", "render", "sops", "stack", "swarm", "version", "window"},
 	"render":            {"sops"},
 	"chart":             {"configfile", "render", "version"},
 	"chartrepo":         {"secret"},
 	"stack":             {"sops"},
 	"plan":              {"stack"},
 	"health":            {},
+	"placement":         {},
 	"apply":             {"outcome", "stack"},
 	"prune":             {"stack"},
 	"hook":              {"stack"},
@@ -74,14 +76,17 @@ var allowed = map[string][]string{
 
 	// Sign-in and CI identities: the face, above the API whose seams
 	// they fill (only cli imports identity); and the test helpers of both.
-	"identity":              {"api", "configfile", "store", "wire"},
+	"identity": {"api", "configfile", "store", "wire"},
+	// Pull requests' plans: the face too, filling api.Reviews from the
+	// loop's Propose (only cli imports review).
+	"review":                {"api", "appset", "gitsource", "notify", "plan", "reconcile", "wire"},
 	"identity/identitytest": {},
+	"api/apitest":           {"api", "notify", "wire"},
 
 	// A replica of a replicated controller: the face beside the API it
 	// fronts (only cli imports it); it follows the leader through the
 	// client, and the lease (an adapter) through its Elector.
-	"replica":     {"api", "client", "lease", "notify", "wire"},
-	"api/apitest": {"api", "notify", "wire"},
+	"replica": {"api", "client", "lease", "notify", "wire"},
 }
 
 // onlyFrom lists outside imports that just the named packages may use: one

@@ -74,13 +74,16 @@ func TestResponsesMatchTheOpenAPIContract(t *testing.T) {
 	hooks, err := api.NewWebhooks([]api.WebhookSpec{
 		{Provider: api.ProviderGeneric, Secret: wire.NewToken("k")},
 		{Provider: api.ProviderBitbucketServer, Secret: wire.NewToken("k")},
+		{Provider: api.ProviderGitLab, Secret: wire.NewToken("k")},
 	}, api.WebhooksOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A replicated controller's status, so its shape is held to the
 	// contract too.
-	s := newTestServer(t, api.Options{Webhooks: hooks, Replication: replication})
+	s := newTestServer(t, api.Options{Webhooks: hooks, Reviews: &fakeReviews{}, Replication: replication})
+	mergeRequest := readSample(t, "gitlab-merge-request-open.json")
+	labeled := readSample(t, "github-pull-request-labeled.json")
 	generic := []byte(`{"repository":"https://git.example.org/acme/web.git","ref":"refs/heads/main"}`)
 	refsChanged := readSample(t, "bitbucket-server-push.json")
 	refDeleted := readSample(t, "bitbucket-server-delete.json")
@@ -105,6 +108,12 @@ func TestResponsesMatchTheOpenAPIContract(t *testing.T) {
 		{"GET", "/api/v1/applications/db", scopedToken, nil, nil, 403},
 		{"GET", "/api/v1/applications/web/diff", viewerToken, nil, nil, 200},
 		{"GET", "/api/v1/applications/web/history", viewerToken, nil, nil, 200},
+		{"GET", "/api/v1/applications/web/pulls", viewerToken, nil, nil, 200},
+		{"GET", "/api/v1/applications/nope/pulls", viewerToken, nil, nil, 404},
+		{"GET", "/api/v1/applications/db/pulls", scopedToken, nil, nil, 403},
+		{"POST", "/api/v1/applications/web/plan", deployerToken, wire.PlanRequest{Revision: "refs/pull/7/head"}, nil, 200},
+		{"POST", "/api/v1/applications/web/plan", deployerToken, []byte(`{}`), nil, 400},
+		{"POST", "/api/v1/applications/web/plan", viewerToken, wire.PlanRequest{Revision: "main"}, nil, 403},
 		{"POST", "/api/v1/applications/web/sync", deployerToken, wire.SyncOptions{}, nil, 202},
 		{"POST", "/api/v1/applications/web/sync", deployerToken, wire.SyncOptions{DryRun: true}, nil, 200},
 		{"POST", "/api/v1/applications/web/sync", deployerToken, wire.SyncOptions{Revision: "unknown"}, nil, 400},
@@ -123,6 +132,9 @@ func TestResponsesMatchTheOpenAPIContract(t *testing.T) {
 		{"POST", "/api/v1/webhooks/github", "", generic, nil, 404},
 		{"POST", "/api/v1/webhooks/bitbucket-server", "", refsChanged, map[string]string{"X-Event-Key": "repo:refs_changed", "X-Hub-Signature": "sha256=" + hexSign(refsChanged, "k")}, 202},
 		{"POST", "/api/v1/webhooks/bitbucket-server", "", refDeleted, map[string]string{"X-Event-Key": "repo:refs_changed", "X-Hub-Signature": "sha256=" + hexSign(refDeleted, "k")}, 200},
+		{"POST", "/api/v1/webhooks/gitlab", "", mergeRequest, map[string]string{"X-Gitlab-Event": "Merge Request Hook", "X-Gitlab-Token": "k"}, 202},
+		{"POST", "/api/v1/webhooks/gitlab", "", mergeRequest, map[string]string{"X-Gitlab-Event": "Merge Request Hook", "X-Gitlab-Token": "forged"}, 401},
+		{"POST", "/api/v1/webhooks/gitlab", "", labeled, map[string]string{"X-Gitlab-Event": "Merge Request Hook", "X-Gitlab-Token": "k"}, 200},
 	} {
 		t.Run(fmt.Sprintf("%s %s as %s answers %d", tc.method, tc.path, tokenName(tc.token), tc.want), func(t *testing.T) {
 			var data []byte

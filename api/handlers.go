@@ -24,6 +24,8 @@ func (s *Server) table() []route {
 		{method: "GET", pattern: "/api/v1/applications/{name}", need: RoleViewer, app: true, handle: s.get},
 		{method: "GET", pattern: "/api/v1/applications/{name}/diff", need: RoleViewer, app: true, handle: s.diff},
 		{method: "GET", pattern: "/api/v1/applications/{name}/history", need: RoleViewer, app: true, handle: s.history},
+		{method: "GET", pattern: "/api/v1/applications/{name}/pulls", need: RoleViewer, app: true, handle: s.pulls},
+		{method: "POST", pattern: "/api/v1/applications/{name}/plan", need: RoleDeployer, app: true, handle: s.plan},
 		{method: "POST", pattern: "/api/v1/applications/{name}/sync", need: RoleDeployer, app: true, handle: s.sync},
 		{method: "POST", pattern: "/api/v1/applications/{name}/rollback", need: RoleDeployer, app: true, handle: s.rollback},
 		{method: "POST", pattern: "/api/v1/applications/{name}/refresh", need: RoleDeployer, app: true, handle: s.refresh},

@@ -74,6 +74,10 @@ type Options struct {
 	// It sets its own security headers, Content-Security-Policy included;
 	// the API's headers stay on every other response. nil leaves / a 404.
 	UI http.Handler
+	// Reviews plans pull requests (their webhook events) and revisions
+	// (the plan route); nil answers pull-request deliveries "ignored", the
+	// plan route 503 and every application's pull requests as none.
+	Reviews Reviews
 	// Notifiers names the registered notifiers for the status route; nil
 	// leaves them out.
 	Notifiers func() []string
@@ -97,6 +101,7 @@ type Server struct {
 	auth      Authorizer
 	metrics   *Metrics
 	webhooks  *Webhooks
+	reviews   Reviews
 	signIn    SignIn
 	broker    *notify.Broker
 	events    EventLog
@@ -122,7 +127,7 @@ func New(opts Options) (*Server, error) {
 		return nil, errors.New("api: no authorizer")
 	}
 	s := &Server{
-		rec: opts.Reconciler, auth: opts.Authorizer, metrics: opts.Metrics, webhooks: opts.Webhooks, signIn: opts.SignIn,
+		rec: opts.Reconciler, auth: opts.Authorizer, metrics: opts.Metrics, webhooks: opts.Webhooks, reviews: opts.Reviews, signIn: opts.SignIn,
 		broker: opts.Broker, events: opts.EventLog, syncs: opts.Syncs,
 		maxBody: opts.MaxBody, heartbeat: opts.Heartbeat, ui: opts.UI, notifiers: opts.Notifiers, store: opts.Store, repl: opts.Replication, log: opts.Logger,
 		mux: http.NewServeMux(),
@@ -455,6 +460,9 @@ func (s *Server) capabilities() []string {
 	out = append(out, "webhook.generic.bearer")
 	if s.signIn != nil {
 		out = append(out, "signin.oidc")
+	}
+	if s.reviews != nil {
+		out = append(out, "plan", "pulls")
 	}
 	return out
 }

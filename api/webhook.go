@@ -53,9 +53,10 @@ type Scheme struct {
 	// Event names the headers saying which event a delivery is; the first
 	// present decides. Empty for the generic form, which is always a push.
 	Event []string
-	// PushEvents are the event header's values that may move a ref; any
-	// other value is answered "ignored".
-	PushEvents []string
+	// PushEvents are the event header's values that may move a ref, and
+	// PullEvents those that report a pull request; any other value is
+	// answered "ignored".
+	PushEvents, PullEvents []string
 	// Signature names the headers carrying the signature or token; the
 	// first present is checked.
 	Signature []string
@@ -71,24 +72,26 @@ type Scheme struct {
 
 // schemes holds each provider's Scheme; read-only.
 var schemes = map[string]Scheme{
-	ProviderGitHub: {Event: []string{"X-GitHub-Event"}, PushEvents: []string{"push"},
+	ProviderGitHub: {Event: []string{"X-GitHub-Event"}, PushEvents: []string{"push"}, PullEvents: []string{"pull_request"},
 		Signature: []string{"X-Hub-Signature-256"}, Prefix: "sha256=", Delivery: []string{"X-GitHub-Delivery"}},
 	// A system hook says "System Hook" for every event; its body's
 	// event_name tells a push from the rest.
-	ProviderGitLab: {Event: []string{"X-Gitlab-Event"}, PushEvents: []string{"Push Hook", "Tag Push Hook", "System Hook"},
+	ProviderGitLab: {Event: []string{"X-Gitlab-Event"}, PushEvents: []string{"Push Hook", "Tag Push Hook", "System Hook"}, PullEvents: []string{"Merge Request Hook"},
 		Signature: []string{"X-Gitlab-Token"}, Token: true, Delivery: []string{"X-Gitlab-Event-UUID", "X-Gitlab-Webhook-UUID"}},
 	// Forgejo, a fork of Gitea, sends both families of headers.
-	ProviderGitea: {Event: []string{"X-Gitea-Event", "X-Forgejo-Event"}, PushEvents: []string{"push"},
+	ProviderGitea: {Event: []string{"X-Gitea-Event", "X-Forgejo-Event"}, PushEvents: []string{"push"}, PullEvents: []string{"pull_request", "pull_request_sync"},
 		Signature: []string{"X-Gitea-Signature", "X-Forgejo-Signature"}, Delivery: []string{"X-Gitea-Delivery", "X-Forgejo-Delivery"}},
-	ProviderForgejo: {Event: []string{"X-Forgejo-Event", "X-Gitea-Event"}, PushEvents: []string{"push"},
+	ProviderForgejo: {Event: []string{"X-Forgejo-Event", "X-Gitea-Event"}, PushEvents: []string{"push"}, PullEvents: []string{"pull_request", "pull_request_sync"},
 		Signature: []string{"X-Forgejo-Signature", "X-Gitea-Signature"}, Delivery: []string{"X-Forgejo-Delivery", "X-Gitea-Delivery"}},
 	// Gogs announces a pushed tag only with a create event.
 	ProviderGogs: {Event: []string{"X-Gogs-Event"}, PushEvents: []string{"push", "create"},
 		Signature: []string{"X-Gogs-Signature"}, Delivery: []string{"X-Gogs-Delivery"}},
 	ProviderBitbucket: {Event: []string{"X-Event-Key"}, PushEvents: []string{"repo:push"},
-		Signature: []string{"X-Hub-Signature"}, Prefix: "sha256=", Delivery: []string{"X-Request-UUID"}},
+		PullEvents: []string{"pullrequest:created", "pullrequest:updated", "pullrequest:fulfilled", "pullrequest:rejected"},
+		Signature:  []string{"X-Hub-Signature"}, Prefix: "sha256=", Delivery: []string{"X-Request-UUID"}},
 	ProviderBitbucketServer: {Event: []string{"X-Event-Key"}, PushEvents: []string{"repo:refs_changed"},
-		Signature: []string{"X-Hub-Signature"}, Prefix: "sha256=", Delivery: []string{"X-Request-Id"}},
+		PullEvents: []string{"pr:opened", "pr:from_ref_updated", "pr:merged", "pr:declined", "pr:deleted"},
+		Signature:  []string{"X-Hub-Signature"}, Prefix: "sha256=", Delivery: []string{"X-Request-Id"}},
 	ProviderGeneric: {Signature: []string{"X-Skep-Signature"}, Prefix: "sha256=", Delivery: []string{"X-Skep-Delivery"}},
 }
 
@@ -96,7 +99,7 @@ var schemes = map[string]Scheme{
 // The slices are fresh on every call.
 func SchemeOf(provider string) (s Scheme, ok bool) {
 	s, ok = schemes[provider]
-	s.Event, s.PushEvents = slices.Clone(s.Event), slices.Clone(s.PushEvents)
+	s.Event, s.PushEvents, s.PullEvents = slices.Clone(s.Event), slices.Clone(s.PushEvents), slices.Clone(s.PullEvents)
 	s.Signature, s.Delivery = slices.Clone(s.Signature), slices.Clone(s.Delivery)
 	return s, ok
 }
@@ -271,6 +274,10 @@ type WebhookResponse struct {
 	// webhook secret, which every application of the controller shares.
 	Applications []string `json:"applications,omitempty"`
 	AppSet       bool     `json:"appSet,omitempty"`
+	// PullRequest is the number of the pull request whose plan an
+	// accepted delivery queued; Applications are then those whose
+	// repository and branch it merges into.
+	PullRequest int64 `json:"pullRequest,omitempty"`
 }
 
 // webhook serves POST /api/v1/webhooks/{provider}: verify, parse, drop a
@@ -301,6 +308,10 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request, _ Subject) {
 		s.metrics.webhook(provider, result)
 		w.Header().Set("WWW-Authenticate", "Signature")
 		writeError(w, http.StatusUnauthorized, wire.CodeUnauthorized, fmt.Sprintf("%s webhook: %v", provider, err))
+		return
+	}
+	if IsPullRequest(provider, r.Header, body) {
+		s.pullRequest(w, r, provider, body)
 		return
 	}
 	push, ignored, err := ParseWebhook(provider, r.Header, body)
@@ -512,20 +523,40 @@ type forgePush struct {
 // bitbucketPush is the part of a Bitbucket Cloud repo:push payload that is
 // read: the repository's links and the refs each change moved.
 type bitbucketPush struct {
-	Repository *struct {
-		FullName string `json:"full_name"`
-		Links    struct {
-			HTML struct {
-				Href string `json:"href"`
-			} `json:"html"`
-		} `json:"links"`
-	} `json:"repository"`
-	Push struct {
+	Repository *bitbucketRepository `json:"repository"`
+	Push       struct {
 		Changes []struct {
 			New *bitbucketRef `json:"new"`
 			Old *bitbucketRef `json:"old"`
 		} `json:"changes"`
 	} `json:"push"`
+}
+
+// bitbucketRepository is the repository of a Bitbucket Cloud payload: its
+// full name and web page.
+type bitbucketRepository struct {
+	FullName string `json:"full_name"`
+	Links    struct {
+		HTML struct {
+			Href string `json:"href"`
+		} `json:"html"`
+	} `json:"links"`
+}
+
+// urls returns r's web page and bitbucket.org's address of its full name;
+// nil for no repository.
+func (r *bitbucketRepository) urls() []string {
+	if r == nil {
+		return nil
+	}
+	var out []string
+	if u := r.Links.HTML.Href; u != "" {
+		out = append(out, u)
+	}
+	if r.FullName != "" {
+		out = append(out, "https://bitbucket.org/"+r.FullName)
+	}
+	return out
 }
 
 // bitbucketRef is one side of a Bitbucket change; a bare branch or tag
@@ -630,14 +661,7 @@ func ParseWebhook(provider string, h http.Header, body []byte) (push Push, ignor
 		if err := json.Unmarshal(body, &p); err != nil {
 			return Push{}, "", fmt.Errorf("payload: %w", err)
 		}
-		if p.Repository != nil {
-			if u := p.Repository.Links.HTML.Href; u != "" {
-				push.Repositories = append(push.Repositories, u)
-			}
-			if p.Repository.FullName != "" {
-				push.Repositories = append(push.Repositories, "https://bitbucket.org/"+p.Repository.FullName)
-			}
-		}
+		push.Repositories = p.Repository.urls()
 		for _, c := range p.Push.Changes {
 			// A deleted branch or tag has no new side; its old side still
 			// names what went.

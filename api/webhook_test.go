@@ -736,6 +736,25 @@ func TestWebhookReferenceNamesEveryHeaderChecked(t *testing.T) {
 	for p := range rows {
 		t.Errorf("the webhook table has a row for %s, which is not a provider", p)
 	}
+	// The pull requests' table names every event value each provider reads.
+	pulls := map[string]string{}
+	for _, line := range strings.Split(item.Post.Description, "\n") {
+		if m := regexp.MustCompile("^\\| [A-Za-z ]+: `([a-z-]+)`").FindStringSubmatch(line); m != nil {
+			pulls[m[1]] = line
+		}
+	}
+	for _, p := range api.Providers() {
+		sc, _ := api.SchemeOf(p)
+		row, ok := pulls[p]
+		if !ok && p != api.ProviderGeneric {
+			t.Errorf("the pull requests' table has no row for %s", p)
+		}
+		for _, v := range sc.PullEvents {
+			if !strings.Contains(row, "`"+v+"`") {
+				t.Errorf("the pull requests' row for %s does not name %s:\n%s", p, v, row)
+			}
+		}
+	}
 }
 
 // FuzzVerifyWebhook checks the signature check of every provider with an

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -31,6 +32,7 @@ import (
 	"github.com/skep-cd/skep/memtrim"
 	"github.com/skep-cd/skep/notify"
 	"github.com/skep-cd/skep/reconcile"
+	"github.com/skep-cd/skep/review"
 	"github.com/skep-cd/skep/sops"
 	"github.com/skep-cd/skep/store"
 	"github.com/skep-cd/skep/swarm"
@@ -73,6 +75,9 @@ type controllerFlags struct {
 	controllerID string
 	// destinations names the file of the swarms besides the local one.
 	destinations string
+	// localManagers lists the local swarm's other managers, tried in
+	// order after DOCKER_HOST (swarm.LocalDestination).
+	localManagers string
 	// ageIdentity names the age identity file (see ageKeys).
 	ageIdentity string
 	logFormat   string
@@ -111,6 +116,8 @@ func (f *controllerFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.data, "data", "/var/lib/skep", "data directory (git clones, store)")
 	fs.StringVar(&f.controllerID, "controller-id", "default", "id stamped in ownership labels; two controllers on one swarm need different ids")
 	fs.StringVar(&f.destinations, "destinations", "", "YAML file of the swarms besides the local one (managers over unix, TCP with TLS or ssh)")
+	fs.StringVar(&f.localManagers, "local-managers", "",
+		"other managers of the local swarm (comma-separated unix:///path or tcp://host:port, a tcp one with the TLS files of $DOCKER_CERT_PATH), tried in order when the engine of $DOCKER_HOST stops answering")
 	fs.StringVar(&f.ageIdentity, "age-identity", "", "age identity file that decrypts SOPS-encrypted files in git (default: the file $"+EnvAgeIdentityFile+" names)")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -174,7 +181,8 @@ func (f *controllerFlags) source(git *gitsource.Cache) (appset.Source, string, e
 // build wires a controller from the flags: git cache, swarm client,
 // notifiers. The returned close releases the swarm client.
 func (f *controllerFlags) build(ctx context.Context, logger *slog.Logger, notifier *notify.Registry) (*reconcile.Controller, func(), error) {
-	return f.buildWith(ctx, logger, notifier, running{})
+	ctrl, _, closeAll, err := f.buildWith(ctx, logger, notifier, running{})
+	return ctrl, closeAll, err
 }
 
 // running is what a long-running controller is built with besides the
@@ -189,41 +197,43 @@ type running struct {
 	term     int64
 }
 
-// buildWith is build for a controller that runs (see running).
-func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, notifier *notify.Registry, run running) (*reconcile.Controller, func(), error) {
+// buildWith is build for a controller that runs (see running). It also
+// returns the git cache the controller reads with, which pull requests'
+// plans share.
+func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, notifier *notify.Registry, run running) (*reconcile.Controller, *gitsource.Cache, func(), error) {
 	observer, live := run.observer, run.live
 	var creds *gitsource.Credentials
 	if path := os.Getenv(EnvGitCredentialsFile); path != "" {
 		var err error
 		if creds, err = gitsource.LoadCredentials(path); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	if f.gitTimeout <= 0 {
-		return nil, nil, usageError("--git-timeout: want a positive duration, got %s", f.gitTimeout)
+		return nil, nil, nil, usageError("--git-timeout: want a positive duration, got %s", f.gitTimeout)
 	}
 	if f.gitMaxFileMiB <= 0 || f.gitMaxFileMiB > 1<<20 {
-		return nil, nil, usageError("--git-max-file-mib: want a number of MiB from 1 to 1048576, got %d", f.gitMaxFileMiB)
+		return nil, nil, nil, usageError("--git-max-file-mib: want a number of MiB from 1 to 1048576, got %d", f.gitMaxFileMiB)
 	}
 	if f.parallelWrites <= 0 {
-		return nil, nil, usageError("--parallel-writes: want a positive number, got %d", f.parallelWrites)
+		return nil, nil, nil, usageError("--parallel-writes: want a positive number, got %d", f.parallelWrites)
 	}
 	policy, err := f.egress()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	git, err := gitsource.New(gitsource.Options{Dir: filepath.Join(f.data, "git"), Credentials: creds, Logger: logger, Timeout: f.gitTimeout,
 		CheckHost: policy.CheckHost, DialContext: policy.Dialer().DialContext, MaxFileBytes: f.gitMaxFileMiB << 20})
 	if err != nil {
-		return nil, nil, fmt.Errorf("git cache in %s: %w", f.data, err)
+		return nil, nil, nil, fmt.Errorf("git cache in %s: %w", f.data, err)
 	}
 	source, describe, err := f.source(git)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	keys, err := ageKeys(f.ageIdentity)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if keys != nil {
 		logger.Info("age identity loaded", "recipients", strings.Join(keys.Recipients(), ","))
@@ -233,17 +243,20 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 	charts, err := chartrepo.New(chartrepo.Options{Dir: filepath.Join(f.data, "charts"), Logger: logger,
 		DialContext: policy.Dialer().DialContext})
 	if err != nil {
-		return nil, nil, fmt.Errorf("chart cache in %s: %w", f.data, err)
+		return nil, nil, nil, fmt.Errorf("chart cache in %s: %w", f.data, err)
 	}
-	// The zero Options is the swarm this process runs in (or DOCKER_HOST).
-	engine, err := swarm.Connect(ctx, swarm.Options{})
+	local, err := f.localSwarm()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
+	}
+	engine, err := swarm.Connect(ctx, swarm.Options{Destination: local})
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	remotes, err := f.remotes(ctx, logger)
 	if err != nil {
 		_ = engine.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	self := findSelf(ctx, engine, logger)
 	closeAll := func() {
@@ -257,9 +270,9 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 	}
 	// Only the controller's Run runs watchers; deploy makes one pass and
 	// exits, so it gets none.
-	local := reconcile.Remote{Engine: engine}
+	own := reconcile.Remote{Engine: engine}
 	if live {
-		local.Live = swarm.NewWatcher(engine, swarm.WatcherOptions{Logger: logger, IgnoreConfig: lease.IsConfig})
+		own.Live = swarm.NewWatcher(engine, swarm.WatcherOptions{Logger: logger, IgnoreConfig: lease.IsConfig})
 	}
 	byName := map[string]reconcile.Remote{}
 	for _, r := range remotes {
@@ -271,9 +284,9 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 	}
 	if _, ok := byName[swarm.Local]; ok {
 		closeAll()
-		return nil, nil, errors.New(`destinations: "" names the controller's own swarm; give the other swarms names`)
+		return nil, nil, nil, errors.New(`destinations: "" names the controller's own swarm; give the other swarms names`)
 	}
-	byName[swarm.Local] = local
+	byName[swarm.Local] = own
 	ctrl, err := reconcile.New(reconcile.Options{
 		PruneApplications: f.prune,
 		OwnStack:          f.ownStack,
@@ -301,9 +314,24 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 		// The construction error is the one to report; a failure to close
 		// a client nobody used would only hide it.
 		closeAll()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return ctrl, closeAll, nil
+	return ctrl, git, closeAll, nil
+}
+
+// localSwarm is the swarm the controller runs in: the engine of
+// DOCKER_HOST (or the default socket), then its fallback managers, as a
+// named destination's are tried.
+func (f *controllerFlags) localSwarm() (swarm.Destination, error) {
+	var fallbacks []string
+	if f.localManagers != "" {
+		fallbacks = strings.Split(f.localManagers, ",")
+	}
+	local, err := swarm.LocalDestination(os.Getenv, fallbacks)
+	if err != nil {
+		return swarm.Destination{}, usageError("--local-managers: %v", err)
+	}
+	return local, nil
 }
 
 // egress is the policy every outbound HTTP client of the controller dials
@@ -362,6 +390,7 @@ type apiFlags struct {
 	oidcFile      string
 	tlsCert       string
 	tlsKey        string
+	uiURL         string
 }
 
 // register adds the API's flags to fs.
@@ -376,6 +405,7 @@ func (f *apiFlags) register(fs *pflag.FlagSet) {
 		"and the CI issuers whose ID tokens jobs present (ci: claims mapped to roles); its secrets come from files or the environment")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "serve HTTPS with this certificate file (re-read when it changes)")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "key file of --tls-cert")
+	fs.StringVar(&f.uiURL, "ui-url", "", "where people open this controller's UI (https://skep.example.org); pull requests' plan comments and statuses link there")
 }
 
 // oidc loads the --oidc-file; nil without one.
@@ -459,6 +489,9 @@ func newControllerCommand() *cobra.Command {
 			// as one (exit 2) and not hidden behind a failure to load something else.
 			if (apiOpts.tlsCert == "") != (apiOpts.tlsKey == "") {
 				return usageError("--tls-cert and --tls-key go together")
+			}
+			if u, err := url.Parse(apiOpts.uiURL); apiOpts.uiURL != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil) {
+				return usageError("--ui-url: want an absolute http or https URL without credentials, got %q", apiOpts.uiURL)
 			}
 			oidc, err := apiOpts.oidc()
 			if err != nil {
@@ -626,9 +659,9 @@ func runController(ctx context.Context, logger *slog.Logger, flags *controllerFl
 	}
 	srv := serving{logger: logger, metrics: metrics, opts: apiOpts, certs: certs, runners: notifier.Notifiers(), history: h}
 	if flags.ha.enabled {
-		return runReplica(ctx, flags, &srv, srvOpts, &notifier, &previews)
+		return runReplica(ctx, flags, &srv, srvOpts, term{notifier: &notifier, outbound: outbound, previews: &previews, apiOpts: apiOpts})
 	}
-	ctrl, closeEngine, err := flags.buildWith(ctx, logger, &notifier, running{observer: metrics, live: true})
+	ctrl, git, closeEngine, err := flags.buildWith(ctx, logger, &notifier, running{observer: metrics, live: true})
 	if err != nil {
 		return err
 	}
@@ -637,7 +670,10 @@ func runController(ctx context.Context, logger *slog.Logger, flags *controllerFl
 	if h.db != nil {
 		seedLastSyncs(ctx, logger, ctrl, h.db)
 	}
-	srvOpts.Reconciler = api.NewController(ctrl)
+	if srv.reviews, err = newReviews(ctrl, git, flags, apiOpts, outbound, logger); err != nil {
+		return err
+	}
+	srvOpts.Reconciler, srvOpts.Reviews = api.NewController(ctrl), srv.reviews
 	if srv.api, err = api.New(srvOpts); err != nil {
 		return err
 	}
@@ -685,6 +721,22 @@ func newMetrics(ctrl *atomic.Pointer[reconcile.Controller]) *api.Metrics {
 		},
 		Version: version.Get().Version, Commit: version.Get().Commit,
 	})
+}
+
+// newReviews plans pull requests with ctrl and git, posting to the forge
+// notifiers among outbound; the app set's git source, when it is one, is
+// planned at a pull request's head.
+func newReviews(ctrl *reconcile.Controller, git *gitsource.Cache, flags *controllerFlags, apiOpts *apiFlags, outbound []notify.Notifier, logger *slog.Logger) (*review.Reviewer, error) {
+	opts := review.Options{Controller: ctrl, Git: git, UI: apiOpts.uiURL, Logger: logger}
+	if flags.appsetRepo != "" {
+		opts.AppSet = &review.AppSet{Repo: flags.appsetRepo, Revision: flags.appsetRevision, Path: flags.appsetPath}
+	}
+	for _, n := range outbound {
+		if f, ok := n.(*notify.Forge); ok {
+			opts.Forges = append(opts.Forges, f)
+		}
+	}
+	return review.New(opts)
 }
 
 // newIdentity builds the OIDC file's identities over the store's
@@ -808,6 +860,9 @@ type serving struct {
 	api     *api.Server
 	// handler serves the listener: api, or a replica's front of it.
 	handler http.Handler
+	// reviews plans pull requests beside the controller; nil when it
+	// runs elsewhere (a replica's, for the terms it leads).
+	reviews *review.Reviewer
 }
 
 // run serves the API and runs work (the controller, or a replica) until
@@ -881,6 +936,12 @@ func (s *serving) run(ctx context.Context, id string, work func(context.Context)
 		}
 	}()
 	go func() { defer bgWG.Done(); apiServer.Run(bg) }()
+	if s.reviews != nil {
+		// Pull requests are planned one at a time beside the workers, never
+		// in their way: a plan takes no worker and writes nothing.
+		bgWG.Add(1)
+		go func() { defer bgWG.Done(); s.reviews.Run(bg) }()
+	}
 	if db != nil {
 		bgWG.Add(1)
 		go func() {

@@ -73,3 +73,22 @@ func TestParallelWritesMustBePositive(t *testing.T) {
 		}
 	}
 }
+
+func TestLocalManagersMustBeUnixOrTCPWithTLS(t *testing.T) {
+	apps := writeTemp(t, "apps.yaml", "apiVersion: skep/v1\napplications: []\n")
+	t.Setenv("DOCKER_CERT_PATH", "")
+	for _, tc := range []struct {
+		name, managers, want string
+	}{
+		{"an address without a scheme", "10.0.0.2:2376", `--local-managers: the local swarm's managers: local manager 1: want unix:///path or tcp://host:port, got "10.0.0.2:2376"`},
+		{"tcp without TLS files", "unix:///run/m2.sock,tcp://10.0.0.3:2376", "local manager 2: host \"tcp://10.0.0.3:2376\": a tcp manager needs TLS: set DOCKER_CERT_PATH"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := Main(t.Context(), []string{"deploy", "--config", apps, "--data", t.TempDir(), "--local-managers", tc.managers}, &stdout, &stderr)
+			if code != ExitUsage || !strings.Contains(stderr.String(), tc.want) {
+				t.Errorf("skep deploy --local-managers %s = exit %d, stderr %q; want a usage error saying %q", tc.managers, code, stderr.String(), tc.want)
+			}
+		})
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -89,14 +90,18 @@ func peerSpec() (api.TokenSpec, wire.Token, error) {
 // the API and the event stream all along, the controller only for the
 // terms this replica leads, each built anew as a restarted controller
 // would be, its every write fenced by the lease, its events by the same.
-func runReplica(ctx context.Context, flags *controllerFlags, srv *serving, srvOpts api.Options, notifier *notify.Registry, previews *previewLookup) error {
+func runReplica(ctx context.Context, flags *controllerFlags, srv *serving, srvOpts api.Options, tm term) error {
 	logger, h := srv.logger, srv.history
 	self, err := flags.ha.candidate(srv.opts.listen)
 	if err != nil {
 		return err
 	}
+	local, err := flags.localSwarm()
+	if err != nil {
+		return err
+	}
 	// A client of its own: renewals never wait behind the reconcile's writes.
-	engine, err := swarm.Connect(ctx, swarm.Options{})
+	engine, err := swarm.Connect(ctx, swarm.Options{Destination: local})
 	if err != nil {
 		return err
 	}
@@ -111,9 +116,9 @@ func runReplica(ctx context.Context, flags *controllerFlags, srv *serving, srvOp
 		return err
 	}
 	var rep *replica.Replica
-	current := replica.NewCurrent(flags.controllerID, func() error { return rep.Ready() })
+	tm.current = replica.NewCurrent(flags.controllerID, func() error { return rep.Ready() })
 	lead := func(ctx context.Context, t lease.Term) error {
-		return leadTerm(ctx, flags, srv, t, elector, notifier, previews, current)
+		return tm.lead(ctx, flags, srv, t, elector)
 	}
 	ropts := replica.Options{Elector: elector, Lead: lead, Recorder: h.recorder, Publish: h.broker, Peer: peer, Logger: logger}
 	if h.db != nil {
@@ -122,7 +127,7 @@ func runReplica(ctx context.Context, flags *controllerFlags, srv *serving, srvOp
 	if rep, err = replica.New(ropts); err != nil {
 		return err
 	}
-	srvOpts.Reconciler, srvOpts.Replication = current, rep.Status
+	srvOpts.Reconciler, srvOpts.Reviews, srvOpts.Replication = tm.current, tm.current, rep.Status
 	if srv.api, err = api.New(srvOpts); err != nil {
 		return err
 	}
@@ -135,34 +140,52 @@ func runReplica(ctx context.Context, flags *controllerFlags, srv *serving, srvOp
 	return srv.run(ctx, flags.controllerID, rep.Run)
 }
 
-// leadTerm runs the controller of term t until ctx ends: built anew, as a
+// term is what each term a replica leads is built from: the process's
+// notifiers (each fenced for the term), the outbound ones a pull request's
+// plan posts to, the previews' look-up and the answering reconciler to
+// point at the term's controller.
+type term struct {
+	notifier *notify.Registry
+	outbound []notify.Notifier
+	previews *previewLookup
+	apiOpts  *apiFlags
+	current  *replica.Current
+}
+
+// lead runs the controller of term t until ctx ends: built anew, as a
 // controller restarted on this data would be, with every write and every
-// event fenced by the lease.
-func leadTerm(ctx context.Context, flags *controllerFlags, srv *serving, t lease.Term, elector *lease.Elector,
-	notifier *notify.Registry, previews *previewLookup, current *replica.Current) error {
+// event fenced by the lease, and the plans of pull requests beside it.
+func (tm term) lead(ctx context.Context, flags *controllerFlags, srv *serving, t lease.Term, elector *lease.Elector) error {
 	logger, db := srv.logger, srv.history.db
 	fence := func() error { return elector.Fence(t.Number) }
 	if db != nil {
 		closeInterrupted(ctx, logger, db, "the last leader stopped before the sync ended")
 	}
-	var term notify.Registry
-	for _, n := range notifier.Notifiers() {
-		term.Register(replica.Fenced(n, fence))
+	var fenced notify.Registry
+	for _, n := range tm.notifier.Notifiers() {
+		fenced.Register(replica.Fenced(n, fence))
 	}
-	ctrl, closeEngine, err := flags.buildWith(ctx, logger, &term, running{observer: srv.metrics, live: true, fence: fence, term: t.Number})
+	ctrl, git, closeEngine, err := flags.buildWith(ctx, logger, &fenced, running{observer: srv.metrics, live: true, fence: fence, term: t.Number})
 	if err != nil {
 		return err
 	}
 	defer closeEngine()
+	reviews, err := newReviews(ctrl, git, flags, tm.apiOpts, tm.outbound, logger)
+	if err != nil {
+		return err
+	}
 	if db != nil {
 		seedLastSyncs(ctx, logger, ctrl, db)
 	}
-	previews.ctrl.Store(ctrl)
-	current.Set(api.NewController(ctrl))
+	tm.previews.ctrl.Store(ctrl)
+	tm.current.Set(api.NewController(ctrl), reviews)
 	defer func() {
-		current.Clear()
-		previews.ctrl.Store(nil)
+		tm.current.Clear()
+		tm.previews.ctrl.Store(nil)
 	}()
+	var wg sync.WaitGroup
+	wg.Go(func() { reviews.Run(ctx) })
+	defer wg.Wait()
 	return ctrl.Run(ctx)
 }
 

@@ -39,6 +39,9 @@ const (
 	// ExitUsage means the command was called wrongly (unknown flag, wrong argument
 	// count, a flag value out of range).
 	ExitUsage = 2
+	// ExitChanges means `skep plan` found changes: the revision would change
+	// the swarm.
+	ExitChanges = 3
 )
 
 // ExitError is what a command returns to choose its exit code. Main prints
@@ -116,6 +119,7 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newControllerCommand())
 	root.AddCommand(newDeployCommand())
 	root.AddCommand(newAppCommand())
+	root.AddCommand(newPlanCommand())
 	root.AddCommand(newStatusCommand())
 	root.AddCommand(newSwarmCommand())
 	root.AddCommand(newEventsCommand())

@@ -455,6 +455,20 @@ func (c *Client) Diff(ctx context.Context, name, revision string) (wire.Diff, er
 	return out, c.get(ctx, AppPath(name, "/diff"), q, &out)
 }
 
+// Plan plans an application at revision (a branch, tag, commit or pull
+// request ref) as merging it would deploy it, against what the swarm runs.
+func (c *Client) Plan(ctx context.Context, name, revision string) (wire.Proposal, error) {
+	var out wire.Proposal
+	return out, c.post(ctx, AppPath(name, "/plan"), wire.PlanRequest{Revision: revision}, &out)
+}
+
+// PullRequests lists the open pull requests that change an application,
+// each with its plan.
+func (c *Client) PullRequests(ctx context.Context, name string) (wire.PullRequestList, error) {
+	var out wire.PullRequestList
+	return out, c.get(ctx, AppPath(name, "/pulls"), nil, &out)
+}
+
 // History returns an application's revisions and sync history.
 func (c *Client) History(ctx context.Context, name string) (wire.History, error) {
 	var out wire.History

@@ -534,7 +534,7 @@ func (c *Cache) fetch(ctx context.Context, r *repo, g *git.Repository) error {
 	if r.refused != nil && listed && maps.Equal(r.refused.refs, refs) {
 		return r.refused.err
 	}
-	err := c.fetchRemote(ctx, r, g)
+	err := c.fetchRemote(ctx, r, g, nil)
 	r.refused = nil
 	if errors.Is(err, ErrTooLarge) && listed {
 		r.refused = &refusal{refs: refs, err: err}
@@ -542,8 +542,9 @@ func (c *Cache) fetch(ctx context.Context, r *repo, g *git.Repository) error {
 	return err
 }
 
-// fetchRemote is fetch's call to the remote.
-func (c *Cache) fetchRemote(ctx context.Context, r *repo, g *git.Repository) error {
+// fetchRemote is fetch's call to the remote: every branch and tag, or
+// only specs when not nil (FetchRef's one ref), which then prune nothing.
+func (c *Cache) fetchRemote(ctx context.Context, r *repo, g *git.Repository, specs []config.RefSpec) error {
 	if err := c.allowed(ctx, r); err != nil {
 		return &RemoteError{Op: "fetch", Repo: r.name(), Err: err}
 	}
@@ -566,12 +567,13 @@ func (c *Cache) fetchRemote(ctx context.Context, r *repo, g *git.Repository) err
 	}
 	err = g.FetchContext(call, &git.FetchOptions{
 		RemoteName: "origin",
+		RefSpecs:   specs,
 		Auth:       auth,
 		Tags:       git.NoTags, // the refspecs already take every tag
 		// Force and Prune mirror the remote: a force-pushed or deleted
 		// branch must not keep resolving to its old commit here.
 		Force: true,
-		Prune: true,
+		Prune: specs == nil,
 	})
 	err = c.timedOut(ctx, call, err)
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) && !errors.Is(err, transport.ErrEmptyRemoteRepository) {

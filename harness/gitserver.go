@@ -170,6 +170,15 @@ func (r *Repo) MoveBranch(t testing.TB, name, rev string) {
 	runGit(t, r.Path, "update-ref", "refs/heads/"+name, sha)
 }
 
+// SetRef points ref, a full ref name outside the branches and tags (such
+// as refs/pull/7/head, which a forge keeps of a pull request's head), at
+// the commit rev names in the served repository.
+func (r *Repo) SetRef(t testing.TB, ref, rev string) {
+	t.Helper()
+	sha := runGit(t, r.Path, "rev-parse", rev+"^{commit}")
+	runGit(t, r.Path, "update-ref", ref, sha)
+}
+
 // DeleteBranch removes a branch from the served repository.
 // -D, not -d: whether the branch was merged does not matter to a test.
 func (r *Repo) DeleteBranch(t testing.TB, name string) {

@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -64,17 +63,9 @@ func swarm2StateDir() string {
 // names; it returns nil and why when either is missing.
 func findSwarm2(ctx context.Context) (*Swarm2, string) {
 	dir := swarm2StateDir()
-	f, err := os.Open(filepath.Join(dir, "env"))
+	vars, err := readEnvFile(filepath.Join(dir, "env"))
 	if err != nil {
 		return nil, err.Error()
-	}
-	defer f.Close()
-	vars := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if k, v, ok := strings.Cut(sc.Text(), "="); ok {
-			vars[k] = v
-		}
 	}
 	s := &Swarm2{stateDir: dir,
 		Sock: vars["SKEP_SWARM2_SOCK"], TCP: vars["SKEP_SWARM2_TCP"],
@@ -82,7 +73,7 @@ func findSwarm2(ctx context.Context) (*Swarm2, string) {
 		SSH: vars["SKEP_SWARM2_SSH"], SSHKey: vars["SKEP_SWARM2_SSH_KEY"], KnownHosts: vars["SKEP_SWARM2_KNOWN_HOSTS"],
 		Addr: vars["SKEP_SWARM2_ADDR"], ClusterID: vars["SKEP_SWARM2_CLUSTER_ID"]}
 	if s.Sock == "" || s.TCP == "" || s.SSH == "" {
-		return nil, "env file " + f.Name() + " lacks the socket, TCP or ssh address"
+		return nil, "env file " + filepath.Join(dir, "env") + " lacks the socket, TCP or ssh address"
 	}
 	cli, err := client.NewClientWithOpts(client.WithHost(s.Sock), client.WithAPIVersionNegotiation())
 	if err != nil {

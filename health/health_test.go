@@ -201,3 +201,70 @@ func TestApplicationRollUpNamesWorstRelease(t *testing.T) {
 		t.Errorf("Application(nil) = %s, want healthy", got.State)
 	}
 }
+
+func TestServiceNamesTheNodesOfLostAndFailedTasks(t *testing.T) {
+	now := time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
+	node := func(id, name string, state swarm.NodeState, message string, avail swarm.NodeAvailability) swarm.Node {
+		return swarm.Node{ID: id, Description: swarm.NodeDescription{Hostname: name},
+			Status: swarm.NodeStatus{State: state, Message: message}, Spec: swarm.NodeSpec{Availability: avail}}
+	}
+	nodes := []swarm.Node{
+		node("n1", "skep-m1", swarm.NodeStateReady, "", swarm.NodeAvailabilityActive),
+		node("n2", "skep-w1", swarm.NodeStateReady, "", swarm.NodeAvailabilityDrain),
+		node("n3", "skep-w2", swarm.NodeStateDown, "heartbeat failure", swarm.NodeAvailabilityActive),
+	}
+	task := func(node string, desired, state swarm.TaskState, ago time.Duration, err string) swarm.Task {
+		return swarm.Task{ServiceID: "s", NodeID: node, DesiredState: desired,
+			Status: swarm.TaskStatus{State: state, Timestamp: now.Add(-ago), Err: err}}
+	}
+	up := func(n int) []swarm.Task {
+		var out []swarm.Task
+		for range n {
+			out = append(out, task("n1", swarm.TaskStateRunning, swarm.TaskStateRunning, time.Minute, ""))
+		}
+		return out
+	}
+	live := &swarm.Service{ID: "s", Spec: swarm.ServiceSpec{Mode: replicated(3)}}
+	for _, tc := range []struct {
+		name  string
+		tasks []swarm.Task
+		nodes []swarm.Node
+		want  Result
+	}{
+		{name: "a task lost with a node that went down names it and the managers' reason",
+			tasks: append(up(2), task("n3", swarm.TaskStateShutdown, swarm.TaskStateRunning, 10*time.Minute, ""),
+				task("n1", swarm.TaskStateRunning, swarm.TaskStateStarting, time.Second, "")),
+			nodes: nodes,
+			want:  Result{State: Progressing, Running: 2, Desired: 3, Message: "2/3 running, 1 starting; tasks lost with node skep-w2 down (heartbeat failure)"}},
+		{name: "a task moved off a drained node names it",
+			tasks: append(up(2), task("n2", swarm.TaskStateShutdown, swarm.TaskStateShutdown, 10*time.Second, ""),
+				task("n1", swarm.TaskStateRunning, swarm.TaskStatePending, time.Second, "no suitable node (max replicas per node limit exceed)")),
+			nodes: nodes,
+			want: Result{State: Degraded, Running: 2, Desired: 3,
+				Message: "2/3 running; cannot be scheduled: no suitable node (max replicas per node limit exceed); tasks lost with node skep-w1 drained"}},
+		{name: "task failures say the node they ran on",
+			tasks: append(up(1), task("n1", swarm.TaskStateShutdown, swarm.TaskStateRejected, time.Minute, "No such image: app:v9"),
+				task("n1", swarm.TaskStateShutdown, swarm.TaskStateRejected, 30*time.Second, "No such image: app:v9")),
+			nodes: nodes,
+			want: Result{State: Degraded, Running: 1, Desired: 3,
+				Message: "restarting: 1/3 running, 2 task failures in the last 5m0s: on skep-m1: No such image: app:v9"}},
+		{name: "without nodes no node is named",
+			tasks: append(up(2), task("n3", swarm.TaskStateShutdown, swarm.TaskStateRunning, 10*time.Minute, "")),
+			want:  Result{State: Progressing, Running: 2, Desired: 3, Message: "2/3 running"}},
+		{name: "a healthy service names no node, whatever its old tasks",
+			tasks: append(up(3), task("n2", swarm.TaskStateShutdown, swarm.TaskStateShutdown, 10*time.Second, "")),
+			nodes: nodes,
+			want:  Result{State: Healthy, Running: 3, Desired: 3, Message: "3/3 running"}},
+		{name: "a task that left a drained node long ago is not why",
+			tasks: append(up(2), task("n2", swarm.TaskStateShutdown, swarm.TaskStateShutdown, time.Hour, "")),
+			nodes: nodes,
+			want:  Result{State: Progressing, Running: 2, Desired: 3, Message: "2/3 running"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Service(ServiceInput{Live: live, Tasks: tc.tasks, Nodes: tc.nodes, Now: now})
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("Service() mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

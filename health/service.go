@@ -41,6 +41,13 @@ type ServiceInput struct {
 	// whatever else the input holds. A nil Live with ReadFailed false means
 	// the service really is absent.
 	ReadFailed bool
+	// Nodes are the swarm's nodes, to say where: a task failure reads "on
+	// skep-w1: ...", and a service short of tasks names the nodes that are
+	// down, drained or paused and held its tasks. Nil names no node.
+	// NodeByID, when set, is the same nodes by id, shared read-only by the
+	// caller (a snapshot's), and used instead of Nodes.
+	Nodes    []swarm.Node
+	NodeByID map[string]swarm.Node
 }
 
 // Service computes the health of one service. See the package doc for
@@ -58,7 +65,11 @@ func Service(in ServiceInput) Result {
 	if m.ReplicatedJob != nil || m.GlobalJob != nil {
 		return job(svc, tasks, in.EligibleNodes)
 	}
-	return longRunning(svc, tasks, in)
+	nodes := in.NodeByID
+	if nodes == nil {
+		nodes = nodesByID(in.Nodes)
+	}
+	return withLostNodes(longRunning(svc, tasks, in, nodes), tasks, nodes, in.Now)
 }
 
 // ownTasks keeps the tasks of serviceID. ServiceInput.Tasks may hold a
@@ -106,7 +117,7 @@ func jobCompletions(j *swarm.ReplicatedJob) int {
 }
 
 // longRunning is the health of a replicated or global service.
-func longRunning(svc *swarm.Service, tasks []swarm.Task, in ServiceInput) Result {
+func longRunning(svc *swarm.Service, tasks []swarm.Task, in ServiceInput, nodes map[string]swarm.Node) Result {
 	desired := declaredCount(&svc.Spec, in.EligibleNodes)
 	if svc.Spec.Mode.Global != nil && svc.ServiceStatus != nil {
 		desired = int(svc.ServiceStatus.DesiredTasks)
@@ -133,12 +144,12 @@ func longRunning(svc *swarm.Service, tasks []swarm.Task, in ServiceInput) Result
 			failed = append(failed, t)
 		}
 	}
-	failures := newestReasons(failed)
+	failures := newestReasons(failed, nodes)
 	r := Result{Running: running, Desired: desired}
 	if u := svc.UpdateStatus; u != nil {
 		// Swarm's own message after a rollback is only "rollback completed";
 		// the task failure that caused it may be older than the window.
-		failures := newestReasons(everFailed)
+		failures := newestReasons(everFailed, nodes)
 		switch u.State {
 		case swarm.UpdateStateRollbackStarted:
 			return degraded(r, "rolling back", u.Message, failures)
@@ -217,7 +228,7 @@ func job(svc *swarm.Service, tasks []swarm.Task, eligible int) Result {
 			failed = append(failed, t)
 		}
 	}
-	failures := newestReasons(failed)
+	failures := newestReasons(failed, nil)
 	desired := declaredCount(&svc.Spec, eligible)
 	if svc.Spec.Mode.GlobalJob != nil {
 		switch {
@@ -269,14 +280,84 @@ func exitedRecently(t swarm.Task, now time.Time) bool {
 	return age >= -time.Minute && age <= RecentFailureWindow // a little clock skew is tolerated
 }
 
-// newestReasons returns the reasons tasks ended, newest first.
-func newestReasons(tasks []swarm.Task) []string {
+// newestReasons returns the reasons tasks ended, newest first, each with
+// the node it ran on when nodes names it.
+func newestReasons(tasks []swarm.Task, nodes map[string]swarm.Node) []string {
 	slices.SortStableFunc(tasks, func(a, b swarm.Task) int { return b.Status.Timestamp.Compare(a.Status.Timestamp) })
 	out := make([]string, len(tasks))
 	for i, t := range tasks {
 		out[i] = taskReason(t)
+		if n, ok := nodes[t.NodeID]; ok {
+			out[i] = "on " + hostname(n) + ": " + out[i]
+		}
 	}
 	return out
+}
+
+// nodesByID indexes nodes by id; nil for none.
+func nodesByID(nodes []swarm.Node) map[string]swarm.Node {
+	if len(nodes) == 0 {
+		return nil
+	}
+	out := make(map[string]swarm.Node, len(nodes))
+	for _, n := range nodes {
+		out[n.ID] = n
+	}
+	return out
+}
+
+// hostname names a node, by id when it announces no hostname.
+func hostname(n swarm.Node) string {
+	if n.Description.Hostname != "" {
+		return n.Description.Hostname
+	}
+	return n.ID
+}
+
+// withLostNodes adds to a result that is not healthy the nodes that held
+// tasks of the service and can take none now (down, drained, paused):
+// Swarm moves the tasks elsewhere but says nothing of why. A task counts
+// when it is meant to run, still shows running (a node that went down
+// never reports its tasks stopped), or ended within RecentFailureWindow.
+func withLostNodes(r Result, tasks []swarm.Task, nodes map[string]swarm.Node, now time.Time) Result {
+	if r.State == Healthy || len(nodes) == 0 {
+		return r
+	}
+	seen := map[string]bool{}
+	var lost []string
+	for _, t := range tasks {
+		n, ok := nodes[t.NodeID]
+		if !ok || seen[n.ID] {
+			continue
+		}
+		recent := t.DesiredState == swarm.TaskStateRunning || t.Status.State == swarm.TaskStateRunning ||
+			!now.IsZero() && now.Sub(t.Status.Timestamp) <= RecentFailureWindow
+		if why := unavailable(n); why != "" && recent {
+			seen[n.ID] = true
+			lost = append(lost, hostname(n)+" "+why)
+		}
+	}
+	if len(lost) > 0 {
+		slices.Sort(lost)
+		r.Message += "; tasks lost with node " + strings.Join(lost, ", node ")
+	}
+	return r
+}
+
+// unavailable says why node n takes no task, "" when it is ready and active.
+func unavailable(n swarm.Node) string {
+	switch {
+	case n.Status.State != swarm.NodeStateReady:
+		if n.Status.Message != "" {
+			return fmt.Sprintf("%s (%s)", n.Status.State, n.Status.Message)
+		}
+		return string(n.Status.State)
+	case n.Spec.Availability == swarm.NodeAvailabilityDrain:
+		return "drained"
+	case n.Spec.Availability == swarm.NodeAvailabilityPause:
+		return "paused"
+	}
+	return ""
 }
 
 // taskReason describes why a task ended, in the daemon's words, naming a

@@ -119,7 +119,8 @@ type ForgeOptions struct {
 // events without a Revision and applications with no repository are not
 // sent, and are counted as Suppressed. With a PreviewLookup, a preview's
 // sync events also upsert one pull-request comment carrying the preview's
-// URL (see TestForgeUpsertsOnePreviewComment).
+// URL (see TestForgeUpsertsOnePreviewComment). Review posts a pull
+// request's plan, outside the event queue.
 //
 // Notify never blocks: events queue and are sent by Run, retried as
 // Webhook's are, except that a Retry-After answer sets the next wait. A
@@ -255,12 +256,7 @@ func (f *Forge) repository(e Event) (string, bool) {
 	if e.Revision == "" || f.state(e.Type) == "" {
 		return "", false
 	}
-	for _, r := range f.routes {
-		if ok, err := path.Match(r.pattern, e.Application); ok && err == nil {
-			return r.repository, true
-		}
-	}
-	return "", false
+	return f.Repository(e.Application)
 }
 
 // state is the commit status an event type sets, "" for types not sent.
@@ -387,7 +383,14 @@ func (f *Forge) upsertComment(ctx context.Context, repo string, e Event, p Previ
 		return err
 	}
 	marker := fmt.Sprintf("<!-- skep-preview:%s:%s -->", e.Application, p.Branch)
-	body := map[string]string{"body": previewComment(marker, e, p)}
+	return f.upsert(ctx, repo, number, marker, previewComment(marker, e, p), false)
+}
+
+// upsert keeps one comment carrying marker on pull (GitLab: merge)
+// request number of repo: it edits the first that carries it or, unless
+// editOnly, posts text as a new one.
+func (f *Forge) upsert(ctx context.Context, repo string, number int64, marker, text string, editOnly bool) error {
+	body := map[string]string{"body": text}
 	base := f.repoPath(repo)
 	var list, edit, create string
 	method := http.MethodPatch
@@ -417,6 +420,9 @@ func (f *Forge) upsertComment(ctx context.Context, repo string, e Event, p Previ
 		if len(got) < pageSize {
 			break
 		}
+	}
+	if editOnly {
+		return nil
 	}
 	return f.call(ctx, http.MethodPost, create, body, nil)
 }

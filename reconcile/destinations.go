@@ -14,6 +14,7 @@ import (
 	"github.com/skep-cd/skep/appset"
 	"github.com/skep-cd/skep/notify"
 	"github.com/skep-cd/skep/outcome"
+	"github.com/skep-cd/skep/prune"
 	"github.com/skep-cd/skep/stack"
 	"github.com/skep-cd/skep/swarm"
 	"github.com/skep-cd/skep/syncpass"
@@ -90,15 +91,20 @@ func (c *Controller) newDestination(name string, r Remote, opts Options) *destin
 		AppSetRepo: appSetRepo, CheckAddress: opts.CheckAddress, Notifier: c.notifier, Now: c.now, Wall: c.wall, Log: c.log,
 		Fleet: syncpass.Fleet{
 			Applying:   func(app string) { c.status.Update(app, func(s *AppStatus) { s.Phase = PhaseApplying }) },
-			BeginWrite: func(app string) func() { return c.live.beginWrite(app, c.wall) },
-			SeenWrites: c.live.seen,
+			BeginWrite: func(app string) func() { return c.live.beginWrite(name, app, c.wall) },
+			SeenWrites: func(app string, taken time.Time, ended bool) bool { return c.live.seen(name, app, taken, ended) },
 			Remember:   c.remember,
+			LeftUnseen: func(taken time.Time) bool {
+				c.mu.Lock()
+				defer c.mu.Unlock()
+				return c.live.writtenAfter(name, taken, func(app string) bool { _, in := c.apps[app]; return !in })
+			},
 			RefreshHealth: func(app appset.Application) {
 				c.refreshHealth(c.dest(app.Destination.Swarm), app.Name)
 			},
 			MovedFrom:    c.movedFrom,
 			Gates:        c.gates,
-			ReleaseGates: c.releaseGates,
+			ReleaseGates: func(owner stack.Owner, taken time.Time) prune.Gates { return c.releaseGates(name, owner, taken) },
 			AppNames:     c.appNames,
 			PruneRelease: func(ctx context.Context, owner stack.Owner, snap swarm.Snapshot, why string) {
 				c.pruneRelease(ctx, owner, d, snap, why)

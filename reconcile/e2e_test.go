@@ -75,6 +75,13 @@ type env struct {
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
+	parallel(t)
+	return newSerialEnv(t)
+}
+
+// newSerialEnv is newEnv for a test that must run alone in the process.
+func newSerialEnv(t testing.TB) *env {
+	t.Helper()
 	cli := harness.RequireSwarm(t)
 	e := &env{
 		cli:    cli,
@@ -88,6 +95,25 @@ func newEnv(t testing.TB) *env {
 	e.repo = e.git.CreateRepo(t, "app")
 	harness.CleanupStack(t, cli, e.ns)
 	return e
+}
+
+// paralleled holds the tests parallel marked, so a test that builds two
+// envs marks itself once.
+var paralleled sync.Map
+
+// parallel runs t beside the package's other end-to-end tests (up to
+// go test's -parallel at once): each has its own controller id, stack
+// prefix, git server and ports, and they wait on the swarm far more than
+// they compute. A test that counts the process's goroutines builds its env
+// with newSerialEnv instead.
+func parallel(t testing.TB) {
+	p, ok := t.(interface{ Parallel() })
+	if !ok {
+		return // a benchmark
+	}
+	if _, done := paralleled.LoadOrStore(t, true); !done {
+		p.Parallel()
+	}
 }
 
 // compose is a one-service stack on the test image, with a config from a

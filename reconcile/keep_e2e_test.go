@@ -368,9 +368,11 @@ func TestRemovedApplicationIsPrunedOnlyWithThePruneFlag(t *testing.T) {
 					s, err := e.service(ctx, "web")
 					return s == nil && err == nil, "web still deployed"
 				})
-				if got := e.events.of(notify.ResourcesPruned); len(got) == 0 || got[0].Application != "web" {
-					t.Errorf("resources-pruned = %+v, want one for web", got)
-				}
+				// The event follows the deletion the test may see first.
+				harness.Eventually(t, time.Minute, func(context.Context) (bool, string) {
+					got := e.events.of(notify.ResourcesPruned)
+					return len(got) > 0 && got[0].Application == "web", fmt.Sprintf("resources-pruned = %+v, want one for web", got)
+				})
 				harness.Eventually(t, time.Minute, func(context.Context) (bool, string) {
 					got := c.Overview().Orphans
 					return len(got) == 0, fmt.Sprintf("orphans after the prune = %+v, want none", got)

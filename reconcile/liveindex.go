@@ -27,18 +27,22 @@ type liveIndex struct {
 	// reads its own releases without going through every one.
 	byApp map[string][]string
 	gen   uint64 // moves with every change to rendered
-	// wrote is, by application, when its last write to the swarm ended,
-	// and writing counts its writes in flight. Neither forgets an
-	// application that left the set: its last writes are what the prune
-	// of its release must see first.
-	wrote   map[string]time.Time
-	writing map[string]int
+	// wrote is, by swarm and application, when the application's last
+	// write to that swarm ended, and writing counts its writes in flight
+	// there: a snapshot of one swarm need not show writes to another.
+	// Neither forgets an application that left the set: its last writes
+	// are what the prune of its release must see first.
+	wrote   map[writer]time.Time
+	writing map[writer]int
 	// seenLive is, by application, the digest of its objects as its last
 	// live-drift wake saw them; unwoken the applications whose objects
 	// moved while a wake was held back.
 	seenLive map[string]string
 	unwoken  map[string]bool
 }
+
+// writer is one application writing to one swarm.
+type writer struct{ swarm, app string }
 
 // rendered is a release's last render, kept for health between passes,
 // with the application it belongs to and where it runs.
@@ -119,58 +123,102 @@ func (l *liveIndex) releases(app appset.Application) []stack.Release {
 	return out
 }
 
-// health computes, from snap, the health of every release kept on swarm
-// (of application only, when not ""), by application and release.
-func (l *liveIndex) health(swarmName, only string, snap swarm.Snapshot) map[string]map[string]health.Result {
+// appsOn lists the applications with a render kept on swarmName.
+func (l *liveIndex) appsOn(swarmName string) []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	byApp := map[string]map[string]health.Result{}
-	for _, r := range l.rendered {
-		if r.swarm != swarmName || only != "" && r.app != only {
-			continue
+	var out []string
+	for app, keys := range l.byApp {
+		if slices.ContainsFunc(keys, func(key string) bool { return l.rendered[key].swarm == swarmName }) {
+			out = append(out, app)
 		}
-		if byApp[r.app] == nil {
-			byApp[r.app] = map[string]health.Result{}
-		}
-		byApp[r.app][r.release.Name] = syncpass.Health(r.release, snap)
 	}
-	return byApp
+	return out
 }
 
-// beginWrite records that a write of app to the swarm starts, and returns
-// the func that records its end, at wall's time; call it once, when
-// nothing more is written.
-func (l *liveIndex) beginWrite(app string, wall func() time.Time) (end func()) {
+// healthOf computes from snap the health of app's releases kept on
+// swarmName: its one release's, with the service-level message, or the
+// worst of several; ok is false when none is kept there.
+func (l *liveIndex) healthOf(app, swarmName string, snap swarm.Snapshot) (h health.Result, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var many map[string]health.Result
+	first := ""
+	for _, key := range l.byApp[app] {
+		r := l.rendered[key]
+		if r.app != app || r.swarm != swarmName {
+			continue
+		}
+		one := syncpass.Health(r.release, snap)
+		switch {
+		case !ok:
+			h, ok, first = one, true, r.release.Name
+		case many == nil:
+			many = map[string]health.Result{first: h, r.release.Name: one}
+		default:
+			many[r.release.Name] = one
+		}
+	}
+	if many != nil {
+		h = health.Application(many)
+	}
+	return h, ok
+}
+
+// beginWrite records that a write of app to swarmName starts, and
+// returns the func that records its end, at wall's time; call it once,
+// when nothing more is written.
+func (l *liveIndex) beginWrite(swarmName, app string, wall func() time.Time) (end func()) {
+	w := writer{swarm: swarmName, app: app}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.writing == nil {
-		l.writing, l.wrote = map[string]int{}, map[string]time.Time{}
+		l.writing, l.wrote = map[writer]int{}, map[writer]time.Time{}
 	}
-	l.writing[app]++
+	l.writing[w]++
 	return func() {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		l.writing[app]--
-		if l.writing[app] == 0 {
-			delete(l.writing, app)
+		l.writing[w]--
+		if l.writing[w] == 0 {
+			delete(l.writing, w)
 		}
-		l.wrote[app] = wall()
+		l.wrote[w] = wall()
 	}
 }
 
-// seen reports whether a snapshot taken at taken shows every write of app:
-// none in flight (unless ended, which leaves those out: a wait inside an
-// apply is one of them), and the last one ended before taken. An
-// application that has not written since the controller started has
-// nothing unseen.
-func (l *liveIndex) seen(app string, taken time.Time, ended bool) bool {
+// seen reports whether a snapshot of swarmName taken at taken shows every
+// write of app there: none in flight (unless ended, which leaves those
+// out: a wait inside an apply is one of them), and the last one ended
+// before taken. An application that has not written there since the
+// controller started has nothing unseen.
+func (l *liveIndex) seen(swarmName, app string, taken time.Time, ended bool) bool {
+	w := writer{swarm: swarmName, app: app}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !ended && l.writing[app] > 0 {
+	if !ended && l.writing[w] > 0 {
 		return false
 	}
-	wrote, ok := l.wrote[app]
+	wrote, ok := l.wrote[w]
 	return !ok || taken.After(wrote)
+}
+
+// writtenAfter reports whether an application of which (by name) wrote
+// to swarmName after taken, or writes there still.
+func (l *liveIndex) writtenAfter(swarmName string, taken time.Time, which func(app string) bool) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for w, n := range l.writing {
+		if n > 0 && w.swarm == swarmName && which(w.app) {
+			return true
+		}
+	}
+	for w, at := range l.wrote {
+		if w.swarm == swarmName && !taken.After(at) && which(w.app) {
+			return true
+		}
+	}
+	return false
 }
 
 // moved reports whether app's objects in snap are not those its last wake
@@ -193,7 +241,7 @@ func (l *liveIndex) moved(app appset.Application, snap swarm.Snapshot, held bool
 	if l.seenLive == nil {
 		l.seenLive, l.unwoken = map[string]string{}, map[string]bool{}
 	}
-	if busy() || snap.TakenAt().IsZero() || !snap.TakenAt().After(l.wrote[app.Name]) {
+	if busy() || snap.TakenAt().IsZero() || !snap.TakenAt().After(l.wrote[writer{swarm: app.Destination.Swarm, app: app.Name}]) {
 		l.unwoken[app.Name] = true
 		return false
 	}
@@ -219,28 +267,34 @@ func (c *Controller) remember(app appset.Application, rel stack.Release) {
 }
 
 // refreshHealth recomputes, from d's snapshot, the health of every
-// application on d (of application only, when not ""): one release's
-// health, or the worst of an application's releases. While d does not
+// application on d (of application only, when not ""). While d does not
 // answer, its applications stay unknown. It is health's one writer.
 func (c *Controller) refreshHealth(d *destination, only string) {
 	if d.live == nil {
 		return
 	}
 	snap := d.live.Current()
-	for app, releases := range c.live.health(d.name, only, snap) {
-		h := health.Application(releases)
-		if len(releases) == 1 {
-			for _, one := range releases {
-				h = one // keep the service-level message of a single release
-			}
-		}
-		if snap.ReadFailed() && !errors.Is(snap.Err(), swarm.ErrNotListed) {
-			h.Message = fmt.Sprintf("%s: %v", swarm.Describe(d.name), snap.Err())
-		}
-		c.status.Update(app, func(s *AppStatus) {
-			s.Health, s.HealthMessage, s.Running, s.Desired = h.State, h.Message, h.Running, h.Desired
-		})
+	if only != "" {
+		setHealth(c.status, &c.live, d.name, only, snap)
+		return
 	}
+	for _, app := range c.live.appsOn(d.name) {
+		setHealth(c.status, &c.live, d.name, app, snap)
+	}
+}
+
+// setHealth writes app's health on swarmName, from snap, in status.
+func setHealth(status *Statuses, live *liveIndex, swarmName, app string, snap swarm.Snapshot) {
+	h, ok := live.healthOf(app, swarmName, snap)
+	if !ok {
+		return
+	}
+	if snap.ReadFailed() && !errors.Is(snap.Err(), swarm.ErrNotListed) {
+		h.Message = fmt.Sprintf("%s: %v", swarm.Describe(swarmName), snap.Err())
+	}
+	status.Update(app, func(s *AppStatus) {
+		s.Health, s.HealthMessage, s.Running, s.Desired = h.State, h.Message, h.Running, h.Desired
+	})
 }
 
 // wake queues a tick for every application on d with live drift detection

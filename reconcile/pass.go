@@ -41,7 +41,7 @@ func (c *Controller) input(app appset.Application, req Request, memo syncpass.Me
 	_, _, in.Previews = c.status.brief(app.Name)
 	if live := c.dest(app.Destination.Swarm).live; live != nil {
 		in.Live = live.Current()
-		in.SeenWrites = !in.Live.TakenAt().IsZero() && c.live.seen(app.Name, in.Live.TakenAt(), false)
+		in.SeenWrites = !in.Live.TakenAt().IsZero() && c.live.seen(app.Destination.Swarm, app.Name, in.Live.TakenAt(), false)
 	}
 	return in
 }

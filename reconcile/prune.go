@@ -39,14 +39,15 @@ func (c *Controller) gates(app, release string) prune.Gates {
 }
 
 // releaseGates are the gates for pruning owner's whole release, records
-// and all, on a live snapshot taken at taken: besides gates, that snapshot
-// must show every write of owner's application. Only that application
+// and all, on a live snapshot of dest taken at taken: besides gates, that
+// snapshot must show every write of owner's application to dest (a write
+// to another swarm never shows in it: a moved release waited for good). Only that application
 // writes what its records prove its own; a snapshot that missed one may
 // show its revision and not its services (see
 // TestPruneWaitsForASnapshotThatSawTheReleasesServices).
-func (c *Controller) releaseGates(owner stack.Owner, taken time.Time) prune.Gates {
+func (c *Controller) releaseGates(dest string, owner stack.Owner, taken time.Time) prune.Gates {
 	g := c.gates(owner.Application, owner.Release)
-	if !c.live.seen(owner.Application, taken, false) {
+	if !c.live.seen(dest, owner.Application, taken, false) {
 		g.WritesUnseen = []string{owner.Application}
 	}
 	return g
@@ -127,7 +128,7 @@ func (c *Controller) pruneVerdictOf(dest string, taken time.Time, owner stack.Ow
 		// here, to say where it moved from (movedFrom).
 		return pruneVerdict{kept: fmt.Sprintf("application moved to %s; kept until the move is synced there", swarm.Describe(app.Destination.Swarm))}
 	}
-	if err := prune.Allowed(c.releaseGates(owner, taken)); err != nil {
+	if err := prune.Allowed(c.releaseGates(dest, owner, taken)); err != nil {
 		return pruneVerdict{kept: strings.ReplaceAll(err.Error(), "\n", "; "), held: err}
 	}
 	v := pruneVerdict{}

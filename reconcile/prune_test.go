@@ -132,6 +132,7 @@ func TestPruneHeldUntilTheSnapshotHasSeenTheApplicationsLastWrite(t *testing.T) 
 		taken   time.Time
 		wrote   bool // gone's last write ended at wrote
 		writing bool // gone has a write in flight
+		there   bool // both to another swarm than the pruned release's
 		want    string
 	}{
 		{name: "an application that never wrote is pruned on any snapshot", taken: wrote.Add(-time.Second), want: "to be pruned at the next check"},
@@ -142,6 +143,8 @@ func TestPruneHeldUntilTheSnapshotHasSeenTheApplicationsLastWrite(t *testing.T) 
 			want: "prune held: the live snapshot has not seen the latest writes (gone)"},
 		{name: "a write in flight holds the prune on any snapshot", taken: wrote.Add(time.Second), wrote: true, writing: true,
 			want: "prune held: the live snapshot has not seen the latest writes (gone)"},
+		{name: "a write to another swarm never holds the prune", taken: wrote.Add(-time.Second), wrote: true, writing: true, there: true,
+			want: "to be pruned at the next check"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &Controller{id: "c1", watcher: appset.NewWatcher(appset.FileSource{Path: file}), status: NewStatuses(),
@@ -150,11 +153,15 @@ func TestPruneHeldUntilTheSnapshotHasSeenTheApplicationsLastWrite(t *testing.T) 
 				t.Fatal(err)
 			}
 			c.status.Update("web", func(s *AppStatus) { s.LastReconcile = time.Now() })
+			swarmName := ""
+			if tc.there {
+				swarmName = "two"
+			}
 			if tc.wrote {
-				c.live.beginWrite("gone", func() time.Time { return wrote })()
+				c.live.beginWrite(swarmName, "gone", func() time.Time { return wrote })()
 			}
 			if tc.writing {
-				defer c.live.beginWrite("gone", time.Now)()
+				defer c.live.beginWrite(swarmName, "gone", time.Now)()
 			}
 			got := c.orphansOf("", tc.taken, owners)
 			if len(got) != 1 || got[0].Reason != tc.want {

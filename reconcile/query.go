@@ -99,7 +99,7 @@ func (c *Controller) Converging(name string) (string, error) {
 	if snap.ReadFailed() {
 		return fmt.Sprintf("the live snapshot cannot be read: %v", snap.Err()), nil
 	}
-	if snap.TakenAt().IsZero() || !c.live.seen(app.Name, snap.TakenAt(), false) {
+	if snap.TakenAt().IsZero() || !c.live.seen(app.Destination.Swarm, app.Name, snap.TakenAt(), false) {
 		// No event may come to bring the relist that shows the write.
 		live.Relist()
 		return "the live snapshot does not show the last write yet", nil

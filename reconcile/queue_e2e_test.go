@@ -18,7 +18,7 @@ import (
 // nor a wake-up of a worker and a runner per tick.
 func TestWaitingWorkersHoldNoGoroutine(t *testing.T) {
 	const n = 100
-	e := newEnv(t)
+	e := newSerialEnv(t) // it counts the process's goroutines
 	e.repo.Commit(t, "main", map[string]string{"README": "nothing to deploy here\n"})
 	var apps []string
 	for i := range n {

@@ -9,16 +9,22 @@ import (
 	"github.com/skep-cd/skep/wire"
 )
 
-// Current is the api.Reconciler of whichever controller the replica runs
-// now: the one its term runs while it leads (Set), none while it stands
-// by, when every call answers 503 (the Front forwards them to the leader
-// before they get here) but Status and Ready, which say what a standby
-// is. It is safe for concurrent use; the zero value is not: use
-// NewCurrent.
+// Current is the api.Reconciler and api.Reviews of whichever controller
+// the replica runs now: the one its term runs while it leads (Set), none
+// while it stands by, when every call answers 503 (the Front forwards
+// them to the leader before they get here) but Status and Ready, which
+// say what a standby is. It is safe for concurrent use; the zero value is
+// not: use NewCurrent.
 type Current struct {
 	id    string
 	ready func() error
-	rec   atomic.Pointer[api.Reconciler]
+	term  atomic.Pointer[running]
+}
+
+// running is the controller of a term and its plans of pull requests.
+type running struct {
+	rec     api.Reconciler
+	reviews api.Reviews
 }
 
 // NewCurrent returns a Current with no controller; id is the controller
@@ -27,21 +33,54 @@ func NewCurrent(id string, ready func() error) *Current {
 	return &Current{id: id, ready: ready}
 }
 
-// The compiler keeps Current in step with api.Reconciler.
-var _ api.Reconciler = (*Current)(nil)
+// The compiler keeps Current in step with what the API asks.
+var (
+	_ api.Reconciler = (*Current)(nil)
+	_ api.Reviews    = (*Current)(nil)
+)
 
-// Set makes rec the controller that answers, until Clear.
-func (c *Current) Set(rec api.Reconciler) { c.rec.Store(&rec) }
+// Set makes rec the controller that answers, and reviews its plans of
+// pull requests, until Clear.
+func (c *Current) Set(rec api.Reconciler, reviews api.Reviews) {
+	c.term.Store(&running{rec: rec, reviews: reviews})
+}
 
 // Clear leaves no controller to answer.
-func (c *Current) Clear() { c.rec.Store(nil) }
+func (c *Current) Clear() { c.term.Store(nil) }
+
+// errStandby is what a standby's Current answers.
+var errStandby = fmt.Errorf("%w: this replica does not lead now; ask the leader", api.ErrUnavailable)
 
 // get returns the controller that answers, or why none does.
 func (c *Current) get() (api.Reconciler, error) {
-	if p := c.rec.Load(); p != nil {
-		return *p, nil
+	if t := c.term.Load(); t != nil {
+		return t.rec, nil
 	}
-	return nil, fmt.Errorf("%w: this replica does not lead now; ask the leader", api.ErrUnavailable)
+	return nil, errStandby
+}
+
+// Review implements api.Reviews.
+func (c *Current) Review(pr api.PullRequest) ([]string, error) {
+	if t := c.term.Load(); t != nil {
+		return t.reviews.Review(pr)
+	}
+	return nil, errStandby
+}
+
+// PullRequests implements api.Reviews.
+func (c *Current) PullRequests(app string) ([]wire.PullRequest, error) {
+	if t := c.term.Load(); t != nil {
+		return t.reviews.PullRequests(app)
+	}
+	return nil, errStandby
+}
+
+// Plan implements api.Reviews.
+func (c *Current) Plan(ctx context.Context, app, revision string) (wire.Proposal, error) {
+	if t := c.term.Load(); t != nil {
+		return t.reviews.Plan(ctx, app, revision)
+	}
+	return wire.Proposal{}, errStandby
 }
 
 // ListApplications implements api.Reconciler.

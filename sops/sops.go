@@ -21,6 +21,8 @@ package sops
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -91,7 +93,17 @@ const MaxKeysFile = 1 << 20
 type Keys struct {
 	identities []age.Identity
 	recipients []string // the public keys of identities, where age knows them
+	sealed     bool     // Sealed: open nothing, stand values in
 }
+
+// Sealed returns keys that open no file: Decrypt checks a file's form and
+// stands each encrypted value in by "sealed:" and a digest of its
+// ciphertext, without a data key, a MAC check or an identity. A render
+// with them shows that a file's encrypted values changed (their
+// ciphertext did) and never what they are; the plan of a pull request from
+// a fork is made so, since the controller's identities must not open what
+// a stranger wrote. Plaintext.Values is empty: a stand-in is no secret.
+func Sealed() *Keys { return &Keys{sealed: true} }
 
 // LoadKeys reads an age identity file: one or more AGE-SECRET-KEY-… lines
 // (X25519 or hybrid), as age-keygen writes it; empty lines and lines
@@ -164,6 +176,9 @@ func (k *Keys) Recipients() []string {
 
 // String names the recipients only.
 func (k *Keys) String() string {
+	if k != nil && k.sealed {
+		return "sealed: no age identity"
+	}
 	return fmt.Sprintf("age identities for %s", strings.Join(k.Recipients(), ", "))
 }
 
@@ -254,6 +269,9 @@ func (k *Keys) Decrypt(name string, data []byte) (Plaintext, error) {
 	if k == nil {
 		return Plaintext{}, fmt.Errorf("%w (the file is encrypted for %s)", ErrNoIdentity, meta.describeRecipients())
 	}
+	if k.sealed {
+		return seal(format, doc, meta)
+	}
 	dataKey, err := k.dataKey(meta)
 	if err != nil {
 		return Plaintext{}, err
@@ -301,4 +319,31 @@ func (k *Keys) dataKey(meta metadata) ([]byte, error) {
 	}
 	return nil, fmt.Errorf("%w: the file is encrypted for %s, the identities are for %s",
 		ErrNotRecipient, meta.describeRecipients(), strings.Join(k.recipients, ", "))
+}
+
+// seal is Decrypt with Sealed keys: each value the file's rules encrypt is
+// replaced by its stand-in, the rest is kept as it is.
+func seal(format Format, doc document, meta metadata) (Plaintext, error) {
+	w := &walker{rules: meta.rules, seal: true}
+	for i, branch := range doc.branches {
+		var err error
+		if doc.branches[i], err = w.mapping(branch, nil, 0); err != nil {
+			return Plaintext{}, err
+		}
+	}
+	out, err := emit(format, doc.branches)
+	if err != nil {
+		return Plaintext{}, err
+	}
+	return Plaintext{Data: out}, nil
+}
+
+// SealedPrefix starts every stand-in of a Sealed render.
+const SealedPrefix = "sealed:"
+
+// sealedOf is the stand-in of one encrypted value: a digest of its
+// ciphertext, which changes when the value is encrypted anew.
+func sealedOf(ciphertext string) string {
+	sum := sha256.Sum256([]byte(ciphertext))
+	return SealedPrefix + hex.EncodeToString(sum[:8])
 }

@@ -323,3 +323,55 @@ func FuzzDecrypt(f *testing.F) {
 		}
 	})
 }
+
+// Sealed keys open nothing: every encrypted value stands in by a digest
+// of its ciphertext, in the file's own format, so a render still parses;
+// the plain parts stay, and no value reaches the result.
+func TestSealedKeysStandValuesInWithoutOpeningThem(t *testing.T) {
+	tests := []struct {
+		name, file, plain string
+		values            []string
+		keeps             string // plain text the stand-in file keeps
+	}{
+		{"yaml", "db.yaml", "user: app\npassword: hunter2\nnote_unencrypted: plain\n", []string{"app", "hunter2"}, "note_unencrypted: plain"},
+		{"dotenv", "app.env", "A=alpha\nB=beta\n", []string{"alpha", "beta"}, "A=sealed:"},
+		{"binary", "cert.pem", "-----BEGIN KEY-----\nsecret\n", []string{"secret"}, "sealed:"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			enc, err := Encrypt(tt.file, []byte(tt.plain), recipient)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := Sealed().Decrypt(tt.file, enc)
+			if err != nil {
+				t.Fatalf("Sealed().Decrypt: %v", err)
+			}
+			for _, v := range tt.values {
+				if bytes.Contains(got.Data, []byte(v)) {
+					t.Errorf("sealed data holds the value %q:\n%s", v, got.Data)
+				}
+			}
+			if !strings.Contains(string(got.Data), tt.keeps) || len(got.Values) != 0 {
+				t.Errorf("sealed = %q with values %q, want it to keep %q and list no value", got.Data, got.Values, tt.keeps)
+			}
+			again, err := Sealed().Decrypt(tt.file, enc)
+			if err != nil || !bytes.Equal(again.Data, got.Data) {
+				t.Errorf("sealing the same file twice = %q, %v; want %q", again.Data, err, got.Data)
+			}
+			reencrypted, err := Encrypt(tt.file, []byte(tt.plain), recipient)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if other, err := Sealed().Decrypt(tt.file, reencrypted); err != nil || bytes.Equal(other.Data, got.Data) {
+				t.Errorf("sealing a file encrypted anew = %q, %v; want other stand-ins (its ciphertext changed)", other.Data, err)
+			}
+		})
+	}
+	if _, err := Sealed().Decrypt("db.yaml", []byte("user: app\n")); err == nil {
+		t.Error("Sealed().Decrypt of a plain file succeeded, want not a SOPS file")
+	}
+	if s := Sealed().String(); strings.Contains(s, "age1") {
+		t.Errorf("Sealed().String() = %q", s)
+	}
+}

@@ -81,6 +81,7 @@ type walker struct {
 	encrypt bool
 	mac     hash.Hash
 	values  []string // decrypted values, for Plaintext.Values
+	seal    bool     // stand encrypted values in (Sealed); no key, no MAC
 }
 
 func newWalker(key []byte, r rules, macOnly, encrypt bool) *walker {
@@ -138,7 +139,10 @@ func (w *walker) value(v any, path []string, depth int) (any, error) {
 		// sops neither encrypts nor hashes a null.
 		return nil, nil
 	}
-	if w.encrypt {
+	switch {
+	case w.seal:
+		return w.sealLeaf(v, path)
+	case w.encrypt:
 		return w.encryptLeaf(v, path)
 	}
 	return w.decryptLeaf(v, path)
@@ -177,6 +181,27 @@ func (w *walker) decryptLeaf(v any, path []string) (any, error) {
 		w.mac.Write(b)
 	}
 	return plain, nil
+}
+
+// sealLeaf stands in an encrypted value without opening it; an encrypted
+// comment goes, as Decrypt drops it.
+func (w *walker) sealLeaf(v any, path []string) (any, error) {
+	if !w.rules.encrypted(path) {
+		return v, nil
+	}
+	s, ok := v.(string)
+	if !ok {
+		return nil, fmt.Errorf("value at %s: %w: stored in plain where the file's rules want it encrypted", pathData(path), ErrTampered)
+	}
+	if s == "" {
+		return "", nil
+	}
+	if _, _, _, typ, err := parseValue(s); err != nil {
+		return nil, fmt.Errorf("value at %s: %w", pathData(path), err)
+	} else if typ == "comment" {
+		return comment{}, nil
+	}
+	return sealedOf(s), nil
 }
 
 func (w *walker) encryptLeaf(v any, path []string) (any, error) {

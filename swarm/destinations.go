@@ -1,12 +1,16 @@
 package swarm
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/docker/docker/client"
 
 	"github.com/skep-cd/skep/configfile"
 )
@@ -26,9 +30,9 @@ const Local = ""
 type Destination struct {
 	// Name is what applications write in destination.swarm.
 	Name string
-	// Managers are tried in order; the first that answers as a swarm
-	// manager serves until it stops answering. The local swarm has one
-	// manager with an empty Host: DOCKER_HOST or the default socket.
+	// Managers are tried in order; the first that answers serves until it
+	// stops answering. The local swarm has none (DOCKER_HOST or the default
+	// socket alone) unless LocalDestination gave it fallbacks.
 	Managers []Manager
 }
 
@@ -271,4 +275,57 @@ func Describe(name string) string {
 func Known(dests map[string]Destination) string {
 	names := append([]string{`""`}, SortedNames(dests)...)
 	return strings.Join(names, ", ")
+}
+
+// LocalDestination is the local swarm with fallback managers: the engine
+// that DOCKER_HOST names (the default socket without it) first, then each
+// of fallbacks in order, as a named destination's managers are tried.
+// getenv reads the environment (os.Getenv). A host is unix:///path or
+// tcp://host:port; a tcp one, DOCKER_HOST's included, uses the TLS files
+// of DOCKER_CERT_PATH (ca.pem, cert.pem, key.pem), since the Engine API is
+// never reached in clear text. Without fallbacks it returns the zero
+// Destination, which New reads as DOCKER_HOST alone, as before.
+func LocalDestination(getenv func(string) string, fallbacks []string) (Destination, error) {
+	if len(fallbacks) == 0 {
+		return Destination{}, nil
+	}
+	primary := getenv(client.EnvOverrideHost)
+	if primary == "" {
+		primary = client.DefaultDockerHost
+	}
+	dest := Destination{Name: Local}
+	var problems []error
+	for i, host := range append([]string{primary}, fallbacks...) {
+		what := "DOCKER_HOST"
+		if i > 0 {
+			what = fmt.Sprintf("local manager %d", i)
+		}
+		m, err := localManager(getenv, strings.TrimSpace(host))
+		if err != nil {
+			problems = append(problems, fmt.Errorf("%s: %w", what, err))
+			continue
+		}
+		dest.Managers = append(dest.Managers, m)
+	}
+	if err := errors.Join(problems...); err != nil {
+		return Destination{}, fmt.Errorf("the local swarm's managers: %w", err)
+	}
+	return dest, nil
+}
+
+// localManager reads one of the local swarm's manager addresses.
+func localManager(getenv func(string) string, host string) (Manager, error) {
+	u, err := url.Parse(host)
+	switch {
+	case err != nil:
+	case u.Scheme == "unix" && u.Path != "":
+		return Manager{Host: host}, nil
+	case u.Scheme == "tcp" && u.Hostname() != "" && u.Port() != "":
+		dir := getenv(client.EnvOverrideCertPath)
+		if dir == "" {
+			return Manager{}, fmt.Errorf("host %q: a tcp manager needs TLS: set %s to a directory holding ca.pem, cert.pem and key.pem", host, client.EnvOverrideCertPath)
+		}
+		return Manager{Host: host, TLS: &TLSFiles{CA: filepath.Join(dir, "ca.pem"), Cert: filepath.Join(dir, "cert.pem"), Key: filepath.Join(dir, "key.pem")}}, nil
+	}
+	return Manager{}, fmt.Errorf("want unix:///path or tcp://host:port, got %q", host)
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/skep-cd/skep/configfile"
 	"github.com/skep-cd/skep/harness"
 )
@@ -180,5 +182,87 @@ func writeFile(t *testing.T, path, data string) {
 	}
 	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestLocalDestinationPutsDockerHostFirstAndRefusesClearText(t *testing.T) {
+	certs := filepath.Join("/etc", "skep", "certs")
+	for _, tc := range []struct {
+		name      string
+		env       map[string]string
+		fallbacks []string
+		want      Destination
+		wantErr   []string
+	}{
+		{name: "no fallbacks is DOCKER_HOST alone, as before", env: map[string]string{"DOCKER_HOST": "unix:///a.sock"}},
+		{name: "the default socket comes first without DOCKER_HOST", fallbacks: []string{"unix:///b.sock"},
+			want: Destination{Managers: []Manager{{Host: "unix:///var/run/docker.sock"}, {Host: "unix:///b.sock"}}}},
+		{name: "DOCKER_HOST comes first, fallbacks in order",
+			env: map[string]string{"DOCKER_HOST": "unix:///a.sock"}, fallbacks: []string{"unix:///c.sock", " unix:///b.sock"},
+			want: Destination{Managers: []Manager{{Host: "unix:///a.sock"}, {Host: "unix:///c.sock"}, {Host: "unix:///b.sock"}}}},
+		{name: "a tcp manager takes the TLS files of DOCKER_CERT_PATH",
+			env: map[string]string{"DOCKER_HOST": "tcp://10.0.0.1:2376", "DOCKER_CERT_PATH": certs}, fallbacks: []string{"tcp://10.0.0.2:2376"},
+			want: Destination{Managers: []Manager{
+				{Host: "tcp://10.0.0.1:2376", TLS: &TLSFiles{CA: certs + "/ca.pem", Cert: certs + "/cert.pem", Key: certs + "/key.pem"}},
+				{Host: "tcp://10.0.0.2:2376", TLS: &TLSFiles{CA: certs + "/ca.pem", Cert: certs + "/cert.pem", Key: certs + "/key.pem"}}}}},
+		{name: "a tcp manager without DOCKER_CERT_PATH is refused, never clear text",
+			fallbacks: []string{"tcp://10.0.0.2:2376"}, wantErr: []string{"local manager 1", "DOCKER_CERT_PATH"}},
+		{name: "every bad address is named at once",
+			env: map[string]string{"DOCKER_HOST": "ssh://deploy@10.0.0.1"}, fallbacks: []string{"10.0.0.2:2376", "unix://"},
+			wantErr: []string{"DOCKER_HOST", `"ssh://deploy@10.0.0.1"`, "local manager 1", "local manager 2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := LocalDestination(func(k string) string { return tc.env[k] }, tc.fallbacks)
+			if len(tc.wantErr) > 0 {
+				if err == nil {
+					t.Fatalf("LocalDestination = %+v, want an error", got)
+				}
+				for _, w := range tc.wantErr {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q does not say %q", err, w)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("LocalDestination (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestLocalSwarmWithAFallbackSkipsADeadDockerHost: a client of the local
+// swarm whose DOCKER_HOST does not answer reaches the swarm through its
+// fallback manager, and an error names every manager it tried.
+func TestLocalSwarmWithAFallbackSkipsADeadDockerHost(t *testing.T) {
+	harness.RequireSwarm(t)
+	live := os.Getenv("DOCKER_HOST")
+	if live == "" {
+		live = "unix:///var/run/docker.sock"
+	}
+	dead := "unix://" + filepath.Join(t.TempDir(), "dead.sock")
+	t.Setenv("DOCKER_HOST", dead)
+	dest, err := LocalDestination(os.Getenv, []string{live})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Connect(t.Context(), Options{Destination: dest})
+	if err != nil {
+		t.Fatalf("Connect with a dead DOCKER_HOST and a live fallback = %v", err)
+	}
+	defer c.Close()
+	if id := c.Identity(); id.Destination != Local || id.NodeID == "" {
+		t.Errorf("identity = %+v, want the local swarm's manager", id)
+	}
+	dest, err = LocalDestination(os.Getenv, []string{dead + "2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Connect(t.Context(), Options{Destination: dest})
+	if err == nil || !strings.Contains(err.Error(), "the local swarm") || !strings.Contains(err.Error(), dead) || !strings.Contains(err.Error(), dead+"2") {
+		t.Errorf("Connect to dead local managers = %v, want an error naming the local swarm and both managers", err)
 	}
 }

@@ -104,6 +104,10 @@ func (s Snapshot) ConfigNames() map[string]string {
 // Secrets returns every secret (the Engine never returns their data).
 func (s Snapshot) Secrets() []swarm.Secret { return slices.Clone(s.secrets) }
 
+// Nodes returns every node of the swarm, as a manager lists them: what
+// placement checks and per-node health read.
+func (s Snapshot) Nodes() []swarm.Node { return slices.Clone(s.nodes) }
+
 // EligibleNodes counts the nodes a global service may run on, placement
 // constraints aside: ready and active.
 func (s Snapshot) EligibleNodes() int {
@@ -179,6 +183,13 @@ type WatcherOptions struct {
 	// event when it changes; and none is made while the swarm is this
 	// one node and every task has arrived (Snapshot.tasksSettled).
 	Resync time.Duration
+	// SettleInterval is how soon the tasks are listed again, on a swarm of
+	// several nodes, while some task has not arrived where it is going
+	// (starting, pending, shutting down): its moves on other nodes raise
+	// no event here, and health would lag them by up to Resync. The wait
+	// grows by SettleInterval, up to Resync, with each list that finds
+	// nothing moved. Default 1s.
+	SettleInterval time.Duration
 	// FullResync bounds how long the snapshot goes without a full relist
 	// while no event asks for one, in case the stream lost an event.
 	// Default 5m.
@@ -206,6 +217,9 @@ func (o WatcherOptions) withDefaults() WatcherOptions {
 	}
 	if o.Resync <= 0 {
 		o.Resync = 30 * time.Second
+	}
+	if o.SettleInterval <= 0 {
+		o.SettleInterval = time.Second
 	}
 	if o.FullResync <= 0 {
 		o.FullResync = 5 * time.Minute
@@ -406,6 +420,9 @@ func (w *Watcher) follow(ctx context.Context, msgs <-chan events.Message, errs <
 		lastTasks    = lastStart
 		tasksTimer   = time.NewTimer(time.Hour)
 		tasksArmed   = false
+		settleTimer  = time.NewTimer(time.Hour)
+		settleArmed  = false
+		settleDelay  = w.opts.SettleInterval
 	)
 	timer.Stop()
 	defer timer.Stop()
@@ -413,6 +430,25 @@ func (w *Watcher) follow(ctx context.Context, msgs <-chan events.Message, errs <
 	defer svcTimer.Stop()
 	tasksTimer.Stop()
 	defer tasksTimer.Stop()
+	settleTimer.Stop()
+	defer settleTimer.Stop()
+	// On a swarm of several nodes the tasks on other nodes move without an
+	// event here: while some are on their way, their moves are listed every
+	// settleDelay, which grows by SettleInterval (up to Resync) with each
+	// list that finds nothing moved. A task that takes x seconds to start
+	// is then seen about sqrt(2x) seconds late, and one left pending for
+	// good costs little more than the resync.
+	armSettle := func() {
+		cur := w.Current()
+		if cur.err != nil || cur.takenAt.IsZero() || len(cur.nodes) < 2 || cur.tasksArrived() {
+			settleDelay = w.opts.SettleInterval
+			return
+		}
+		if !settleArmed {
+			settleTimer.Reset(settleDelay)
+			settleArmed = true
+		}
+	}
 	// On the Resync's grid (package tickgrid): at rest, the task relist
 	// comes due with the controller's other periodic work, not at a
 	// wake-up of its own.
@@ -442,6 +478,7 @@ func (w *Watcher) follow(ctx context.Context, msgs <-chan events.Message, errs <
 		retry = min(retry*2, w.opts.MaxBackoff)
 	}
 	for {
+		armSettle()
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -475,6 +512,17 @@ func (w *Watcher) follow(ctx context.Context, msgs <-chan events.Message, errs <
 			// A full relist already due lists the tasks too.
 			if !timerArmed && !w.refreshTasks(ctx) {
 				arm(lastStart.Add(w.opts.MinInterval))
+			}
+		case <-settleTimer.C:
+			settleArmed = false
+			seen := w.Current().Version()
+			if !timerArmed && !w.refreshTasks(ctx) {
+				arm(lastStart.Add(w.opts.MinInterval))
+			}
+			if w.Current().Version() == seen {
+				settleDelay = min(settleDelay+w.opts.SettleInterval, w.opts.Resync)
+			} else {
+				settleDelay = w.opts.SettleInterval
 			}
 		case <-svcTimer.C:
 			svcArmed = false
@@ -801,13 +849,16 @@ func (w *Watcher) keepSettledTasks() bool {
 // tasksSettled says that no task of s can change without an event on
 // the stream Watcher follows: the swarm is one node, the Engine the
 // stream comes from, whose containers raise start, die, OOM and health
-// events; and every task has arrived where it was going (running as
-// desired, or ended). A task on its way can move without one: rejected
-// before it had a container, or left pending for want of a node.
+// events; and every task has arrived (tasksArrived). A task on its way can
+// move without one: rejected before it had a container, or left pending
+// for want of a node.
 func (s Snapshot) tasksSettled() bool {
-	if s.err != nil || len(s.nodes) != 1 {
-		return false
-	}
+	return s.err == nil && len(s.nodes) == 1 && s.tasksArrived()
+}
+
+// tasksArrived says every task has arrived where it was going: running as
+// desired, or ended.
+func (s Snapshot) tasksArrived() bool {
 	for _, t := range s.tasks {
 		if t.DesiredState == swarm.TaskStateRunning {
 			if t.Status.State != swarm.TaskStateRunning {

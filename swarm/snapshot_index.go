@@ -22,6 +22,7 @@ type index struct {
 	tasks      map[string][]int // by service id
 	namespaces map[string]*nsIndex
 	configs    map[string][]int // by "key=value" of each label
+	nodes      map[string]swarm.Node
 }
 
 // nsIndex holds the positions of one namespace's objects.
@@ -59,6 +60,12 @@ func (x *index) build(s *Snapshot) {
 	}
 	for i, t := range s.tasks {
 		x.tasks[t.ServiceID] = append(x.tasks[t.ServiceID], i)
+	}
+	if len(s.nodes) > 0 {
+		x.nodes = make(map[string]swarm.Node, len(s.nodes))
+		for _, n := range s.nodes {
+			x.nodes[n.ID] = n
+		}
 	}
 	for i, n := range s.networks {
 		for _, name := range namespacesOf(n.Name, "") {
@@ -121,6 +128,11 @@ func (s Snapshot) Namespace(ns string) Namespace {
 	}
 	return out
 }
+
+// NodesByID returns the snapshot's nodes by id, built once per snapshot
+// and shared by every caller: it must be treated as read-only. Nil when
+// the snapshot holds no node.
+func (s Snapshot) NodesByID() map[string]swarm.Node { return s.lookup().nodes }
 
 // ConfigsLabelled returns the configs whose label key has value.
 func (s Snapshot) ConfigsLabelled(key, value string) []swarm.Config {

@@ -62,6 +62,9 @@ func TestWatcherOnSwarmSeesOutOfBandChangesAndStops(t *testing.T) {
 	if n := w.Current().EligibleNodes(); n < 1 {
 		t.Errorf("EligibleNodes() = %d, want at least this manager", n)
 	}
+	if nodes := w.Current().Nodes(); len(nodes) < 1 || nodes[0].ID == "" {
+		t.Errorf("Nodes() = %v, want at least this manager", nodes)
+	}
 	first := w.Current().Version()
 
 	ns := harness.Name(t, "sn")
@@ -392,6 +395,57 @@ func TestWatcherLeavesSettledTasksOfOneNodeToTheEvents(t *testing.T) {
 		synctest.Wait()
 		if after := f.taskLists(); after != before+2 {
 			t.Errorf("%d task lists a minute on with two nodes, want %d", after, before+2)
+		}
+		cancel()
+		<-done
+	})
+}
+
+// TestWatcherFollowsTasksOnTheirWayOnOtherNodes: on a swarm of several
+// nodes a task that starts on another node raises no event here; while it
+// is on its way the tasks are listed within SettleInterval, so health sees
+// it run within seconds, not at the next resync. A task left pending for
+// good is listed less and less often, never more than the resync's pace
+// once backed off.
+func TestWatcherFollowsTasksOnTheirWayOnOtherNodes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeReader()
+		task := func(id string, state swarm.TaskState) swarm.Task {
+			return swarm.Task{ID: id, ServiceID: "a", DesiredState: swarm.TaskStateRunning, Status: swarm.TaskStatus{State: state}}
+		}
+		f.set(func(f *fakeReader) {
+			f.nodes = []swarm.Node{{ID: "n1"}, {ID: "n2"}}
+			f.tasks = []swarm.Task{task("t1", swarm.TaskStateStarting)}
+		})
+		w, _, cancel, done := runOnResyncGrid(t, f)
+		// Listed at 1s (starting), then 2s later (the first list found no move).
+		time.Sleep(1500 * time.Millisecond)
+		f.set(func(f *fakeReader) { f.tasks = []swarm.Task{task("t1", swarm.TaskStateRunning)} })
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if got := w.Current().TasksOf("a"); len(got) != 1 || got[0].Status.State != swarm.TaskStateRunning {
+			t.Errorf("2s after the task ran on another node the snapshot holds %v, want it running", got)
+		}
+		// Arrived: nothing more than the resyncs.
+		before := f.taskLists()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if after := f.taskLists(); after != before+2 {
+			t.Errorf("%d task lists in a minute once every task arrived, want %d (a resync every 30s)", after-before, 2)
+		}
+
+		// A task no node can take stays pending: the lists back off.
+		f.set(func(f *fakeReader) { f.tasks = append(f.tasks, task("t2", swarm.TaskStatePending)) })
+		w.RelistTasks()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		before = f.taskLists()
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		// Lists 1, 2, 3 ... s apart, and the resyncs every 30 s: about
+		// twenty in two minutes where a list every second would be 120.
+		if n := f.taskLists() - before; n < 10 || n > 25 {
+			t.Errorf("%d task lists in 2m with a task pending for good, want 10 to 25 (backing off towards the resync)", n)
 		}
 		cancel()
 		<-done

@@ -3,10 +3,10 @@
 // receives one (or a narrow interface it declares) from here.
 //
 // Destination "" is the swarm the controller runs in: the engine named by
-// DOCKER_HOST (or the default socket). Other destinations come from a
-// destinations file (ParseDestinations): managers reached over a unix
-// socket, TCP with mutual TLS, or ssh with a checked host key, tried in
-// order. A client always negotiates the API version, since the engines Skep
+// DOCKER_HOST (or the default socket), then any fallback managers
+// (LocalDestination). Other destinations come from a destinations file
+// (ParseDestinations): managers reached over a unix socket, TCP with
+// mutual TLS, or ssh with a checked host key, tried in order. A client always negotiates the API version, since the engines Skep
 // meets range from 20.10 (API 1.41) upwards, and Probe refuses an engine
 // that is not an active swarm manager, because only a manager can read and
 // write services.
@@ -30,7 +30,8 @@ import (
 // swarm.
 type Options struct {
 	// Destination names the swarm and its managers; the zero value is the
-	// swarm the controller runs in.
+	// swarm the controller runs in, through DOCKER_HOST alone
+	// (LocalDestination adds its fallback managers).
 	Destination Destination
 }
 
@@ -61,7 +62,7 @@ type Client struct {
 	// Destination is the name the client was built for ("" = local).
 	Destination string
 
-	dialer *failover // nil for the local swarm
+	dialer *failover // nil for the local swarm without fallback managers
 
 	mu       sync.Mutex
 	identity Identity // as the last successful Probe found it
@@ -103,7 +104,12 @@ func New(opts Options) (*Client, error) {
 }
 
 // hostLabel is the placeholder host of a destination's request URLs.
-func hostLabel(name string) string { return name + ".destination.skep.invalid" }
+func hostLabel(name string) string {
+	if name == Local {
+		return "local.skep.invalid"
+	}
+	return name + ".destination.skep.invalid"
+}
 
 // Connect builds a client for opts.Destination and probes it: it blocks
 // for one round trip to the engine (bounded by ctx). On error nothing
@@ -147,10 +153,10 @@ func (c *Client) Probe(ctx context.Context) (Identity, error) {
 	return id, nil
 }
 
-// where names the engine address for messages: the daemon host, or for a
-// named destination its name (the failover dialer names the manager).
+// where names the engine address for messages: the daemon host, or "its
+// managers" where the failover dialer chooses (and names) the manager.
 func (c *Client) where() string {
-	if c.Destination == Local {
+	if c.dialer == nil {
 		return c.DaemonHost()
 	}
 	return "its managers"

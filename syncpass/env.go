@@ -97,6 +97,11 @@ type Fleet struct {
 	// write of app; with ended, the writes still in flight are left out (a
 	// wait inside an apply is one of them).
 	SeenWrites func(app string, taken time.Time, ended bool) bool
+	// LeftUnseen reports whether an application that left the app set
+	// wrote after a snapshot taken at taken, or writes still: what it
+	// created may be missing from that snapshot, and what a renamed
+	// application left behind must not be re-stamped from it.
+	LeftUnseen func(taken time.Time) bool
 	// Remember keeps rel, the release app renders, for health between
 	// passes (see Kept), and refreshes app's health.
 	Remember func(app appset.Application, rel stack.Release)

@@ -116,11 +116,13 @@ func servicesOf(snap swarm.Snapshot, release string) map[string]dswarm.Service {
 }
 
 // Health rolls up the health of every service rel declares, as the
-// snapshot shows them.
+// snapshot shows them, naming the nodes where tasks failed or were lost.
 func Health(rel stack.Release, snap swarm.Snapshot) health.Result {
 	results := map[string]health.Result{}
+	nodes := snap.NodesByID()
 	for name, spec := range rel.Services {
-		in := health.ServiceInput{Declared: &spec, EligibleNodes: snap.EligibleNodes(), Now: snap.TasksAt(), ReadFailed: snap.ReadFailed()}
+		in := health.ServiceInput{Declared: &spec, EligibleNodes: snap.EligibleNodes(), Now: snap.TasksAt(), ReadFailed: snap.ReadFailed(),
+			NodeByID: nodes}
 		if live, ok := snap.Service(name); ok {
 			in.Live = &live
 			in.Tasks = snap.TasksOf(live.ID)

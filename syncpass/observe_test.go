@@ -158,3 +158,23 @@ func TestCorrectableLeavesRollbacksAndStrangersAlone(t *testing.T) {
 		t.Errorf("correctable = %+v, want a and d", got)
 	}
 }
+
+// TestHealthNamesTheNodeATaskFailedOn: the snapshot's nodes reach health,
+// so a failure says where.
+func TestHealthNamesTheNodeATaskFailedOn(t *testing.T) {
+	at := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	rel := webRelease("registry/web:v2")
+	s := liveService(rel, "registry/web:v2", "")
+	failed := dswarm.Task{ID: "t0", ServiceID: s.ID, NodeID: "n1", DesiredState: dswarm.TaskStateShutdown,
+		Spec:   dswarm.TaskSpec{ContainerSpec: s.Spec.TaskTemplate.ContainerSpec},
+		Status: dswarm.TaskStatus{State: dswarm.TaskStateFailed, Err: "task: non-zero exit (1)", Timestamp: at.Add(-10 * time.Second)}}
+	node := dswarm.Node{ID: "n1", Description: dswarm.NodeDescription{Hostname: "skep-w1"},
+		Status: dswarm.NodeStatus{State: dswarm.NodeStateReady}, Spec: dswarm.NodeSpec{Availability: dswarm.NodeAvailabilityActive}}
+	again := failed
+	again.ID, again.Status.Timestamp = "t1", at.Add(-5*time.Second)
+	snap := swarm.NewSnapshot(swarm.Contents{Services: []dswarm.Service{s}, Tasks: []dswarm.Task{failed, again}, Nodes: []dswarm.Node{node}, TakenAt: at})
+	h := Health(rel, snap)
+	if h.State == health.Healthy || !strings.Contains(h.Message, "skep-w1") {
+		t.Errorf("Health = %s %q, want a failure naming skep-w1", h.State, h.Message)
+	}
+}

@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/skep-cd/skep/appset"
 	"github.com/skep-cd/skep/chart"
 	"github.com/skep-cd/skep/gitsource"
 	"github.com/skep-cd/skep/outcome"
+	"github.com/skep-cd/skep/placement"
+	"github.com/skep-cd/skep/stack"
 )
 
 // Plan renders app at commit ("" = the revision it tracks) and compares
@@ -18,16 +21,85 @@ import (
 // compare, without its writes, its events or its memo. It is safe to call
 // beside running passes.
 func Plan(ctx context.Context, env Env, app appset.Application, commit string) (Result, error) {
+	res, _, err := planAt(ctx, env, app, commit)
+	return res, err
+}
+
+// planAt is Plan, with the release it rendered.
+func planAt(ctx context.Context, env Env, app appset.Application, commit string) (Result, stack.Release, error) {
 	v := env.look(app.Name)
 	d, err := resolve(ctx, env, app, v, commit, "")
 	if err == nil {
 		d, err = renderAt(ctx, env, app, v, d)
 	}
 	if err != nil {
-		return Result{Commit: d.commit}, err
+		return Result{Commit: d.commit, Artifacts: d.artifacts}, stack.Release{}, err
 	}
 	p, latest, err := compare(ctx, env, v, env.owner(app), d.release)
-	return Result{Commit: d.commit, Plan: p, Recorded: latest.Revision, Warnings: slices.Concat(d.release.Warnings, latest.Skipped)}, err
+	res := Result{Commit: d.commit, Plan: p, Recorded: latest.Revision, Artifacts: d.artifacts,
+		Warnings: slices.Concat(d.release.Warnings, latest.Skipped)}
+	return res, d.release, err
+}
+
+// Proposal is a commit nobody deployed yet, planned as merging it would
+// deploy it: a pull request's head, or a revision a CI job asks about.
+type Proposal struct {
+	// Commit is the full sha rendered. It must be in the git cache's clone
+	// of the application's repository already when no branch or tag
+	// reaches it (gitsource.FetchRef brings a fork's head).
+	Commit string
+	// Sealed renders without the destination's decryption keys: each
+	// SOPS-encrypted value stands in by a digest of its ciphertext
+	// (sops.Sealed). A fork's proposal is sealed.
+	Sealed bool
+}
+
+// Proposed is the plan of one release of a Proposal: Err is set, and
+// Result holds what was found before it, when the commit does not
+// resolve, render, validate or place.
+type Proposed struct {
+	Release string
+	Result  Result
+	Err     error
+}
+
+// Propose plans app, its definition as merging the proposal would make
+// it, at p.Commit against what its swarm runs (the revision recorded
+// there, as Plan): resolve, render, the placement check and compare,
+// never a write, a hook, an event or a memo. The caller makes env sealed
+// for a sealed proposal. It is safe to call beside running passes.
+func Propose(ctx context.Context, env Env, app appset.Application, p Proposal) Proposed {
+	res, rel, err := planAt(ctx, env, app, p.Commit)
+	if err == nil {
+		err = place(ctx, env, app, rel)
+	}
+	return Proposed{Release: app.Release, Result: res, Err: err}
+}
+
+// place checks that the swarm, as the destination's snapshot shows it,
+// can run every service of rel as declared (package placement: nodes up,
+// constraints, reservations, max_replicas_per_node). A plan asks no
+// registry, so images are not judged on platform; without a readable
+// snapshot with nodes there is nothing to judge. A refusal is stalled:
+// the head must change (or the swarm).
+func place(_ context.Context, env Env, app appset.Application, rel stack.Release) error {
+	v := env.look(app.Name)
+	if !v.has || v.snap.ReadFailed() {
+		return nil
+	}
+	nodes := v.snap.Nodes()
+	if len(nodes) == 0 {
+		return nil
+	}
+	problems := placement.Check(placement.Input{Services: rel.Services, Nodes: nodes, Tasks: v.snap.Tasks(), Live: v.snap.Services()})
+	if len(problems) == 0 {
+		return nil
+	}
+	msgs := make([]string, 0, len(problems))
+	for _, p := range problems {
+		msgs = append(msgs, p.String())
+	}
+	return &outcome.StalledError{Err: fmt.Errorf("release %s cannot be placed: %s", rel.Name, strings.Join(msgs, "; "))}
 }
 
 // ReadReleases resolves the commit app deploys (commit, when not "", is

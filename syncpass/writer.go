@@ -11,6 +11,7 @@ import (
 	"github.com/skep-cd/skep/appset"
 	"github.com/skep-cd/skep/gitsource"
 	"github.com/skep-cd/skep/notify"
+	"github.com/skep-cd/skep/outcome"
 	"github.com/skep-cd/skep/stack"
 )
 
@@ -66,6 +67,12 @@ func (w *writer) run(ctx context.Context, in Input, s writeStep) error {
 	case stepStable:
 		return checkStable(ctx, *w.d.chart)
 	case stepRestamp:
+		// A snapshot that misses an object a departed application wrote
+		// would re-stamp the rest and leave it in the way of the write.
+		if left := w.env.Fleet.LeftUnseen; left != nil && left(in.Live.TakenAt()) {
+			w.env.Live.Relist()
+			return &outcome.WaitingError{Err: fmt.Errorf("release %s: the live snapshot does not show the last writes of an application that left the app set yet", w.app.Release), Retry: time.Second}
+		}
 		restamp(ctx, w.env, w.app, in.Live)
 		return nil
 	case stepAnnounce:

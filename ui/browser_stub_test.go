@@ -77,6 +77,11 @@ func startStubAPI(t testing.TB, apps map[string]wire.ApplicationDetail) *stubAPI
 		}
 		answer(w, d)
 	})
+	mux.HandleFunc("GET /api/v1/applications/{name}/pulls", func(w http.ResponseWriter, r *http.Request) {
+		list := wire.PullRequestList{Application: r.PathValue("name"), PullRequests: []wire.PullRequest{}}
+		list.PullRequests = append(list.PullRequests, stubPulls[r.PathValue("name")]...)
+		answer(w, list)
+	})
 	mux.HandleFunc("GET /api/v1/events", func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Accept") != "text/event-stream" {
 			answer(w, wire.EventList{Events: []wire.EventItem{}})

@@ -135,7 +135,7 @@ export function appView(ctx, name, tab) {
   const actions = h('div', { class: 'actions' });
   const panel = h('div', { class: 'panel-slot', 'aria-live': 'polite' });
   const content = h('div', { class: 'tab-body' });
-  const tabs = [['', 'Overview'], ['/diff', 'Diff'], ['/history', 'History'], ['/events', 'Events']];
+  const tabs = [['', 'Overview'], ['/diff', 'Diff'], ['/pulls', 'Pull requests'], ['/history', 'History'], ['/events', 'Events']];
   const inner = tab === 'events' ? eventsView(ctx, name) : null;
   let current = null;
   let polling = 0;
@@ -298,6 +298,8 @@ export function appView(ctx, name, tab) {
           await inner.load();
         } else if (tab === 'diff') {
           fill(content, diffView(await api.get(api.app(name, '/diff'))));
+        } else if (tab === 'pulls') {
+          fill(content, pullsView(await api.get(api.app(name, '/pulls'))));
         } else if (tab === 'history') {
           fill(content, await history());
         } else {
@@ -322,6 +324,41 @@ export function appView(ctx, name, tab) {
     },
     dispose() { clearTimeout(polling); },
   };
+}
+
+// webLink is a link to url when it is a web page, else its text: a URL a
+// webhook named is never followed by another scheme.
+function webLink(url, ...children) {
+  return /^https?:\/\//.test(url || '') ? h('a', { href: url, rel: 'noreferrer' }, ...children) : h('span', {}, ...children);
+}
+
+// planSummary says what a pull request's plan found, as its commit
+// status does.
+function planSummary(p) {
+  if (!p) return badge('progressing', 'not planned yet');
+  if (p.error) return badge('failed', 'does not plan');
+  if (p.changes === 0) return badge('synced', 'no change');
+  return badge('out-of-sync', p.changes === 1 ? '1 change' : `${p.changes} changes`);
+}
+
+// pullsView lists the open pull requests that change the application,
+// each with its plan: what merging it would change in the swarm.
+function pullsView(list) {
+  const pulls = (list && list.pullRequests) || [];
+  if (pulls.length === 0) {
+    return h('p', { class: 'muted' }, 'No open pull request changes this application. Pull requests are planned from their forge\'s webhook events.');
+  }
+  return h('div', { class: 'pulls' }, pulls.map((p) => h('article', { class: 'pull', 'data-pull': String(p.number) },
+    h('h2', {}, webLink(p.url, `#${p.number}`), ' ', p.title || '', ' ', planSummary(p.plan),
+      p.state === 'queued' ? [' ', badge('progressing', 'new head queued')] : null,
+      p.fork ? [' ', h('span', { class: 'badge warn', title: 'From a fork: planned without decrypting anything.' }, 'fork')] : null),
+    h('p', { class: 'muted' }, p.repository, ': ', h('code', {}, p.branch || '?'), ' into ', h('code', {}, p.base),
+      ' · head ', h('code', { title: p.head }, short(p.head)), p.plannedAt ? [' · planned ', time(p.plannedAt)] : null),
+    p.plan && p.plan.sealed ? h('p', { class: 'muted' }, 'Encrypted values were not decrypted: each shows as changed where its ciphertext changed.') : null,
+    p.plan ? (p.plan.releases || []).filter((r) => r.error).map((r) => h('div', { class: 'alert bad', role: 'alert' },
+      h('strong', {}, 'Release ', r.name, ': '), r.error)) : null,
+    p.plan && (p.plan.releases || []).some((r) => !r.error)
+      ? diffView({ revision: p.plan.revision, releases: p.plan.releases.filter((r) => !r.error) }) : null)));
 }
 
 const shortDigest = (d) => (d ? d.replace(/^sha256:/, '').slice(0, 12) : '');
