@@ -29,8 +29,14 @@ type HAOptions struct {
 	Dir    string // holds one directory per replica
 	AppSet string // the app-set file
 	ID     string // the controller id the replicas share, unique to the run
-	// Engine is the Engine socket each replica's counting proxy forwards to.
-	Engine string
+	// Engine is the Engine socket each replica's counting proxy forwards
+	// to; Engines, when set, gives one per replica instead (taken in turn),
+	// each replica then on a manager of its own.
+	Engine  string
+	Engines []string
+	// Image is the services' image in StartDeployment; "" builds the test
+	// image. Their tasks are none, so no node ever pulls it.
+	Image string
 	// Replicas is how many to start; default 3.
 	Replicas int
 	// Args are more flags for every replica (lease timings, say).
@@ -66,9 +72,11 @@ func (h *HA) SlowWrites(d time.Duration) {
 // Replica is one process of an HA run. Its proxy outlives restarts: the
 // writes of every process that ran as this replica are in one log.
 type Replica struct {
-	// Name is the replica's name and advertised address.
-	Name  string
-	Proxy *Proxy
+	// Name is the replica's name and advertised address; Engine the
+	// socket of the manager it deploys through.
+	Name   string
+	Engine string
+	Proxy  *Proxy
 	ctl   *Controller
 	opts  ControllerOptions
 	// frozen is set between Freeze and Thaw.
@@ -93,7 +101,11 @@ func StartHA(tb testing.TB, opts HAOptions) *HA {
 			tb.Fatal(err)
 		}
 		addr := freeAddr(tb)
-		r := &Replica{Name: addr, Proxy: StartProxy(tb, opts.Engine)}
+		engine := opts.Engine
+		if len(opts.Engines) > 0 {
+			engine = opts.Engines[i%len(opts.Engines)]
+		}
+		r := &Replica{Name: addr, Engine: engine, Proxy: StartProxy(tb, engine)}
 		r.opts = ControllerOptions{Binary: opts.Binary, Dir: dir, AppSet: opts.AppSet, ID: opts.ID, DockerHost: "unix://" + r.Proxy.Socket,
 			LogLevel: opts.LogLevel, Addr: addr, Env: []string{"SKEP_PEER_TOKEN_FILE=" + peerFile},
 			Args: append([]string{"--leader-election", "--advertise-addr", addr}, opts.Args...)}
@@ -649,10 +661,11 @@ type Deployment struct {
 	Namespace string
 }
 
-// StartDeployment starts a Deployment: opts.Replicas replicas (default 3) of the
-// binary opts.Binary with opts.Args, and a Flow landing a commit every
-// every (the first one landed). Everything it creates is removed when tb
-// ends.
+// StartDeployment starts a Deployment on the swarm docker reaches:
+// opts.Replicas replicas (default 3) of the binary opts.Binary with
+// opts.Args, each deploying through opts.Engine or opts.Engines (the local
+// Engine when neither is set), and a Flow landing a commit every every
+// (the first one landed). Everything it creates is removed when tb ends.
 func StartDeployment(tb testing.TB, docker *dockerclient.Client, opts HAOptions, every time.Duration) *Deployment {
 	tb.Helper()
 	git := harness.StartGitServer(tb, harness.GitServerOptions{})
@@ -663,7 +676,10 @@ func StartDeployment(tb testing.TB, docker *dockerclient.Client, opts HAOptions,
 		// stack's: it goes with the run.
 		_ = docker.ConfigRemove(context.WithoutCancel(tb.Context()), "skep-lease-"+ns)
 	})
-	image := harness.TestImage(tb, docker, harness.ImageOptions{})
+	image := opts.Image
+	if image == "" {
+		image = harness.TestImage(tb, docker, harness.ImageOptions{})
+	}
 	repo := git.CreateRepo(tb, "app")
 	var services strings.Builder
 	services.WriteString("services:\n")
@@ -677,7 +693,9 @@ func StartDeployment(tb testing.TB, docker *dockerclient.Client, opts HAOptions,
 	opts.Dir = tb.TempDir()
 	opts.AppSet = filepath.Join(opts.Dir, "apps.yaml")
 	opts.ID = ns
-	opts.Engine = EngineSocket(tb)
+	if opts.Engine == "" && len(opts.Engines) == 0 {
+		opts.Engine = EngineSocket(tb)
+	}
 	if err := os.WriteFile(opts.AppSet, fmt.Appendf(nil, `apiVersion: skep/v1
 applications:
   - name: web

@@ -110,15 +110,14 @@ func TestReplicatedControllerFailsOverWithOneWriter(t *testing.T) {
 			t.Errorf("commit %.12s applied %d times", commit, n)
 		}
 	}
-	checkHistories(t, h, ids)
+	checkRoamed(t, checkHistories(t, h), ids)
 }
 
-// checkHistories holds the replicas' histories and a roaming client's ids
-// to one history: nothing kept twice, nothing one replica lacks that the
-// others keep (but what a leader kept in the instant before it was killed
-// or frozen, which the test logs), and the client's ids that history in
-// order, from its first id to its last.
-func checkHistories(t *testing.T, h *bench.HA, roamed []int64) {
+// checkHistories holds the replicas' histories to one history: nothing
+// kept twice, nothing one replica lacks that the others keep (but what a
+// leader kept in the instant before it was killed or frozen, which the
+// test logs), nothing kept differently. It returns them.
+func checkHistories(t *testing.T, h *bench.HA) bench.Histories {
 	t.Helper()
 	hist, err := h.Histories(t.Context())
 	if err != nil {
@@ -130,6 +129,13 @@ func checkHistories(t *testing.T, h *bench.HA, roamed []int64) {
 			t.Errorf("history: %s", s)
 		}
 	}
+	return hist
+}
+
+// checkRoamed holds a roaming client's ids to the history: in order, from
+// its first id to its last, nothing missed and nothing twice.
+func checkRoamed(t *testing.T, hist bench.Histories, roamed []int64) {
+	t.Helper()
 	if len(roamed) == 0 {
 		t.Fatal("the roaming client received no event")
 	}
