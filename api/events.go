@@ -38,7 +38,7 @@ func (s *Server) eventsRoute(w http.ResponseWriter, r *http.Request, subj Subjec
 	if subj.Scoped() {
 		filter.Allow = subj.Sees
 	}
-	if acceptsStream(r) {
+	if AcceptsStream(r) {
 		s.stream(w, r, filter)
 		return
 	}
@@ -85,10 +85,11 @@ func splitParams(values []string) []string {
 	return out
 }
 
-// acceptsStream reports whether the Accept header lists text/event-stream.
+// AcceptsStream reports whether r's Accept header lists
+// text/event-stream: the events route answers it with the stream.
 // Quality values are ignored: a client that lists the stream at all is an
 // EventSource or wants to behave like one.
-func acceptsStream(r *http.Request) bool {
+func AcceptsStream(r *http.Request) bool {
 	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
 		if mt, _, err := mime.ParseMediaType(strings.TrimSpace(part)); err == nil && mt == "text/event-stream" {
 			return true

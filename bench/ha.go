@@ -77,8 +77,8 @@ type Replica struct {
 	Name   string
 	Engine string
 	Proxy  *Proxy
-	ctl   *Controller
-	opts  ControllerOptions
+	ctl    *Controller
+	opts   ControllerOptions
 	// frozen is set between Freeze and Thaw.
 	frozen bool
 }

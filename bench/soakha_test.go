@@ -4,7 +4,6 @@ import (
 	"log/slog"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/skep-cd/skep/bench"
 	"github.com/skep-cd/skep/harness"
@@ -32,11 +31,7 @@ func TestSoakHA(t *testing.T) {
 	if opts.Binary == "" {
 		t.Fatal("SKEP_SOAK_BINARY: no skep binary given")
 	}
-	if v := os.Getenv("SKEP_SOAK_DURATION"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			t.Fatalf("SKEP_SOAK_DURATION: %v", err)
-		}
+	if d, ok := envDuration(t, "SKEP_SOAK_DURATION"); ok {
 		opts.Duration = d
 	}
 	report := bench.SoakHA(t, docker, opts)

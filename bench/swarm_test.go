@@ -80,11 +80,7 @@ func BenchmarkSwarm(b *testing.B) {
 	if v := os.Getenv("SKEP_BENCH_SCALE_REPOS"); v != "" {
 		opts.ScaleRepos = atoi(b, "SKEP_BENCH_SCALE_REPOS", v)
 	}
-	if v := os.Getenv("SKEP_BENCH_IDLE"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			b.Fatalf("SKEP_BENCH_IDLE: %v", err)
-		}
+	if d, ok := envDuration(b, "SKEP_BENCH_IDLE"); ok {
 		opts.Idle = d
 	}
 	report := bench.Run(b, cli, opts)
@@ -94,6 +90,21 @@ func BenchmarkSwarm(b *testing.B) {
 	for _, m := range report.Metrics() {
 		b.ReportMetric(m.Value, m.Unit)
 	}
+}
+
+// envDuration reads the duration the variable name holds; ok is false
+// when it is unset. A value that is no duration fails tb.
+func envDuration(tb testing.TB, name string) (d time.Duration, ok bool) {
+	tb.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return 0, false
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		tb.Fatalf("%s: %v", name, err)
+	}
+	return d, true
 }
 
 func atoi(tb testing.TB, name, v string) int {

@@ -5,7 +5,6 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"log/slog"
-	"mime"
 	"net/http"
 	"net/http/httputil"
 	"slices"
@@ -81,7 +80,7 @@ func (f *front) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		retryLater(w, errNoLeader.Error())
 		return
 	}
-	if acceptsStream(req) {
+	if api.AcceptsStream(req) {
 		// A forwarded stream lives as long as its client, past the
 		// server's write timeout.
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
@@ -145,16 +144,6 @@ func servedHere(req *http.Request) bool {
 	case p == "/api/v1/events":
 		_, bearer := api.Bearer(req)
 		return bearer
-	}
-	return false
-}
-
-// acceptsStream reports whether req asks for the event stream.
-func acceptsStream(req *http.Request) bool {
-	for _, part := range strings.Split(req.Header.Get("Accept"), ",") {
-		if mt, _, err := mime.ParseMediaType(strings.TrimSpace(part)); err == nil && mt == "text/event-stream" {
-			return true
-		}
 	}
 	return false
 }
