@@ -136,6 +136,13 @@ func (a *Controller) summary(app appset.Application) wire.Application {
 	if h := st.Held; h.Revision != "" {
 		v.Held = &wire.Hold{Revision: h.Revision, Actor: h.Actor, Since: h.Since}
 	}
+	if f := st.Held.Failed; f != nil {
+		v.RolledBack = &wire.RolledBack{Revision: f.Commit, Restored: f.Restored, RestoredRevision: f.Revision, Cause: f.Cause, Since: f.Since.UTC()}
+	}
+	if c := st.Cause; c.Known() {
+		v.Cause = &wire.Cause{Line: c.String(), Service: c.Service, Kind: string(c.Kind), Task: c.Task, State: c.State,
+			Error: c.Err, Message: c.Message, ExitCode: c.ExitCode, Logs: c.Logs, Shared: c.Shared}
+	}
 	// A zero time means "never"; nil keeps it out of the JSON rather than
 	// showing the year 1.
 	if !st.LastReconcile.IsZero() {

@@ -18,15 +18,39 @@ import (
 
 // Hold keeps an application at one commit: a rollback, or a sync to a named
 // revision, put it there. Ticks deploy Revision instead of the branch head
-// until a sync without a revision, or an unhold, releases it. The zero
-// value is no hold.
+// until a sync without a revision, or an unhold, releases it. A release
+// rollback holds the other way round: Failed names the commit automated
+// syncs must not apply again. The zero value is no hold.
 type Hold struct {
-	// Revision is the git commit the application is held at.
+	// Revision is the git commit the application is held at; "" when it
+	// is held off a failed commit only.
 	Revision string `json:"revision"`
 	// Actor is who asked for the hold; "" for the controller itself.
 	Actor string    `json:"actor,omitempty"`
 	Since time.Time `json:"since"`
+	// Failed is the rollout a release rollback undid; nil when none.
+	Failed *FailedRollout `json:"failed,omitempty"`
 }
+
+// FailedRollout is a commit whose rollout failed and was rolled back:
+// automated syncs leave it alone until git moves (Key changes), someone
+// syncs, or a rollback replaces the hold.
+type FailedRollout struct {
+	// Commit is the failed commit; Key it with the artifact versions it
+	// was rendered with, what a new commit or version changes.
+	Commit string `json:"commit"`
+	Key    string `json:"key"`
+	// Restored is the commit of the revision written back, and Revision
+	// the number of the revision that records it.
+	Restored string `json:"restored"`
+	Revision int    `json:"revision"`
+	// Cause is why the rollout failed, in one line.
+	Cause string    `json:"cause"`
+	Since time.Time `json:"since"`
+}
+
+// IsZero reports whether h holds nothing.
+func (h Hold) IsZero() bool { return h.Revision == "" && h.Failed == nil }
 
 // holdName is the name of the config holding release's hold, within
 // Swarm's 64-character limit: a name too long is cut and a hash of the
@@ -56,7 +80,7 @@ func SaveHold(ctx context.Context, eng ConfigStore, owner stack.Owner, h Hold) e
 			return fmt.Errorf("remove hold of %s: %w", owner.Application, err)
 		}
 	}
-	if h.Revision == "" {
+	if h.IsZero() {
 		return nil
 	}
 	data, err := json.Marshal(h)

@@ -60,6 +60,11 @@ type Revision struct {
 	Images map[string]string
 	// Chart is what a chart release was rendered from; nil for compose.
 	Chart *ChartRecord
+	// Restores is, for a release rollback's revision, the number of the
+	// revision it writes back, and Failed the commit whose rollout failed;
+	// 0 and "" for every other revision.
+	Restores int
+	Failed   string
 	// Term is the leader term of the replicated controller that wrote
 	// it; 0 without leader election.
 	Term int64 `json:",omitempty"`
@@ -147,6 +152,8 @@ type revisionDoc struct {
 	ConfigsRedacted bool              `json:"configsRedacted,omitempty"`
 	Images          map[string]string `json:"images,omitempty"`
 	Chart           *ChartRecord      `json:"chart,omitempty"`
+	Restores        int               `json:"restores,omitempty"`
+	Failed          string            `json:"failed,omitempty"`
 }
 
 // releaseDoc is the stored form of a stack.Release, which has no JSON tags
@@ -172,6 +179,8 @@ func encodeRevision(rev Revision) ([]byte, error) {
 		ConfigsRedacted: rev.ConfigsRedacted,
 		Images:          rev.Images,
 		Chart:           rev.Chart,
+		Restores:        rev.Restores,
+		Failed:          rev.Failed,
 		Release: releaseDoc{
 			Name:     rev.Release.Name,
 			Services: rev.Release.Services,
@@ -224,6 +233,8 @@ func decodeRevision(data []byte) (Revision, error) {
 		ConfigsRedacted: doc.ConfigsRedacted,
 		Images:          doc.Images,
 		Chart:           doc.Chart,
+		Restores:        doc.Restores,
+		Failed:          doc.Failed,
 		Release: stack.Release{
 			Name:     doc.Release.Name,
 			Services: doc.Release.Services,
@@ -361,7 +372,7 @@ func (a *applier) writeRevision(ctx context.Context, existing []swarm.Config) (i
 		last, _ := revisionNumber(existing[len(existing)-1])
 		n = last + 1
 	}
-	rev := Revision{
+	return n, a.storeRevision(ctx, existing, Revision{
 		Number:      n,
 		Commit:      a.opts.Commit,
 		AppliedAt:   time.Now().UTC(),
@@ -370,8 +381,15 @@ func (a *applier) writeRevision(ctx context.Context, existing []swarm.Config) (i
 		Release:     RedactSecrets(a.rel),
 		Images:      maps.Clone(a.images),
 		Chart:       a.opts.Chart,
-		Term:        a.opts.Term,
-	}
+	})
+}
+
+// storeRevision writes rev, whose release is redacted already, as a new
+// revision config after existing, stamped with the writer's term, then
+// deletes the oldest beyond KeepRevisions.
+func (a *applier) storeRevision(ctx context.Context, existing []swarm.Config, rev Revision) error {
+	owner, n := a.opts.Owner, rev.Number
+	rev.Term = a.opts.Term
 	data, err := encodeRevision(rev)
 	if err == nil && len(data) > maxConfigData && rev.Chart != nil {
 		// The rendered manifest is the largest part and can be rendered
@@ -387,22 +405,22 @@ func (a *applier) writeRevision(ctx context.Context, existing []swarm.Config) (i
 		data, err = encodeRevision(rev)
 	}
 	if err != nil {
-		return 0, &outcome.StalledError{Err: err}
+		return &outcome.StalledError{Err: err}
 	}
 	if len(data) > maxConfigData {
-		return 0, stalled("revision %d of release %q is %d bytes compressed, more than swarm's %d", n, a.rel.Name, len(data), maxConfigData)
+		return stalled("revision %d of release %q is %d bytes compressed, more than swarm's %d", n, a.rel.Name, len(data), maxConfigData)
 	}
 	labels := owner.Labels()
 	labels[stack.LabelKind] = stack.KindRevision
 	labels[stack.LabelRevision] = strconv.Itoa(n)
-	labels[stack.LabelCommit] = a.opts.Commit
-	if a.opts.Term > 0 {
-		labels[stack.LabelTerm] = strconv.FormatInt(a.opts.Term, 10)
+	labels[stack.LabelCommit] = rev.Commit
+	if rev.Term > 0 {
+		labels[stack.LabelTerm] = strconv.FormatInt(rev.Term, 10)
 	}
 	name := revisionName(a.rel.Name, n)
 	resp, err := a.eng.ConfigCreate(ctx, swarm.ConfigSpec{Annotations: swarm.Annotations{Name: name, Labels: labels}, Data: data})
 	if err != nil {
-		return 0, engineError(fmt.Sprintf("record revision %d of release %q", n, a.rel.Name), err)
+		return engineError(fmt.Sprintf("record revision %d of release %q", n, a.rel.Name), err)
 	}
 	a.record(ctx, Change{Kind: KindRevision, Name: name, ID: resp.ID, Action: Created})
 
@@ -417,5 +435,5 @@ func (a *applier) writeRevision(ctx context.Context, existing []swarm.Config) (i
 			a.record(ctx, Change{Kind: KindRevision, Name: c.Spec.Name, ID: c.ID, Action: Deleted})
 		}
 	}
-	return n, nil
+	return nil
 }

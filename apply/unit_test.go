@@ -203,6 +203,7 @@ func gunzip(data []byte) ([]byte, error) {
 
 func TestUnchangedToleratesDaemonDefaultsButNotEdits(t *testing.T) {
 	one, two := uint64(1), uint64(2)
+	second := time.Second
 	desired := func() swarm.ServiceSpec {
 		return swarm.ServiceSpec{
 			Annotations: swarm.Annotations{Name: "s_web", Labels: map[string]string{"a": "b"}},
@@ -210,6 +211,8 @@ func TestUnchangedToleratesDaemonDefaultsButNotEdits(t *testing.T) {
 				ContainerSpec: &swarm.ContainerSpec{Image: "web:v1", Env: []string{"A=1"}},
 				Placement:     &swarm.Placement{},
 				Resources:     &swarm.ResourceRequirements{},
+				// restart_policy: {delay: 1s}, no condition.
+				RestartPolicy: &swarm.RestartPolicy{Delay: &second},
 			},
 			UpdateConfig: &swarm.UpdateConfig{Parallelism: 1},
 			EndpointSpec: &swarm.EndpointSpec{Ports: []swarm.PortConfig{{TargetPort: 80, PublishedPort: 8080}}},
@@ -223,6 +226,7 @@ func TestUnchangedToleratesDaemonDefaultsButNotEdits(t *testing.T) {
 		s.TaskTemplate.Runtime = swarm.RuntimeContainer
 		s.TaskTemplate.ForceUpdate = 3
 		s.TaskTemplate.Placement, s.TaskTemplate.Resources = nil, nil
+		s.TaskTemplate.RestartPolicy = &swarm.RestartPolicy{Condition: swarm.RestartPolicyConditionAny, Delay: &second}
 		s.Mode = swarm.ServiceMode{Replicated: &swarm.ReplicatedService{Replicas: &one}}
 		s.UpdateConfig = &swarm.UpdateConfig{Parallelism: 1, FailureAction: "pause", Order: "stop-first"}
 		s.EndpointSpec = &swarm.EndpointSpec{Mode: "vip", Ports: []swarm.PortConfig{{Protocol: "tcp", TargetPort: 80, PublishedPort: 8080, PublishMode: "ingress"}}}
@@ -240,6 +244,9 @@ func TestUnchangedToleratesDaemonDefaultsButNotEdits(t *testing.T) {
 		{name: "scaled out of band is a change", live: stored(func(s *swarm.ServiceSpec) { s.Mode.Replicated.Replicas = &two }), want: false},
 		{name: "image edited out of band is a change", live: stored(func(s *swarm.ServiceSpec) { s.TaskTemplate.ContainerSpec.Image = "web:v0" }), want: false},
 		{name: "env edited out of band is a change", live: stored(func(s *swarm.ServiceSpec) { s.TaskTemplate.ContainerSpec.Env = nil }), want: false},
+		{name: "a restart condition edited out of band is a change", live: stored(func(s *swarm.ServiceSpec) {
+			s.TaskTemplate.RestartPolicy.Condition = swarm.RestartPolicyConditionOnFailure
+		}), want: false},
 		{name: "another spec hash is a change", live: stored(func(s *swarm.ServiceSpec) { s.Labels[stack.LabelSpecHash] = "other" }), want: false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

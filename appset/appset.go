@@ -330,7 +330,37 @@ type SyncPolicy struct {
 	// x-skep-hook) stay in the swarm for their logs; 0 means the hook
 	// runner's default.
 	KeepHookJobs int
+	// Rollback says what is rolled back when a rollout fails after the
+	// controller's write; "" means RollbackService.
+	Rollback Rollback
+	// WaitOutFailing makes a new commit wait for a failing rollout's
+	// health timeout instead of preempting it (preemptFailingRollout:
+	// false); the zero value preempts.
+	WaitOutFailing bool
 }
+
+// Rollback says what is rolled back when a rollout fails after the
+// controller's write: tasks fail or exit, health checks fail past the
+// timeout, or Swarm rolls a service back. The zero value means
+// RollbackService.
+type Rollback string
+
+// The values of Rollback.
+const (
+	// RollbackNone rolls nothing back and holds nothing: the failure is
+	// reported with its cause, and a service Swarm rolled back on its own
+	// does not hold the commit.
+	RollbackNone Rollback = "none"
+	// RollbackService is Swarm's own rollback, per service, as each
+	// service's update_config asks: the other services stay where the
+	// write left them, and a commit Swarm rolled back is not applied
+	// again.
+	RollbackService Rollback = "service"
+	// RollbackRelease writes every service of the release back to the
+	// last revision that ran healthy, in the reverse of the write order,
+	// and holds the failed commit until git moves or someone syncs.
+	RollbackRelease Rollback = "release"
+)
 
 // ResolveImage says when image tags are pinned to the digest a registry
 // reports, as `docker stack deploy --resolve-image` does. The zero value

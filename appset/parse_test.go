@@ -112,7 +112,7 @@ func TestParseFixtures(t *testing.T) {
 			file: "invalid/unknown-key.yaml",
 			problems: []string{
 				"6:7 applications[0].source.branch: unknown key; want one of repo, revision, path, files, envFiles, variables",
-				"8:7 applications[0].syncPolicy.intervall: unknown key; want one of automated, interval, prune, pruneResources, pruneVolumes, resolveImage, wait, timeout, keepHookJobs",
+				"8:7 applications[0].syncPolicy.intervall: unknown key; want one of automated, interval, prune, pruneResources, pruneVolumes, resolveImage, wait, timeout, keepHookJobs, rollback, preemptFailingRollout",
 			},
 		},
 		{
@@ -365,6 +365,20 @@ func TestParseRules(t *testing.T) {
 			name: "null values mean the default",
 			apps: "  - name: web\n    source: {repo: /r, revision: ~, path: }\n    release:\n    syncPolicy:\n    allow:\n",
 			want: app("web", "/r"),
+		},
+		{
+			name: "a release rollback and a failing rollout waited out are read",
+			apps: "  - {name: web, source: {repo: /r}, syncPolicy: {rollback: release, preemptFailingRollout: false}}\n",
+			want: func() Application {
+				a := app("web", "/r")
+				a.SyncPolicy.Rollback, a.SyncPolicy.WaitOutFailing = RollbackRelease, true
+				return a
+			}(),
+		},
+		{
+			name:     "a rollback policy is one of three",
+			apps:     "  - {name: web, source: {repo: /r}, syncPolicy: {rollback: everything}}\n",
+			problems: []string{`3:60 applications[0].syncPolicy.rollback: want none, service or release, got "everything"`},
 		},
 		{
 			name: "a variable's scalar value is kept as written",

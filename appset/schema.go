@@ -132,6 +132,9 @@ type fileSyncPolicy struct {
 	Wait           bool         `yaml:"wait"`
 	Timeout        duration     `yaml:"timeout"`
 	KeepHookJobs   int          `yaml:"keepHookJobs,omitempty"`
+	Rollback       Rollback     `yaml:"rollback,omitempty"`
+	// PreemptFailingRollout is nil when the file gives none: true.
+	PreemptFailingRollout *bool `yaml:"preemptFailingRollout"`
 }
 
 // fileAllow is an application's allow key; see Allow.
@@ -184,6 +187,17 @@ func (r *ResolveImage) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
+// UnmarshalYAML accepts none, service or release; a typo fails the load
+// rather than silently meaning service.
+func (r *Rollback) UnmarshalYAML(n *yaml.Node) error {
+	v := Rollback(n.Value)
+	if n.Kind != yaml.ScalarNode || (v != RollbackNone && v != RollbackService && v != RollbackRelease) {
+		return fmt.Errorf("want none, service or release, got %s", configfile.Describe(n))
+	}
+	*r = v
+	return nil
+}
+
 // UnmarshalYAML accepts manifest or live; a typo fails the load rather
 // than silently meaning manifest.
 func (d *DriftDetection) UnmarshalYAML(n *yaml.Node) error {
@@ -216,6 +230,10 @@ func setDefaults(a *fileApp) {
 	}
 	if !a.SyncPolicy.Timeout.set {
 		a.SyncPolicy.Timeout = duration{value: DefaultTimeout, set: true}
+	}
+	if a.SyncPolicy.PreemptFailingRollout == nil {
+		on := true
+		a.SyncPolicy.PreemptFailingRollout = &on
 	}
 	if a.DriftDetection == "" {
 		a.DriftDetection = DriftManifest
@@ -275,6 +293,8 @@ func toApplication(a fileApp) Application {
 			Wait:           a.SyncPolicy.Wait,
 			Timeout:        a.SyncPolicy.Timeout.value,
 			KeepHookJobs:   a.SyncPolicy.KeepHookJobs,
+			Rollback:       a.SyncPolicy.Rollback,
+			WaitOutFailing: !*a.SyncPolicy.PreemptFailingRollout,
 		},
 		DriftDetection: a.DriftDetection,
 		Allow: Allow{
@@ -350,6 +370,7 @@ func fromApplication(a Application) fileApp {
 	if drift == "" {
 		drift = DriftManifest
 	}
+	preempt := !a.SyncPolicy.WaitOutFailing
 	return fileApp{
 		Name: a.Name,
 		Source: fileSource{
@@ -363,15 +384,17 @@ func fromApplication(a Application) fileApp {
 		Release:     a.Release,
 		Destination: fileDestination{Swarm: a.Destination.Swarm},
 		SyncPolicy: fileSyncPolicy{
-			Automated:      a.SyncPolicy.Automated,
-			Interval:       duration{value: a.SyncPolicy.Interval, set: true},
-			Prune:          a.SyncPolicy.Prune,
-			PruneResources: a.SyncPolicy.PruneResources,
-			PruneVolumes:   a.SyncPolicy.PruneVolumes,
-			ResolveImage:   resolve,
-			Wait:           a.SyncPolicy.Wait,
-			Timeout:        duration{value: timeout, set: true},
-			KeepHookJobs:   a.SyncPolicy.KeepHookJobs,
+			Automated:             a.SyncPolicy.Automated,
+			Interval:              duration{value: a.SyncPolicy.Interval, set: true},
+			Prune:                 a.SyncPolicy.Prune,
+			PruneResources:        a.SyncPolicy.PruneResources,
+			PruneVolumes:          a.SyncPolicy.PruneVolumes,
+			ResolveImage:          resolve,
+			Wait:                  a.SyncPolicy.Wait,
+			Timeout:               duration{value: timeout, set: true},
+			KeepHookJobs:          a.SyncPolicy.KeepHookJobs,
+			Rollback:              a.SyncPolicy.Rollback,
+			PreemptFailingRollout: &preempt,
 		},
 		DriftDetection: drift,
 		Allow: fileAllow{

@@ -111,8 +111,11 @@ func printAppList(w io.Writer, list wire.ApplicationList) error {
 	fmt.Fprintln(tw, "NAME\tGENERATOR\tSWARM\tSYNC\tHEALTH\tSERVICES\tREVISION\tDEPLOYED\tAUTO\tPHASE\tWAITING\tERROR")
 	for _, a := range list.Applications {
 		deployed := short(a.DeployedRevision)
-		if a.Held != nil {
+		switch {
+		case a.Held != nil:
 			deployed += " (held)"
+		case a.RolledBack != nil:
+			deployed += " (rolled back)"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%t\t%s\t%s\t%s\n", a.Name, orDash(a.Generator), orDash(a.Swarm), a.Sync, a.Health,
 			a.Services.Running, a.Services.Desired, short(a.Revision), deployed, a.Automated, a.Phase,
@@ -219,6 +222,13 @@ func printAppDetail(w io.Writer, d wire.ApplicationDetail) error {
 	if a.Held != nil {
 		fmt.Fprintf(tw, "Held:\tat %s by %s since %s\n", short(a.Held.Revision), orDash(a.Held.Actor), a.Held.Since.Format(time.RFC3339))
 	}
+	if r := a.RolledBack; r != nil {
+		fmt.Fprintf(tw, "Held off:\t%s since %s: its rollout failed and %s (revision %d) was written back; a new commit, a sync or a rollback lifts it\n",
+			short(r.Revision), r.Since.Format(time.RFC3339), short(r.Restored), r.RestoredRevision)
+	}
+	if c := a.Cause; c != nil {
+		fmt.Fprintf(tw, "Cause:\t%s\n", oneLine(c.Line, 300))
+	}
 	fmt.Fprintf(tw, "Phase:\t%s\n", a.Phase)
 	if len(a.DependsOn) > 0 {
 		line := strings.Join(a.DependsOn, ", ")
@@ -250,6 +260,9 @@ func printAppDetail(w io.Writer, d wire.ApplicationDetail) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if c := a.Cause; c != nil && strings.TrimSpace(c.Logs) != "" {
+		fmt.Fprintf(w, "\nLog tail of %s (task %s):\n%s\n", c.Service, c.Task, c.Logs)
 	}
 	if err := printArtifacts(w, a.Artifacts); err != nil {
 		return err

@@ -157,3 +157,34 @@ func TestAppGetShowsTheLastSyncOfAnyKindAndWhoOrWhatStartedIt(t *testing.T) {
 		})
 	}
 }
+
+func TestAppListAndGetSayARolloutFailedWhyAndWhatItsHoldIs(t *testing.T) {
+	since := time.Date(2026, 12, 4, 18, 30, 0, 0, time.UTC)
+	bad, good := "0123456789abcdef0123456789abcdef01234567", "fedcba9876543210fedcba9876543210fedcba98"
+	a := wire.Application{Name: "shop", Sync: "out-of-sync", Health: "healthy", Phase: "idle", Automated: true,
+		Revision: bad, DeployedRevision: good,
+		RolledBack: &wire.RolledBack{Revision: bad, Restored: good, RestoredRevision: 7, Cause: "shop_api: exit code 1", Since: since},
+		Cause: &wire.Cause{Line: "shop_api: exit code 1 (task: non-zero exit (1)); last log line: no database", Service: "shop_api",
+			Task: "t1", Kind: "exit", ExitCode: 1, Logs: "connecting\nno database"}}
+	var list bytes.Buffer
+	if err := printAppList(&list, wire.ApplicationList{Applications: []wire.Application{a}}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "shop - - out-of-sync healthy 0/0 0123456789ab fedcba987654 (rolled back)"; !containsFields(list.String(), want) {
+		t.Errorf("app list lacks %q:\n%s", want, list.String())
+	}
+	var get bytes.Buffer
+	if err := printAppDetail(&get, wire.ApplicationDetail{Application: a}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"Held off: 0123456789ab since 2026-12-04T18:30:00Z: its rollout failed and fedcba987654 (revision 7) was written back",
+		"Cause: shop_api: exit code 1 (task: non-zero exit (1)); last log line: no database",
+		"Log tail of shop_api (task t1):",
+		"connecting",
+	} {
+		if !containsFields(get.String(), want) {
+			t.Errorf("app get lacks %q:\n%s", want, get.String())
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +23,34 @@ import (
 type Registry struct {
 	// Host is "127.0.0.1:<port>", the prefix of every reference in it.
 	Host string
+
+	mu     sync.Mutex
+	status int // what Fail set; 0 serves
+}
+
+// Fail makes the registry answer every request with status (a 503, say)
+// until Heal: a registry gone down for whoever pulls or asks.
+func (r *Registry) Fail(status int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.status = status
+}
+
+// Heal ends Fail.
+func (r *Registry) Heal() { r.Fail(0) }
+
+// faults wraps the registry with the failure Fail sets.
+func (r *Registry) faults(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.mu.Lock()
+		status := r.status
+		r.mu.Unlock()
+		if status != 0 {
+			http.Error(w, http.StatusText(status), status)
+			return
+		}
+		next.ServeHTTP(w, req)
+	})
 }
 
 // StartRegistry serves an empty in-memory registry until the test ends.
@@ -31,9 +60,10 @@ func StartRegistry(t testing.TB) *Registry {
 	if err != nil {
 		t.Fatalf("registry listen: %v", err)
 	}
+	reg := &Registry{Host: ln.Addr().String()}
 	srv := &http.Server{
 		// The registry logs every request; test output needs none of it.
-		Handler:           registry.New(registry.Logger(log.New(io.Discard, "", 0))),
+		Handler:           reg.faults(registry.New(registry.Logger(log.New(io.Discard, "", 0)))),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	done := make(chan struct{})
@@ -48,7 +78,7 @@ func StartRegistry(t testing.TB) *Registry {
 		_ = srv.Close()
 		<-done
 	})
-	return &Registry{Host: ln.Addr().String()}
+	return reg
 }
 
 // Ref returns the registry reference for repo:tag.

@@ -2,6 +2,7 @@ package health
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -140,7 +141,7 @@ func longRunning(svc *swarm.Service, tasks []swarm.Task, in ServiceInput, nodes 
 			if t.Status.State == swarm.TaskStatePending && t.Status.Err != "" {
 				unschedulable = append(unschedulable, t.Status.Err)
 			}
-		case exitedRecently(t, in.Now):
+		case exitedRecently(t, in.Now) && ofCurrentSpec(t, svc):
 			failed = append(failed, t)
 		}
 	}
@@ -278,6 +279,17 @@ func exitedRecently(t swarm.Task, now time.Time) bool {
 	}
 	age := now.Sub(t.Status.Timestamp)
 	return age >= -time.Minute && age <= RecentFailureWindow // a little clock skew is tolerated
+}
+
+// ofCurrentSpec reports whether task t ran svc's current container spec
+// (or either is unknown): the failures of an earlier spec are a rollout
+// that was undone or fixed, not a service restarting now.
+func ofCurrentSpec(t swarm.Task, svc *swarm.Service) bool {
+	want := svc.Spec.TaskTemplate.ContainerSpec
+	if t.Spec.ContainerSpec == nil || want == nil {
+		return true
+	}
+	return reflect.DeepEqual(*t.Spec.ContainerSpec, *want)
 }
 
 // newestReasons returns the reasons tasks ended, newest first, each with

@@ -286,16 +286,23 @@ func tail(ctx context.Context, eng Engine, id string) string {
 		return ""
 	}
 	defer rc.Close()
-	// A tail of 20 lines may still be long lines: read a bounded amount.
-	raw, _ := io.ReadAll(io.LimitReader(rc, 64<<10))
+	return LogTail(rc, TailBytes)
+}
+
+// LogTail reads a log stream as the Engine sends it (stdout and stderr
+// multiplexed, or one plain stream from a TTY) and returns its text, at
+// most its last maxBytes; it reads a bounded amount, since a tail of a
+// few lines may still be long lines. The caller closes r.
+func LogTail(r io.Reader, maxBytes int) string {
+	raw, _ := io.ReadAll(io.LimitReader(r, 64<<10))
 	var out bytes.Buffer
 	if _, err := stdcopy.StdCopy(&out, &out, bytes.NewReader(raw)); err != nil {
 		out.Reset()
 		out.Write(raw) // a job with a TTY writes one plain stream
 	}
 	text := strings.TrimRight(strings.ToValidUTF8(out.String(), "?"), "\n")
-	if len(text) > TailBytes {
-		text = "…" + strings.ToValidUTF8(text[len(text)-TailBytes:], "")
+	if len(text) > maxBytes {
+		text = "…" + strings.ToValidUTF8(text[len(text)-maxBytes:], "")
 	}
 	return text
 }

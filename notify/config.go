@@ -72,6 +72,8 @@ type NotifierConfig struct {
 	Forge    *ForgeConfig
 	// Match selects the events sent; the zero value sends all.
 	Match Match
+	// IncidentWindow is Delivery's: nil means its default, 0 off.
+	IncidentWindow *time.Duration
 	// Suppress, Queue, Timeout and Backoff are Delivery's; zero means its
 	// default.
 	Suppress time.Duration
@@ -162,6 +164,8 @@ type notifierDoc struct {
 	Timeout  duration     `yaml:"timeout"`
 	Backoff  duration     `yaml:"backoff"`
 	Retries  *int         `yaml:"retries"`
+	// IncidentWindow is nil when the file gives none.
+	IncidentWindow *duration `yaml:"incidentWindow"`
 }
 
 type webhookDoc struct {
@@ -300,6 +304,10 @@ func notifier(d *configfile.Document, field string, n notifierDoc) NotifierConfi
 	nc := NotifierConfig{
 		Name: n.Name, Suppress: time.Duration(n.Suppress), Timeout: time.Duration(n.Timeout),
 		Backoff: time.Duration(n.Backoff), Retries: n.Retries,
+	}
+	if n.IncidentWindow != nil {
+		w := time.Duration(*n.IncidentWindow)
+		nc.IncidentWindow = &w
 	}
 	switch {
 	case !d.Present(field + ".name"):
@@ -512,6 +520,12 @@ func (o BuildOptions) Build(cfg Config) ([]Notifier, error) {
 	)
 	for _, nc := range cfg.Notifiers {
 		d := Delivery{Match: nc.Match, Suppress: nc.Suppress, Queue: nc.Queue, Timeout: nc.Timeout, Backoff: nc.Backoff}
+		if w := nc.IncidentWindow; w != nil {
+			d.IncidentWindow = *w
+			if *w == 0 {
+				d.IncidentWindow = -1
+			}
+		}
 		if nc.Retries != nil {
 			d.Retries = *nc.Retries
 			if d.Retries == 0 {
@@ -558,6 +572,9 @@ func (o BuildOptions) Build(cfg Config) ([]Notifier, error) {
 				errs = append(errs, err)
 				continue
 			}
+			// A commit status belongs to each application's own commit,
+			// whatever cause it shares with others.
+			d.IncidentWindow = -1
 			f, err := NewForge(ForgeOptions{Name: nc.Name, Provider: nc.Forge.Provider, URL: nc.Forge.URL, Token: Token(token),
 				Repositories: nc.Forge.Repositories, Context: nc.Forge.Context, TargetURL: nc.Forge.TargetURL,
 				Previews: o.Previews, Delivery: d, Logger: logger, Client: o.client()})

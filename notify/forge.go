@@ -2,6 +2,7 @@ package notify
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -302,7 +303,9 @@ func (f *Forge) send(ctx context.Context, e Event) error {
 	if !ok {
 		return nil // Notify let it through; the routes are fixed at NewForge
 	}
-	body := statusBody{State: f.state(e.Type), Description: cut(e.Message, f.descriptionLimit())}
+	// A failure's root cause says more in a forge's few characters than
+	// the message, which starts with where it failed.
+	body := statusBody{State: f.state(e.Type), Description: cut(cmp.Or(e.Cause, e.Message), f.descriptionLimit())}
 	label, err := render(f.context, e)
 	if err != nil {
 		return permanentError{err}

@@ -25,7 +25,8 @@ func (l *Log) Notify(ctx context.Context, e Event) {
 		slog.String("app", e.Application),
 		slog.String("type", string(e.Type)),
 	}
-	for _, kv := range [][2]string{{"swarm", e.Swarm}, {"revision", e.Revision}, {"message", e.Message}, {"actor", e.Actor}} {
+	for _, kv := range [][2]string{{"swarm", e.Swarm}, {"revision", e.Revision}, {"message", e.Message}, {"actor", e.Actor},
+		{"cause", e.Cause}, {"shared", e.Shared}} {
 		if kv[1] != "" {
 			attrs = append(attrs, slog.String(kv[0], kv[1]))
 		}
@@ -36,7 +37,7 @@ func (l *Log) Notify(ctx context.Context, e Event) {
 // Level is the log level an event of type t is written at.
 func Level(t EventType) slog.Level {
 	switch t {
-	case SyncFailed, SwarmUnreachable:
+	case SyncFailed, SwarmUnreachable, ReleaseRolledBack, IncidentOpened:
 		return slog.LevelError
 	case PruneFailed, ResourcesPruned, LiveDriftDetected, DriftConverged, SelfUpdateIssued:
 		return slog.LevelWarn

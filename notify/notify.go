@@ -61,13 +61,27 @@ const (
 	// Message says from which image to which; the controller that starts
 	// from the new spec carries on from the swarm's records.
 	SelfUpdateIssued EventType = "self-update-issued"
+	// ReleaseRolledBack: a rollout failed after the controller's write
+	// and every service of the release was written back to the last
+	// revision that ran healthy (syncPolicy.rollback: release). Message
+	// names the release, the failed and the restored revisions; Cause
+	// says why it failed. Revision is the failed commit, now held.
+	ReleaseRolledBack EventType = "release-rolled-back"
+	// IncidentOpened: several applications failed for one shared cause
+	// (Shared: a registry); only outbound notifiers raise it, in place of
+	// each application's failure (Delivery.IncidentWindow).
+	// Application is empty and Message names the applications.
+	IncidentOpened EventType = "incident-opened"
+	// IncidentResolved: every application of an incident recovered.
+	IncidentResolved EventType = "incident-resolved"
 )
 
 // Types lists every event type, in a stable order.
 func Types() []EventType {
 	return []EventType{SyncStarted, SyncSucceeded, SyncFailed, DriftDetected,
 		LiveDriftDetected, DriftConverged, ResourcesPruned, PruneFailed,
-		SwarmUnreachable, SwarmReachable, SelfUpdateIssued}
+		SwarmUnreachable, SwarmReachable, SelfUpdateIssued, ReleaseRolledBack,
+		IncidentOpened, IncidentResolved}
 }
 
 // Event is one thing that happened to one application. It is a value with
@@ -88,6 +102,15 @@ type Event struct {
 	// event came out of, including the prunes and corrections done during
 	// that work. Empty means the controller acted on its own.
 	Actor string
+	// Cause is, for a failure, its root cause in one line when one is
+	// known: the failing task's service, exit code, error, the engine's
+	// image-pull or placement message, an OOM kill and its last log line.
+	// Masked like every output. Empty when unknown or not a failure.
+	Cause string
+	// Shared names what several applications depend on whose failure
+	// this is ("registry 127.0.0.1:5000"), which outbound notifiers group
+	// incidents by; empty for a failure of the application's own.
+	Shared string
 }
 
 // actorKey is the context key of WithActor; unexported, so no other

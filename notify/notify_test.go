@@ -27,7 +27,8 @@ func (r *recorder) Notify(_ context.Context, e Event) {
 func TestEventTypeStringsAreTheContract(t *testing.T) {
 	want := []string{"sync-started", "sync-succeeded", "sync-failed", "drift-detected",
 		"live-drift-detected", "drift-converged", "resources-pruned", "prune-failed",
-		"swarm-unreachable", "swarm-reachable", "self-update-issued"}
+		"swarm-unreachable", "swarm-reachable", "self-update-issued", "release-rolled-back",
+		"incident-opened", "incident-resolved"}
 	var got []string
 	for _, ty := range Types() {
 		got = append(got, string(ty))

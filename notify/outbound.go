@@ -65,8 +65,13 @@ type Delivery struct {
 	Retries int
 	// Backoff is the first wait before a retry. Default 1s.
 	Backoff time.Duration
-	// Now is the clock suppression reads. Default time.Now.
+	// Now is the clock suppression and incidents read. Default time.Now.
 	Now func() time.Time
+	// IncidentWindow is how long the failures of one shared cause
+	// (Event.Shared) are gathered into one incident; 0 means
+	// DefaultIncidentWindow and a negative value sends every failure as it
+	// comes (see incidents).
+	IncidentWindow time.Duration
 }
 
 // withDefaults returns d with every zero field set to its default.
@@ -137,6 +142,8 @@ type outbound struct {
 	mu       sync.Mutex
 	sent     map[repeatKey]time.Time
 	dropping bool
+	// incidents folds failures of a shared cause; nil when off.
+	incidents *incidents
 }
 
 // repeatKey is what makes two events "the same" for suppression; At and
@@ -156,12 +163,13 @@ func newOutbound(name string, d Delivery, logger *slog.Logger, send func(ctx con
 		logger = slog.Default()
 	}
 	return &outbound{
-		name:  name,
-		d:     d,
-		log:   logger.With("notifier", name),
-		send:  send,
-		queue: make(chan Event, d.Queue),
-		sent:  map[repeatKey]time.Time{},
+		name:      name,
+		d:         d,
+		log:       logger.With("notifier", name),
+		send:      send,
+		queue:     make(chan Event, d.Queue),
+		sent:      map[repeatKey]time.Time{},
+		incidents: newIncidents(d.IncidentWindow),
 	}
 }
 
@@ -173,7 +181,12 @@ func (o *outbound) Stats() Stats { return o.stats.snapshot() }
 
 // Notify routes, suppresses and queues e without blocking.
 func (o *outbound) Notify(_ context.Context, e Event) {
-	if !o.d.Match.Matches(e) {
+	matches := o.d.Match.Matches(e)
+	if o.incidents != nil && !o.incidents.take(e, matches, o.d.Now()) {
+		o.stats.suppressed.Add(1)
+		return
+	}
+	if !matches {
 		o.stats.suppressed.Add(1)
 		return
 	}
@@ -216,18 +229,32 @@ func (o *outbound) forget(now time.Time) {
 	}
 }
 
-// Run sends queued events until ctx is done, then returns nil. Events still
-// queued at shutdown are given up: an outbound receiver is not history.
+// Run sends queued events, and the incidents' events as they come due,
+// until ctx is done, then returns nil. Events still queued at shutdown are
+// given up: an outbound receiver is not history.
 func (o *outbound) Run(ctx context.Context) error {
+	var due <-chan time.Time
+	if o.incidents != nil {
+		tick := time.NewTicker(incidentTick)
+		defer tick.Stop()
+		due = tick.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case e := <-o.queue:
 			o.deliver(ctx, e)
+		case <-due:
+			for _, e := range o.incidents.due(o.d.Now()) {
+				o.deliver(ctx, e)
+			}
 		}
 	}
 }
+
+// incidentTick is how often a notifier looks for incidents come due.
+const incidentTick = time.Second
 
 // deliver sends e, retrying with doubling waits, and counts the outcome.
 // Shutdown ends the waits and counts nothing: the event was neither

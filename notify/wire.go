@@ -47,6 +47,8 @@ func WireOf(e Event) wire.Event {
 		Revision:    e.Revision,
 		Message:     e.Message,
 		Actor:       e.Actor,
+		Cause:       e.Cause,
+		Shared:      e.Shared,
 		At:          e.At.UTC(),
 	}
 }
@@ -61,6 +63,8 @@ func FromWire(w wire.Event) Event {
 		At:          w.At,
 		Swarm:       w.Swarm,
 		Actor:       w.Actor,
+		Cause:       w.Cause,
+		Shared:      w.Shared,
 	}
 }
 

@@ -41,6 +41,12 @@ func TestWireShape(t *testing.T) {
 			want:  `{"application":"web","swarm":"","type":"sync-started","at":"2026-03-04T05:06:07.5Z"}`,
 		},
 		{
+			name: "a failure's cause and shared dependency follow the actor",
+			event: Event{Application: "web", Type: SyncFailed, Message: "apply web", Actor: "alice", Cause: "web_api: exit code 1",
+				Shared: "registry 127.0.0.1:5000", At: at},
+			want: `{"application":"web","swarm":"","type":"sync-failed","message":"apply web","actor":"alice","cause":"web_api: exit code 1","shared":"registry 127.0.0.1:5000","at":"2026-03-04T05:06:07Z"}`,
+		},
+		{
 			name:  "html characters in a message are not escaped",
 			event: Event{Application: "web", Type: SyncFailed, Message: `a<b & "c"`, At: at},
 			want:  `{"application":"web","swarm":"","type":"sync-failed","message":"a<b & \"c\"","at":"2026-03-04T05:06:07Z"}`,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -110,7 +111,16 @@ func (c *Controller) newDestination(name string, r Remote, opts Options) *destin
 				c.pruneRelease(ctx, owner, d, snap, why)
 			},
 			NotePreview: c.previews.note,
-			Fence:       opts.Fence,
+			Newer: func(app string) <-chan struct{} {
+				c.mu.Lock()
+				w := c.workers[app]
+				c.mu.Unlock()
+				if w == nil {
+					return nil
+				}
+				return w.newerRequest()
+			},
+			Fence: opts.Fence,
 		},
 		Term: opts.Term,
 	}
@@ -191,9 +201,7 @@ func (c *Controller) observeDestination(ctx context.Context, d *destination) {
 	was, st := d.observe(d.live.Current().Err(), now)
 	becameDown := was.UnreachableSince.IsZero() && !st.UnreachableSince.IsZero()
 	cameBack := !was.UnreachableSince.IsZero() && st.UnreachableSince.IsZero()
-	if !becameDown && !cameBack && !(st.Reachable && !was.Reachable) {
-		return
-	}
+	changed := becameDown || cameBack || st.Reachable && !was.Reachable
 	if becameDown {
 		c.log.Warn("swarm unreachable", "swarm", d.name, "err", st.Error)
 		c.notifier.Dispatch(ctx, notify.Event{Type: notify.SwarmUnreachable, Swarm: d.name, At: now,
@@ -204,18 +212,11 @@ func (c *Controller) observeDestination(ctx context.Context, d *destination) {
 		c.notifier.Dispatch(ctx, notify.Event{Type: notify.SwarmReachable, Swarm: d.name, At: now,
 			Message: fmt.Sprintf("%s answers again after %s", swarm.Describe(d.name), now.Sub(was.UnreachableSince).Round(time.Second))})
 	}
-	// A probe refreshes the identity (engine version, node count) once the
-	// swarm answers; the API's version is negotiated on this first request.
 	if st.Reachable {
-		if p, ok := d.client.(interface {
-			Probe(context.Context) (swarm.Identity, error)
-		}); ok {
-			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			if _, err := p.Probe(pctx); err != nil {
-				c.log.Warn("swarm probe", "swarm", d.name, "err", err)
-			}
-			cancel()
-		}
+		reprobe(ctx, c.log, d, changed)
+	}
+	if !changed {
+		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -228,6 +229,25 @@ func (c *Controller) observeDestination(ctx context.Context, d *destination) {
 		} else {
 			w.enqueue(Request{})
 		}
+	}
+}
+
+// reprobe asks d's manager who it is again (engine version, node count,
+// which manager), as the swarm answers again or first does (changed), or
+// once its client failed over to another manager: the API's version is
+// negotiated on the first request, and the status names the manager.
+func reprobe(ctx context.Context, log *slog.Logger, d *destination, changed bool) {
+	p, ok := d.client.(interface {
+		Probe(context.Context) (swarm.Identity, error)
+		Moved() bool
+	})
+	if !ok || !changed && !p.Moved() {
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := p.Probe(pctx); err != nil {
+		log.Warn("swarm probe", "swarm", d.name, "err", err)
 	}
 }
 

@@ -226,20 +226,29 @@ func (e *env) newWatcher(engine *skepswarm.Client, logger *slog.Logger) *skepswa
 // run starts ctrl and stops it, checking that Run returned, when the test ends.
 func run(t testing.TB, ctrl *reconcile.Controller) {
 	t.Helper()
+	runStoppable(t, ctrl)
+}
+
+// runStoppable starts ctrl and returns what stops it and checks that Run
+// returned; the test's end stops it too.
+func runStoppable(t testing.TB, ctrl *reconcile.Controller) (stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		_ = ctrl.Run(ctx)
 	}()
-	t.Cleanup(func() {
+	stop = func() {
 		cancel()
 		select {
 		case <-done:
 		case <-time.After(30 * time.Second):
 			t.Error("controller did not stop within 30s of cancel")
 		}
-	})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 func writeFile(t testing.TB, dir, name, content string) string {

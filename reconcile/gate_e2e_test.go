@@ -64,18 +64,23 @@ func (e *env) withForge(t *testing.T, app string) *forgeStatuses {
 	if err != nil {
 		t.Fatal(err)
 	}
+	runNotifier(t, f)
+	e.notifiers = append(e.notifiers, f)
+	return got
+}
+
+// runNotifier runs n's delivery until the test ends, and waits for it.
+func runNotifier(t *testing.T, n notify.Runner) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(t.Context()))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = f.Run(ctx)
+		_ = n.Run(ctx)
 	}()
 	t.Cleanup(func() {
 		cancel()
 		<-done
 	})
-	e.notifiers = append(e.notifiers, f)
-	return got
 }
 
 // The documented shape, `image: ${WEB_IMAGE}`, with an artifact whose

@@ -10,6 +10,9 @@ import (
 // Result is what one reconcile of one application found and did.
 type Result = syncpass.Result
 
+// Cause is the root cause of a failed rollout (see syncpass.Cause).
+type Cause = syncpass.Cause
+
 // reconcile runs one sync pass of app's release (syncpass.Run) for req,
 // memo being what the release's last pass left (it is replaced by what
 // this one leaves) and gen the generation of the app set app was read
@@ -39,6 +42,7 @@ func (c *Controller) input(app appset.Application, req Request, memo syncpass.Me
 	in := syncpass.Input{App: app, Ask: req.ask(), Now: c.now(), Memo: memo, AppGen: gen,
 		NotReady: c.status.notReady(app.DependsOn), Renders: c.live.renders(app)}
 	_, _, in.Previews = c.status.brief(app.Name)
+	in.Held = c.status.held(app.Name)
 	if live := c.dest(app.Destination.Swarm).live; live != nil {
 		in.Live = live.Current()
 		in.SeenWrites = !in.Live.TakenAt().IsZero() && c.live.seen(app.Destination.Swarm, app.Name, in.Live.TakenAt(), false)

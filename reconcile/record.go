@@ -121,6 +121,12 @@ func (c *Controller) recordFound(s *AppStatus, release string, f syncpass.Found)
 	if f.Previews != nil {
 		s.Previews, s.PreviewProblems = f.Previews.Statuses, f.Previews.Problems
 	}
+	if f.Cause != nil {
+		s.Cause = *f.Cause
+	}
+	if f.Held != nil {
+		s.Held = *f.Held
+	}
 }
 
 // setUnmanaged records what sits in an application's release namespace

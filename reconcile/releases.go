@@ -96,7 +96,7 @@ func (c *Controller) reconcileReleases(ctx context.Context, app appset.Applicati
 				st.sub[sub.Release] = memo
 			}
 			out, err := c.reconcile(ctx, sub, Request{Sync: req.Sync, Actor: req.Actor, ID: req.ID, Revision: commit,
-				Prune: req.Prune, Force: req.Force, release: true, webhook: req.webhook}, memo, 0)
+				Prune: req.Prune, Force: req.Force, release: true, webhook: req.webhook, rollback: req.Revision != ""}, memo, 0)
 			results = append(results, out)
 			if s, ok := c.status.Get(app.Name); ok {
 				statuses = append(statuses, s)

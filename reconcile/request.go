@@ -27,7 +27,7 @@ func (c *Controller) runRequest(ctx context.Context, app appset.Application, gen
 			s.Held = apply.Hold{Revision: req.Revision, Actor: req.Actor, Since: now}
 			hold = &s.Held
 		case req.Sync:
-			if s.Held.Revision != "" {
+			if !s.Held.IsZero() {
 				hold = &apply.Hold{}
 			}
 			s.Held = apply.Hold{}
@@ -107,15 +107,15 @@ func (c *Controller) restoreHold(ctx context.Context, app appset.Application, st
 		return
 	}
 	st.holdLoaded = true
-	if h.Revision == "" {
+	if h.IsZero() {
 		return
 	}
 	// A sync requested before the swarm was read may have set or cleared
 	// a hold already; the newer decision wins over the recorded one.
 	c.status.Update(app.Name, func(s *AppStatus) {
-		if s.Held.Revision == "" {
+		if s.Held.IsZero() {
 			s.Held = h
 		}
 	})
-	c.log.Info("hold restored", "app", app.Name, "revision", h.Revision, "actor", h.Actor)
+	c.log.Info("hold restored", "app", app.Name, "revision", h.Revision, "actor", h.Actor, "failed", h.Failed != nil)
 }

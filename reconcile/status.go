@@ -8,6 +8,7 @@ import (
 
 	"github.com/skep-cd/skep/apply"
 	"github.com/skep-cd/skep/artifact"
+	"github.com/skep-cd/skep/gitsource"
 	"github.com/skep-cd/skep/health"
 	"github.com/skep-cd/skep/outcome"
 	"github.com/skep-cd/skep/plan"
@@ -136,10 +137,14 @@ type AppStatus struct {
 	// LastRequestedSync is the last requested sync (ID 0: none yet).
 	LastRequestedSync SyncRecord
 	// Held is the hold a rollback or a sync to a revision put the
-	// application under (Revision "": none). Ticks deploy Held.Revision
+	// application under (the zero Hold: none). Ticks deploy Held.Revision
 	// instead of the branch head until a sync without revision or an
-	// unhold clears it.
+	// unhold clears it; Held.Failed is a commit a release rollback undid,
+	// which automated syncs leave alone until git moves.
 	Held apply.Hold
+	// Cause is the root cause of the last rollout that failed (the zero
+	// Cause: none, or a sync succeeded since).
+	Cause Cause
 	// Health is the worst health of the release's services, from the live
 	// snapshot; HealthMessage names that service and why.
 	Health        health.State
@@ -181,6 +186,10 @@ func (st AppStatus) clone() AppStatus {
 	st.Previews = slices.Clone(st.Previews)
 	st.PreviewProblems = slices.Clone(st.PreviewProblems)
 	st.WaitingFor = slices.Clone(st.WaitingFor)
+	if f := st.Held.Failed; f != nil {
+		copied := *f
+		st.Held.Failed = &copied
+	}
 	return st
 }
 
@@ -287,6 +296,22 @@ func (s *Statuses) brief(app string) (phase Phase, failed outcome.Class, preview
 	return "", "", 0
 }
 
+// held returns app's hold, a copy (the zero Hold: none).
+func (s *Statuses) held(app string) apply.Hold {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	st, ok := s.apps[app]
+	if !ok {
+		return apply.Hold{}
+	}
+	h := st.Held
+	if f := h.Failed; f != nil {
+		copied := *f
+		h.Failed = &copied
+	}
+	return h
+}
+
 // Get returns a copy of one application's status.
 func (s *Statuses) Get(app string) (AppStatus, bool) {
 	s.mu.RLock()
@@ -354,6 +379,8 @@ func notReady(st *AppStatus) string {
 	switch {
 	case st == nil || st.LastReconcile.IsZero():
 		return "not reconciled yet"
+	case st.Held.Failed != nil:
+		return "rolled back; " + gitsource.ShortCommit(st.Held.Failed.Commit) + " held"
 	case st.Sync != Synced:
 		return string(st.Sync)
 	case st.Revision == "" || st.DeployedRevision != st.Revision:

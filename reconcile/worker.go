@@ -40,6 +40,10 @@ type Request struct {
 	// webhook marks a wake by a forge's push webhook (RefreshRepository),
 	// so that a sync it leads to names it as its trigger.
 	webhook bool
+	// rollback marks the sync of one release of a release file whose
+	// application goes back to a named revision (Revision names the
+	// release file's commit either way).
+	rollback bool
 }
 
 // worker runs one application's reconciles, one at a time, on the
@@ -65,6 +69,10 @@ type worker struct {
 	stopped bool        // no run starts any more
 	timer   *time.Timer // the next tick; nil until the first run ends
 	due     time.Time   // when timer fires
+	// newer is closed, and set to nil, when a request other than a wake
+	// by the swarm is queued: a failing rollout's wait gives way to it
+	// (syncpass.Fleet.Newer). nil until a wait asks.
+	newer chan struct{}
 	// st is the application's state between reconciles: only the
 	// goroutine serving the worker touches it.
 	st workerState
@@ -88,7 +96,7 @@ type workerState struct {
 // ask is what req asks of a sync pass.
 func (req Request) ask() syncpass.Ask {
 	return syncpass.Ask{Sync: req.Sync, Actor: req.Actor, Revision: req.Revision, Prune: req.Prune, Force: req.Force,
-		Release: req.release, Live: req.live, Webhook: req.webhook}
+		Release: req.release, Live: req.live, Webhook: req.webhook, Rollback: req.rollback || req.Revision != "" && !req.release}
 }
 
 // enqueue queues req for the worker, merging it into a queued request when
@@ -103,11 +111,32 @@ func (w *worker) enqueue(req Request) (queued Request, merged bool) {
 		req = merge(*w.queued, req)
 	}
 	w.queued = &req
+	if w.newer != nil && !req.live {
+		close(w.newer)
+		w.newer = nil
+	}
 	if !w.running && !w.stopped && w.start != nil {
 		w.running = true
 		w.start()
 	}
 	return req, merged
+}
+
+// newerRequest returns a channel closed once a request that may bring a
+// newer commit (anything but a wake by the swarm) is queued; closed
+// already when one is.
+func (w *worker) newerRequest() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.queued != nil && !w.queued.live {
+		done := make(chan struct{})
+		close(done)
+		return done
+	}
+	if w.newer == nil {
+		w.newer = make(chan struct{})
+	}
+	return w.newer
 }
 
 // stop ends the worker: no run starts after it, and the one running, if

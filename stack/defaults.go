@@ -18,8 +18,12 @@ func EngineDefaults(spec *swarm.ServiceSpec) {
 		}
 	}
 	// An unset MaxAttempts or Window of a restart policy is stored as 0,
-	// which means the same: no limit, no window.
+	// which means the same: no limit, no window; an unset condition is
+	// stored as "any" (a restart_policy giving only a delay).
 	if rp := tt.RestartPolicy; rp != nil {
+		if rp.Condition == "" {
+			rp.Condition = swarm.RestartPolicyConditionAny
+		}
 		if rp.MaxAttempts != nil && *rp.MaxAttempts == 0 {
 			rp.MaxAttempts = nil
 		}

@@ -24,7 +24,8 @@ var migrations = []migration{
 	{version: 1, name: "events", up: migrateEvents},
 	{version: 2, name: "sync history", up: migrateSyncs},
 	{version: 3, name: "sign-in sessions", up: migrateSessions},
-	{version: 4, name: "event terms", up: migrateTerms},
+	{version: 4, name: "causes of failures", up: migrateCauses},
+	{version: 5, name: "event terms", up: migrateTerms},
 }
 
 // SchemaVersion is the schema version this build migrates to.
@@ -114,6 +115,17 @@ CREATE INDEX events_application ON events (application, id);
 	return err
 }
 
+// migrateCauses keeps each event's root cause of a failure and the
+// dependency several applications share whose failure it is
+// (notify.Event.Cause, Shared); events kept before have neither.
+func migrateCauses(ctx context.Context, tx *sql.Tx) error {
+	_, err := tx.ExecContext(ctx, `
+ALTER TABLE events ADD COLUMN cause  TEXT NOT NULL DEFAULT '';
+ALTER TABLE events ADD COLUMN shared TEXT NOT NULL DEFAULT '';
+`)
+	return err
+}
+
 // migrateSyncs creates the sync history and derives it from the events
 // already kept, so a database upgraded from v1 has history for them.
 func migrateSyncs(ctx context.Context, tx *sql.Tx) error {
@@ -135,8 +147,7 @@ CREATE INDEX syncs_application ON syncs (application, id);
 `); err != nil {
 		return err
 	}
-	// The events of a v1 database have no term yet (migrateTerms).
-	rows, err := tx.QueryContext(ctx, "SELECT id, application, type, swarm, revision, message, actor, at, 0 FROM events WHERE type IN (?, ?, ?) ORDER BY id",
+	rows, err := tx.QueryContext(ctx, "SELECT "+eventColumnsV1+" FROM events WHERE type IN (?, ?, ?) ORDER BY id",
 		notify.SyncStarted, notify.SyncSucceeded, notify.SyncFailed)
 	if err != nil {
 		return err

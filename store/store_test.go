@@ -268,7 +268,7 @@ func TestEventsSelectsByQuery(t *testing.T) {
 	all := []notify.Event{
 		{Application: "web", Type: notify.SyncStarted, Revision: "abc", Message: "plan", Actor: "alice", Swarm: "prod"},
 		{Application: "api", Type: notify.SyncStarted},
-		{Application: "web", Type: notify.SyncFailed, Message: "boom"},
+		{Application: "web", Type: notify.SyncFailed, Message: "boom", Cause: "web_api: exit code 1", Shared: "registry r.example:5000"},
 		{Application: "db", Type: notify.DriftDetected},
 		{Application: "api", Type: notify.SyncSucceeded},
 	}
@@ -312,13 +312,16 @@ func TestEventsSelectsByQuery(t *testing.T) {
 			}
 		})
 	}
-	got, err := s.Events(ctx, Query{Limit: 1})
+	got, err := s.Events(ctx, Query{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := notify.Record{ID: 1, Event: all[0]}
-	want.At = t0
-	if d := cmp.Diff([]notify.Record{want}, got); d != "" {
+	var want []notify.Record
+	for i, e := range all {
+		e.At = t0.Add(time.Duration(i) * time.Second)
+		want = append(want, notify.Record{ID: int64(i + 1), Event: e})
+	}
+	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("stored fields changed (-want +got):\n%s", d)
 	}
 }

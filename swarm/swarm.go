@@ -66,6 +66,7 @@ type Client struct {
 
 	mu       sync.Mutex
 	identity Identity // as the last successful Probe found it
+	probed   int32    // the dialer's endpoint that answered that Probe
 }
 
 // New builds a client for opts.Destination without reaching it: only the
@@ -149,8 +150,23 @@ func (c *Client) Probe(ctx context.Context) (Identity, error) {
 	}
 	c.mu.Lock()
 	c.identity = id
+	if c.dialer != nil {
+		c.probed = c.dialer.last.Load()
+	}
 	c.mu.Unlock()
 	return id, nil
+}
+
+// Moved reports whether c talks to another manager than the one its last
+// Probe found, having failed over since: Identity is stale until the next
+// Probe. A client of one engine never moves.
+func (c *Client) Moved() bool {
+	if c.dialer == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.probed != c.dialer.last.Load()
 }
 
 // where names the engine address for messages: the daemon host, or "its

@@ -19,13 +19,15 @@ import (
 )
 
 // Engine is what a pass asks of its destination's manager: apply's
-// writes, prune's deletions and re-labelling, and what hooks run and read
-// with. *swarm.Client implements it.
+// writes, prune's deletions and re-labelling, what hooks run and read
+// with, and what explains a failed task (CauseReader). *swarm.Client
+// implements it.
 type Engine interface {
 	apply.Engine
 	prune.Deleter
 	prune.Relabeler
 	hook.Engine
+	CauseReader
 }
 
 // ChartSource fetches charts from chart repositories; *chartrepo.Repos
@@ -122,6 +124,10 @@ type Fleet struct {
 	// NotePreview tells notifiers' look-ups that app deploys commit as the
 	// preview of branch at domain.
 	NotePreview func(app, commit, branch, domain string)
+	// Newer returns a channel closed once a request that may bring app a
+	// newer commit is queued behind the running pass (a webhook, a sync,
+	// a tick; not a wake by the swarm): a failing rollout gives way to it.
+	Newer func(app string) <-chan struct{}
 	// Fence says whether this controller may write now (a replica's
 	// leader lease): asked before each step of a write plan; an error
 	// stops the write there (ErrFenced).
@@ -147,6 +153,10 @@ type Ask struct {
 	Live bool
 	// Webhook marks a wake by a forge's push webhook.
 	Webhook bool
+	// Rollback marks a sync back to a revision someone named (skep app
+	// rollback, a sync to a revision, a tick of an application held
+	// there): a failed rollout of it is never rolled back.
+	Rollback bool
 }
 
 // Input is one pass's question and the world as it starts. Its slices are
@@ -173,6 +183,9 @@ type Input struct {
 	AppGen uint64
 	// Memo is what the last pass of this release left.
 	Memo Memo
+	// Held is the application's hold as the loop keeps it (the zero Hold:
+	// none): Failed names a commit automated syncs must not apply again.
+	Held apply.Hold
 }
 
 // Dependency is one application of dependsOn that is not ready, and why.

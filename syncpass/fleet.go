@@ -58,6 +58,15 @@ func (env Env) beginWrite(app string) (end func()) {
 	return env.Fleet.BeginWrite(app)
 }
 
+// newer is Fleet.Newer for app, nil (a channel never closed) when the
+// loop does not tell.
+func (env Env) newer(app string) <-chan struct{} {
+	if env.Fleet.Newer == nil {
+		return nil
+	}
+	return env.Fleet.Newer(app)
+}
+
 // applying tells the loop app's first write starts.
 func (env Env) applying(app string) {
 	if env.Fleet.Applying != nil {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/skep-cd/skep/apply"
 	"github.com/skep-cd/skep/appset"
 	"github.com/skep-cd/skep/gitsource"
 	"github.com/skep-cd/skep/notify"
@@ -36,6 +37,11 @@ type facts struct {
 	notReady   []Dependency
 	foreign    refusal
 	hookFailed refusal
+	// held is the failed rollout a release rollback holds off; nil: none.
+	held *apply.FailedRollout
+	// failedRollout is the key of the last write whose rollout failed
+	// and was left as it was ("" for none).
+	failedRollout string
 }
 
 // next is what a pass does once gate has judged.
@@ -61,6 +67,11 @@ type verdict struct {
 	found Found
 	// foreign and hookFailed are the refusals the next pass starts from.
 	foreign, hookFailed refusal
+	// recovered forgets the failed rollout the facts named: git moved
+	// past it, or it runs healthy now (and sync-succeeded is raised).
+	recovered bool
+	// healthy: the release, unchanged, runs healthy as the look showed.
+	healthy bool
 }
 
 // notice is one finding to raise as an event, once per key of its kind
@@ -87,6 +98,8 @@ func gate(f facts) verdict {
 		v.notices = []notice{{kind: noticeKinds, typ: notify.SyncFailed, msg: err.Error()}}
 		return v
 	}
+	recovery(f, &v)
+	v.healthy = f.seen.healthy && !f.plan.Changed()
 	if f.seen.has {
 		v.found.Findings = ptr(f.seen.findings)
 		if !f.plan.Changed() && judgeLive(f, &v) {
@@ -112,13 +125,30 @@ func gate(f facts) verdict {
 	return judgeWrite(f, v)
 }
 
+// recovery applies the rule of a rollout that failed and was left as it
+// was: once every service runs the tasks it wants at the same commit and
+// versions (a registry back, a dependency up), settled, the sync
+// succeeded after all and is raised as such, once, though the failures
+// just past may keep health at degraded a while; a new commit forgets it.
+func recovery(f facts, v *verdict) {
+	switch {
+	case f.failedRollout == "":
+	case f.failedRollout != f.key:
+		v.recovered = true
+	case !f.plan.Changed() && f.seen.runs:
+		v.recovered = true
+		v.notices = append(v.notices, notice{kind: noticeKinds, typ: notify.SyncSucceeded,
+			msg: fmt.Sprintf("release %s: running at %s after its failed rollout", f.app.Release, gitsource.ShortCommit(f.commit))})
+	}
+}
+
 // judgeLive applies the rules of an unchanged release's live state: a
 // rollout Swarm rolled back holds the commit (raised once), and live drift
 // is raised once per finding and corrected when the application is
 // automated, no window holds it and no sync is asked for (a sync
 // redeploys everything anyway). It reports whether the pass stops.
 func judgeLive(f facts, v *verdict) bool {
-	if f.seen.rolledBack != "" && !f.ask.Sync {
+	if f.seen.rolledBack != "" && !f.ask.Sync && f.app.SyncPolicy.Rollback != appset.RollbackNone {
 		err := &outcome.StalledError{Err: fmt.Errorf("release %s at %s: %s", f.app.Release, gitsource.ShortCommit(f.commit), f.seen.rolledBack)}
 		v.then, v.err = hold, err
 		v.notices = append(v.notices, notice{kind: noticeRolledBack, key: f.key, typ: notify.SyncFailed, msg: err.Error()})
@@ -135,10 +165,16 @@ func judgeLive(f facts, v *verdict) bool {
 	return false
 }
 
-// judgeWrite applies the rules that may still hold a write back:
-// dependencies not ready, a refusal that still stands, a rollout of the
-// release under way.
+// judgeWrite applies the rules that may still hold a write back: a
+// failed commit a release rollback holds off, dependencies not ready, a
+// refusal that still stands, a rollout of the release under way unless it
+// is failing and may be preempted.
 func judgeWrite(f facts, v verdict) verdict {
+	if h := f.held; h != nil && h.Key == f.key && !f.ask.Sync {
+		v.found.WaitingFor = ptr([]string(nil))
+		v.then, v.err = hold, heldError(f.app.Release, *h)
+		return v
+	}
 	var names, why []string
 	for _, d := range f.notReady {
 		names = append(names, d.Name)
@@ -165,12 +201,19 @@ func judgeWrite(f facts, v verdict) verdict {
 		return v
 	}
 	v.hookFailed = refusal{}
-	if f.seen.rollout != "" {
+	if f.seen.rollout != "" && (f.seen.failing == "" || f.app.SyncPolicy.WaitOutFailing) {
 		v.then, v.err = hold, rolloutWait(f.app.Release, f.seen.rollout)
 		return v
 	}
 	v.then = write
 	return v
+}
+
+// heldError is the error of a pass that finds its commit held off after
+// a release rollback: stalled until git moves or someone syncs.
+func heldError(release string, h apply.FailedRollout) error {
+	return &outcome.StalledError{Err: fmt.Errorf("release %s: held off %s since %s: its rollout failed (%s) and revision %d (%s) was written back; a new commit, a sync or a rollback lifts the hold",
+		release, gitsource.ShortCommit(h.Commit), h.Since.UTC().Format(time.RFC3339), h.Cause, h.Revision, gitsource.ShortCommit(h.Restored))}
 }
 
 // rolloutWait is the error of a write held while Swarm still rolls a

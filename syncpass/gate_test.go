@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skep-cd/skep/apply"
 	"github.com/skep-cd/skep/appset"
 	"github.com/skep-cd/skep/notify"
 	"github.com/skep-cd/skep/outcome"
@@ -57,6 +58,8 @@ type gateWant struct {
 	waiting    bool // WaitingFor is recorded (possibly empty)
 	// refusals left for the next pass, by their keys
 	foreignKey, hookKey string
+	// recovered: the failed rollout the facts named is forgotten
+	recovered bool
 }
 
 func automated() appset.Application {
@@ -85,6 +88,17 @@ func TestGate(t *testing.T) {
 	foreign := refusal{key: "c1", err: errors.New("apply web: service web_api belongs to someone else"), namespace: "ns-1", observed: true}
 	foreignUnseen := refusal{key: "c1", err: foreign.err}
 	hookFailed := refusal{key: "c1", err: &outcome.StalledError{Err: errors.New("pre-sync hook migrate failed")}}
+	failingRollout := updating
+	failingRollout.failing = "web_api: exit code 1"
+	heldOff := &apply.FailedRollout{Commit: "c2", Key: "c2", Restored: "c1", Revision: 4, Cause: "web_api: exit code 1"}
+	noneApp := automated()
+	noneApp.SyncPolicy.Rollback = appset.RollbackNone
+	waitsOut := automated()
+	waitsOut.SyncPolicy.WaitOutFailing = true
+	healthyNow := live
+	healthyNow.healthy, healthyNow.runs = true, true
+	runsNow := live
+	runsNow.runs = true
 
 	cases := []gateCase{
 		{name: "a requested sync in a window that allows no manual sync is refused, with no findings recorded",
@@ -161,6 +175,42 @@ func TestGate(t *testing.T) {
 		{name: "a write waits while a service of the release is updating",
 			f:    facts{app: automated(), key: "c2", plan: changedPlan, seen: updating},
 			want: gateWant{then: hold, class: outcome.Waiting, errHas: "waiting for a rollout: service web_api is updating", findings: true, waiting: true, notices: []string{"window="}}},
+		{name: "a commit a release rollback holds off is not applied again by an automated sync",
+			f:    facts{app: automated(), key: "c2", plan: changedPlan, seen: live, held: heldOff},
+			want: gateWant{then: hold, class: outcome.Stalled, errHas: "held off c2", findings: true, waiting: true, notices: []string{"window="}}},
+		{name: "the hold names why and what was written back",
+			f:    facts{app: automated(), key: "c2", plan: changedPlan, held: heldOff},
+			want: gateWant{then: hold, class: outcome.Stalled, errHas: "its rollout failed (web_api: exit code 1) and revision 4 (c1) was written back", waiting: true, notices: []string{"window="}}},
+		{name: "a held commit is applied when a sync is asked, which lifts the hold",
+			f:    facts{app: automated(), ask: Ask{Sync: true}, key: "c2", plan: changedPlan, seen: live, held: heldOff},
+			want: gateWant{then: write, findings: true, waiting: true, notices: []string{"window="}}},
+		{name: "a new commit is applied past a hold on an older one",
+			f:    facts{app: automated(), key: "c3", plan: changedPlan, seen: live, held: heldOff},
+			want: gateWant{then: write, findings: true, waiting: true, notices: []string{"window="}}},
+		{name: "new artifact versions of the held commit are applied too",
+			f:    facts{app: automated(), key: "c2+api=v3", plan: changedPlan, seen: live, held: heldOff},
+			want: gateWant{then: write, findings: true, waiting: true, notices: []string{"window="}}},
+		{name: "a failing rollout is preempted by a newer commit at once",
+			f:    facts{app: automated(), key: "c3", plan: changedPlan, seen: failingRollout},
+			want: gateWant{then: write, findings: true, waiting: true, notices: []string{"window="}}},
+		{name: "a failing rollout is waited out when preemptFailingRollout is off",
+			f:    facts{app: waitsOut, key: "c3", plan: changedPlan, seen: failingRollout},
+			want: gateWant{then: hold, class: outcome.Waiting, errHas: "waiting for a rollout", findings: true, waiting: true, notices: []string{"window="}}},
+		{name: "under rollback: none a rollout Swarm rolled back holds nothing",
+			f:    facts{app: noneApp, key: "c1", commit: "c1", plan: unchangedPlan, seen: rolled},
+			want: gateWant{then: report, settle: true, findings: true, waiting: true, notices: []string{"liveDrift=", "window="}}},
+		{name: "a rollout left failing that runs healthy now succeeded after all, raised once",
+			f:    facts{app: automated(), key: "c1", plan: unchangedPlan, seen: healthyNow, failedRollout: "c1"},
+			want: gateWant{then: report, settle: true, findings: true, waiting: true, recovered: true, notices: []string{"always", "liveDrift=", "window="}}},
+		{name: "a rollout left failing that runs now, though its restarts keep it degraded a while, succeeded after all",
+			f:    facts{app: automated(), key: "c1", plan: unchangedPlan, seen: runsNow, failedRollout: "c1"},
+			want: gateWant{then: report, settle: true, findings: true, waiting: true, recovered: true, notices: []string{"always", "liveDrift=", "window="}}},
+		{name: "a rollout left failing that is still not running is remembered",
+			f:    facts{app: automated(), key: "c1", plan: unchangedPlan, seen: live, failedRollout: "c1"},
+			want: gateWant{then: report, settle: true, findings: true, waiting: true, notices: []string{"liveDrift=", "window="}}},
+		{name: "a rollout left failing is forgotten, not raised, once git moved past it",
+			f:    facts{app: automated(), key: "c2", plan: changedPlan, seen: live, failedRollout: "c1"},
+			want: gateWant{then: write, findings: true, waiting: true, recovered: true, notices: []string{"window="}}},
 		{name: "an automated change is written",
 			f:    facts{app: automated(), key: "c2", plan: changedPlan, seen: live},
 			want: gateWant{then: write, findings: true, waiting: true, notices: []string{"window="}}},
@@ -203,6 +253,9 @@ func checkVerdict(t *testing.T, v verdict, f facts, want gateWant) {
 	}
 	if v.found.Window == nil || v.found.Window.Held != f.window.Held {
 		t.Errorf("window = %v, want the verdict recorded", v.found.Window)
+	}
+	if v.recovered != want.recovered {
+		t.Errorf("recovered = %t, want %t", v.recovered, want.recovered)
 	}
 	if v.foreign.key != want.foreignKey || v.hookFailed.key != want.hookKey {
 		t.Errorf("refusals kept = %q, %q; want %q, %q", v.foreign.key, v.hookFailed.key, want.foreignKey, want.hookKey)

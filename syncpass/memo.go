@@ -21,6 +21,14 @@ type Memo struct {
 	// hookFailed is the last sync a pre-sync hook stopped: not tried
 	// again, nor reported again, until git changes or a sync is asked for.
 	hookFailed refusal
+	// failedRollout is the key (commit and versions) of the last write
+	// whose rollout failed and stayed as it was (not rolled back): a pass
+	// that finds it healthy after all raises sync-succeeded, once.
+	failedRollout string
+	// healthyRevision is the number of the release's revision last seen
+	// running healthy: after a sync that waited for health, or by a pass
+	// of an unchanged release. A rollback goes back to it (lastHealthy).
+	healthyRevision int
 	// resolved is the commit the last pass that asked git found, for the
 	// wakes that do not ask (Ask.Live).
 	resolved resolvedCommit

@@ -29,6 +29,15 @@ type observed struct {
 	// rolling back.
 	rolledBack string
 	rollout    string
+	// healthy says an unchanged release runs healthy and converged, with
+	// no rollout under way, as a readable snapshot shows it; runs that
+	// every service runs the tasks it wants, converged and settled, what
+	// a recent restart history still calls degraded.
+	healthy, runs bool
+	// failing is the cause of a failure of that rollout since it started
+	// (a task failed, exited or cannot be placed), "" while it only
+	// progresses: a failing rollout may be preempted by a newer commit.
+	failing string
 	// namespace is the release's namespace (NamespaceState) when it can be
 	// read, for a refusal waiting for it to change; readable says it can.
 	namespace string
@@ -43,6 +52,9 @@ func observe(app appset.Application, v view, d desired, owner stack.Owner, chang
 		return observed{}
 	}
 	o := observed{has: true, rollout: Rollout(d.release, v.snap), readable: v.readable()}
+	if o.rollout != "" {
+		o.failing = failingRollout(d.release, v.snap)
+	}
 	if o.readable {
 		o.namespace = NamespaceState(v.snap, app.Release)
 	}
@@ -50,6 +62,9 @@ func observe(app appset.Application, v view, d desired, owner stack.Owner, chang
 		return o
 	}
 	o.rolledBack = rolledBack(d.release, v.snap)
+	settled := o.readable && o.rollout == "" && Converged(d.release, v.snap) == ""
+	o.healthy = settled && Health(d.release, v.snap).State == health.Healthy
+	o.runs = settled && runsAll(d.release, v.snap)
 	// A snapshot taken before this application's last write ended has not
 	// seen what the write created: comparing it would report every new
 	// service missing (see TestInstallRaisesNoLiveDrift). The next refresh
@@ -132,6 +147,23 @@ func Health(rel stack.Release, snap swarm.Snapshot) health.Result {
 	return health.Release(results)
 }
 
+// runsAll reports whether every service of rel runs the tasks it wants
+// (a job: completed them), whatever it went through to get there.
+func runsAll(rel stack.Release, snap swarm.Snapshot) bool {
+	for name, spec := range rel.Services {
+		in := health.ServiceInput{Declared: &spec, EligibleNodes: snap.EligibleNodes(), Now: snap.TasksAt(), ReadFailed: snap.ReadFailed()}
+		live, ok := snap.Service(name)
+		if !ok {
+			return false
+		}
+		in.Live, in.Tasks = &live, snap.TasksOf(live.ID)
+		if r := health.Service(in); r.Desired == 0 || r.Running < r.Desired {
+			return false
+		}
+	}
+	return true
+}
+
 // Rollout names a service of rel that the swarm is still updating or
 // rolling back, or "" when none is: no write may go to the release then.
 func Rollout(rel stack.Release, snap swarm.Snapshot) string {
@@ -162,6 +194,22 @@ func Converged(rel stack.Release, snap swarm.Snapshot) string {
 			if current && (!reflect.DeepEqual(t.Spec.ContainerSpec, live.Spec.TaskTemplate.ContainerSpec) || t.Spec.ForceUpdate != live.Spec.TaskTemplate.ForceUpdate) {
 				return fmt.Sprintf("service %s still runs task %s of an earlier spec", name, t.ID)
 			}
+		}
+	}
+	return ""
+}
+
+// failingRollout is the cause of a task failure, since its update
+// started, of a service of rel Swarm is updating; "" when none failed.
+func failingRollout(rel stack.Release, snap swarm.Snapshot) string {
+	for _, name := range slices.Sorted(maps.Keys(rel.Services)) {
+		live, ok := snap.Service(name)
+		if !ok || live.UpdateStatus == nil || live.UpdateStatus.State != dswarm.UpdateStateUpdating || live.UpdateStatus.StartedAt == nil {
+			continue
+		}
+		one := stack.Release{Name: rel.Name, Services: map[string]dswarm.ServiceSpec{name: rel.Services[name]}}
+		if c, ok := findFailure(one, snap, *live.UpdateStatus.StartedAt); ok {
+			return c.String()
 		}
 	}
 	return ""

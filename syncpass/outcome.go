@@ -1,6 +1,7 @@
 package syncpass
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -95,7 +96,8 @@ func (out *Outcome) compared(env Env, in Input, d desired, p plan.Release, lates
 // facts gathers what gate judges for d, seen being the look at the swarm.
 func (out *Outcome) facts(in Input, d desired, seen observed) facts {
 	return facts{app: in.App, ask: in.Ask, commit: d.commit, key: d.key(), plan: out.Result.Plan, moved: out.Result.Moved,
-		window: windowAt(in), seen: seen, notReady: in.NotReady, foreign: out.Memo.foreign, hookFailed: out.Memo.hookFailed}
+		window: windowAt(in), seen: seen, notReady: in.NotReady, foreign: out.Memo.foreign, hookFailed: out.Memo.hookFailed, held: in.Held.Failed,
+		failedRollout: out.Memo.failedRollout}
 }
 
 // judged raises what gate found, once per key, and records its findings
@@ -109,6 +111,12 @@ func (out *Outcome) judged(ctx context.Context, env Env, in Input, d desired, v 
 	out.Found.merge(v.found)
 	out.Result.LiveDrift = v.found.Findings != nil && len(*v.found.Findings) > 0
 	out.Memo.foreign, out.Memo.hookFailed = v.foreign, v.hookFailed
+	if r := out.Result.Recorded; r != nil && v.healthy {
+		out.Memo.healthyRevision = r.Number
+	}
+	if v.recovered {
+		out.Memo.failedRollout = ""
+	}
 }
 
 // corrected records a live drift correction that succeeded.
@@ -123,8 +131,24 @@ func (out *Outcome) corrected(in Input, d desired) {
 // retry, a rollback Swarm made, and, once written, what settles after it.
 func (out *Outcome) write(ctx context.Context, env Env, in Input, d desired) Outcome {
 	recorded := out.Result.Recorded
-	res, err := writeRelease(ctx, env, in, d, withMoved(out.Result.Plan.Summary(), out.Result.Moved), recorded != nil)
+	out.liftHold(ctx, env, in)
+	res, err := writeRelease(ctx, env, in, d, withMoved(out.Result.Plan.Summary(), out.Result.Moved), recorded)
 	out.Result.Applying, out.Result.ApplyTook, out.Result.Applied = res.res, res.took, res.applied
+	out.Found.Held = cmp.Or(res.hold, out.Found.Held)
+	out.Memo.failedRollout = ""
+	var r *rolloutError
+	switch {
+	case errors.As(err, &r) && r.cause.Known():
+		out.Found.Cause = &r.cause
+		if !res.rolledBack && !r.preempted {
+			out.Memo.failedRollout = d.key()
+		}
+	case res.applied:
+		out.Found.Cause = &Cause{}
+		if waits(in.App, env.Live != nil) {
+			out.Memo.healthyRevision = cmp.Or(res.res.Revision, revisionNumber(recorded))
+		}
+	}
 	if res.applied {
 		out.Result.Synced = Sync{Revision: d.commit, Actor: in.Ask.Actor, Trigger: triggerOf(in.Ask, recorded, d.commit)}
 	}
@@ -146,11 +170,37 @@ func (out *Outcome) write(ctx context.Context, env Env, in Input, d desired) Out
 	return out.failed(err)
 }
 
+// revisionNumber is r's number, 0 for none.
+func revisionNumber(r *apply.Revision) int {
+	if r == nil {
+		return 0
+	}
+	return r.Number
+}
+
+// liftHold lifts the hold off a failed commit before a write the gate let
+// through: git moved past it (a new commit or versions) or someone asked
+// for a sync. A pin to a revision the hold also carries stays.
+func (out *Outcome) liftHold(ctx context.Context, env Env, in Input) {
+	if in.Held.Failed == nil {
+		return
+	}
+	h := in.Held
+	h.Failed = nil
+	if err := apply.SaveHold(ctx, env.Engine, env.owner(in.App), h); err != nil {
+		env.Log.Warn("hold not lifted in the swarm; a restarted controller finds it again", "app", in.App.Name, "err", err)
+	}
+	env.Log.Info("hold lifted", "app", in.App.Name, "revision", in.Held.Failed.Commit, "now", out.Result.Commit)
+	out.Found.Held = &h
+}
+
 // rememberQuiet keeps a pass that found nothing to do, under its inputs'
 // key, for the passes that follow with the same inputs: a drift
 // correction made now is not made again by them.
 func (out *Outcome) rememberQuiet(key string, d desired) {
-	if key == "" || out.Result.LiveDrift || waitingArtifacts(d.artifacts) != "" {
+	// A rollout left failing is looked at by every pass until it runs
+	// healthy (see recovery): tasks moving change no input of the key.
+	if key == "" || out.Result.LiveDrift || waitingArtifacts(d.artifacts) != "" || out.Memo.failedRollout != "" {
 		return
 	}
 	q := withoutRecordedRelease(out.Result)
@@ -188,5 +238,11 @@ func (f *Found) merge(o Found) {
 	}
 	if o.Previews != nil {
 		f.Previews = o.Previews
+	}
+	if o.Cause != nil {
+		f.Cause = o.Cause
+	}
+	if o.Held != nil {
+		f.Held = o.Held
 	}
 }

@@ -266,8 +266,9 @@ func writePreview(ctx context.Context, env Env, app appset.Application, rel stac
 		Logger: env.Log.With("app", app.Name),
 	})
 	if err != nil {
-		st.Error = fmt.Sprintf("apply %s: %v", what, err)
-		syncFailed(ctx, env, app, b.Commit, st.Error)
+		err = fmt.Errorf("apply %s: %w", what, err)
+		st.Error = err.Error()
+		syncFailed(ctx, env, app, b.Commit, err)
 		return
 	}
 	st.Deployed = true

@@ -92,6 +92,11 @@ type Found struct {
 	Unmanaged *[]string
 	// Previews are the application's previews and why branches have none.
 	Previews *Previews
+	// Cause is the root cause of the last failed rollout; the zero Cause
+	// once a sync succeeded.
+	Cause *Cause
+	// Held is the hold the pass recorded or lifted (the zero Hold).
+	Held *apply.Hold
 }
 
 // Previews is what a pass found of an application's previews.

@@ -2,6 +2,7 @@ package syncpass
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
 	"time"
@@ -37,10 +38,14 @@ const (
 	stepWaitWave
 	// stepRelease writes the whole release and records the revision.
 	stepRelease
-	// stepWait waits for health (syncPolicy.wait); stepPostSync runs the
-	// post-sync hooks once the release is written (and found healthy).
-	// A failure of either is raised at once; the self step still runs.
+	// stepWait waits for health (syncPolicy.wait, or a rollback of the
+	// whole release, which must know); stepRollback runs only after a
+	// rollout failed in a wait (see rollbackDecision); stepPostSync runs
+	// the post-sync hooks once the release is written (and found healthy).
+	// A failure of a wait or a hook is raised at once; the self step still
+	// runs unless the release was rolled back.
 	stepWait
+	stepRollback
 	stepPostSync
 	// stepSelf writes the controller's own service last, whatever the
 	// steps before it found, since the revision already records it.
@@ -79,8 +84,11 @@ func writePlan(app appset.Application, rel stack.Release, cr *chartRender, recor
 		steps = append(steps, writeStep{kind: stepWave, wave: w}, writeStep{kind: stepWaitWave, wave: w})
 	}
 	add(stepRelease)
-	if app.SyncPolicy.Wait {
+	if waits(app, live) {
 		add(stepWait)
+	}
+	if rollsBack(app, live) {
+		add(stepRollback)
 	}
 	if hasHooks(rel, stack.PostSync) {
 		add(stepPostSync)
@@ -91,41 +99,62 @@ func writePlan(app appset.Application, rel stack.Release, cr *chartRender, recor
 	return steps
 }
 
+// waits reports whether a sync of app waits for health after the
+// release: syncPolicy.wait asks it, and a release rollback must know.
+func waits(app appset.Application, live bool) bool {
+	return app.SyncPolicy.Wait || rollsBack(app, live)
+}
+
+// rollsBack reports whether a failed rollout of app's release is rolled
+// back whole: what was written before is read from the live snapshot.
+func rollsBack(app appset.Application, live bool) bool {
+	return app.SyncPolicy.Rollback == appset.RollbackRelease && live
+}
+
 // hasHooks reports whether rel has hooks at phase.
 func hasHooks(rel stack.Release, phase stack.HookPhase) bool {
 	return slices.ContainsFunc(rel.Hooks, func(h stack.Hook) bool { return h.Phase == phase })
 }
 
 // writeRelease runs the write plan of d's release, raising sync-started
-// and then sync-succeeded or sync-failed, and returns what it wrote. The
-// first step that fails before the release is written stops the rest; a
-// failed wait or post-sync hook still lets the self step run.
-func writeRelease(ctx context.Context, env Env, in Input, d desired, summary string, recorded bool) (writeResult, error) {
-	w := newWriter(env, in, d, summary)
+// and then sync-succeeded or sync-failed, and returns what it wrote;
+// recorded is the release's revision before it (nil: none). A failed step
+// stops the steps after it but two: a rollout that failed in a wait is
+// rolled back (stepRollback), and a failure after the release was written
+// still lets the self step run, unless the release was rolled back.
+func writeRelease(ctx context.Context, env Env, in Input, d desired, summary string, recorded *apply.Revision) (writeResult, error) {
+	w := newWriter(env, in, d, summary, recorded)
 	defer w.close()
 	var failed error
-	for _, s := range writePlan(in.App, d.release, d.chart, recorded, env.Live != nil, w.opts.Self.ID != "") {
-		if failed != nil && s.kind != stepSelf {
+	var failedAt stepKind
+	for _, s := range writePlan(in.App, d.release, d.chart, recorded != nil, env.Live != nil, w.opts.Self.ID != "") {
+		if failed != nil && !runsAfter(s.kind, failedAt, w.out.rolledBack) {
 			continue
 		}
 		err := env.fenceStep(s)
-		if err == nil {
+		switch {
+		case err != nil:
+		case s.kind == stepRollback:
+			w.out.rolledBack, err = w.rollback(ctx, in, failed)
+		default:
 			err = w.run(ctx, in, s)
 		}
 		switch {
 		case err == nil:
 		case s.kind < stepAnnounce:
 			return w.out, err
-		case s.kind <= stepRelease || s.kind == stepSelf && failed == nil:
-			syncFailed(ctx, env, in.App, d.commit, err.Error())
-			return w.out, err
-		case s.kind != stepSelf:
-			syncFailed(ctx, env, in.App, d.commit, err.Error())
-			failed = err
+		case s.kind == stepRollback:
+			failed = fmt.Errorf("%w; the rollback failed: %w", failed, err)
+		case failed == nil:
+			syncFailed(ctx, env, in.App, d.commit, err)
+			failed, failedAt = err, s.kind
 		}
 	}
-	if failed != nil {
-		return w.out, failed
+	switch {
+	case w.out.rolledBack:
+		return w.out, rolledBackError(failed)
+	case failed != nil:
+		return w.out, withWhy(failed, w.notRolledBack)
 	}
 	emit(ctx, env, in.App, notify.SyncSucceeded, d.commit, applySummary(in.App.Release, w.out.res))
 	return w.out, nil
@@ -141,6 +170,29 @@ func (env Env) fenceStep(s writeStep) error {
 	return env.fence()
 }
 
+// runsAfter reports whether a step of kind runs once the step at failedAt
+// failed: the rollback after a failed wait, and the controller's own
+// service after a failure past the release's write unless the release was
+// rolled back.
+func runsAfter(kind, failedAt stepKind, rolledBack bool) bool {
+	switch kind {
+	case stepRollback:
+		return failedAt == stepWaitWave || failedAt == stepWait
+	case stepSelf:
+		return failedAt > stepRelease && failedAt != stepSelf && !rolledBack
+	}
+	return false
+}
+
+// withWhy is err with why the release was not rolled back, when the
+// policy asked for it.
+func withWhy(err error, why string) error {
+	if why == "" {
+		return err
+	}
+	return fmt.Errorf("%w; not rolled back: %s", err, why)
+}
+
 // writeResult is what a write did: the changes, whether the release
 // counts as applied (written, and healthy when waited for), and what the
 // writes took.
@@ -148,13 +200,17 @@ type writeResult struct {
 	res     apply.Result
 	applied bool
 	took    time.Duration
+	// rolledBack: the rollout failed and the release was written back;
+	// hold is then the hold recorded for the failed commit.
+	rolledBack bool
+	hold       *apply.Hold
 }
 
 // String names the step as TestWritePlan and the debug log read it.
 func (s writeStep) String() string {
 	names := [...]string{stepStable: "stable", stepRestamp: "restamp", stepAnnounce: "announce", stepRequired: "required",
 		stepConfigs: "configs", stepPreSync: "pre-sync", stepWave: "wave", stepWaitWave: "wait wave", stepRelease: "release",
-		stepWait: "wait", stepPostSync: "post-sync", stepSelf: "self"}
+		stepWait: "wait", stepRollback: "rollback", stepPostSync: "post-sync", stepSelf: "self"}
 	if s.kind < 0 || int(s.kind) >= len(names) {
 		return "step " + strconv.Itoa(int(s.kind))
 	}

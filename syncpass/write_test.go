@@ -33,6 +33,8 @@ func TestWritePlan(t *testing.T) {
 	waitApp := appset.Application{Name: "web", Release: "web"}
 	waitApp.SyncPolicy.Wait = true
 	plain := appset.Application{Name: "web", Release: "web"}
+	rollsBack := plain
+	rollsBack.SyncPolicy.Rollback = appset.RollbackRelease
 	creating := &chartRender{create: []apply.RequiredNetwork{{Name: "shared"}}}
 	for _, tc := range []struct {
 		name     string
@@ -74,6 +76,15 @@ func TestWritePlan(t *testing.T) {
 		{name: "the controller's own service is written last, after the hooks",
 			app: waitApp, rel: release(map[string]int{"api": 0}, stack.PostSync), live: true, self: true,
 			want: []string{"restamp", "announce", "release", "wait", "post-sync", "self"}},
+		{name: "a release rollback waits for health, even without wait, and rolls back after the wait",
+			app: rollsBack, rel: release(map[string]int{"db": 0, "api": 1}), live: true,
+			want: []string{"restamp", "announce", "wave 0", "wait wave 0", "release", "wait", "rollback"}},
+		{name: "a release rollback comes before the post-sync hooks and the controller's own service",
+			app: rollsBack, rel: release(map[string]int{"api": 0}, stack.PostSync), live: true, self: true,
+			want: []string{"restamp", "announce", "release", "wait", "rollback", "post-sync", "self"}},
+		{name: "without a live snapshot there is nothing to wait on nor roll back",
+			app: rollsBack, rel: release(map[string]int{"api": 0}),
+			want: []string{"announce", "release"}},
 		{name: "everything at once, in its order",
 			app: waitApp, rel: release(map[string]int{"db": 0, "api": 1}, stack.PreSync, stack.PostSync), chart: creating, recorded: true, live: true, self: true,
 			want: []string{"stable", "restamp", "announce", "required", "configs", "pre-sync", "wave 0", "wait wave 0", "release", "wait", "post-sync", "self"}},

@@ -32,11 +32,23 @@ type writer struct {
 	waveAt   time.Time
 	start    time.Time
 	end      func() // ends the write's record (Fleet.BeginWrite)
+	// recorded is the release's revision before the write (nil: none);
+	// notRolledBack says why a failed rollout was not rolled back,
+	// though the policy asks.
+	recorded      *apply.Revision
+	notRolledBack string
+	// superseded, when set, tells a wait whether git asks for something
+	// newer than d: a failing rollout gives way to it.
+	superseded func(ctx context.Context) bool
 }
 
-// newWriter prepares the write of d's release for in.
-func newWriter(env Env, in Input, d desired, summary string) *writer {
-	w := &writer{env: env, app: in.App, d: d, summary: summary, written: map[string]apply.Change{}}
+// newWriter prepares the write of d's release for in, recorded being the
+// release's revision before it.
+func newWriter(env Env, in Input, d desired, summary string, recorded *apply.Revision) *writer {
+	w := &writer{env: env, app: in.App, d: d, summary: summary, written: map[string]apply.Change{}, recorded: recorded}
+	if !in.App.SyncPolicy.WaitOutFailing {
+		w.superseded = func(ctx context.Context) bool { return supersedes(ctx, env, in, d) }
+	}
 	w.opts = apply.Options{
 		Digests:      env.Digests,
 		Owner:        env.owner(in.App),
@@ -114,7 +126,7 @@ func (w *writer) run(ctx context.Context, in Input, s writeStep) error {
 func (w *writer) writeWave(ctx context.Context, s writeStep) error {
 	var err error
 	if s.kind == stepWaitWave {
-		err = waitHealthy(ctx, w.env, w.app, w.d.release.UpTo(s.wave), w.waveAt)
+		err = waitHealthy(ctx, w.env, waitFor{app: w.app, rel: w.d.release.UpTo(s.wave), written: w.waveAt, superseded: w.superseded})
 	} else {
 		err = w.apply(ctx, s)
 	}
@@ -158,7 +170,7 @@ func (w *writer) apply(ctx context.Context, s writeStep) error {
 	w.out.res = merged(res, w.written)
 	w.out.res.Changes = append(slices.Clone(w.required), w.out.res.Changes...)
 	if s.kind == stepRelease {
-		w.out.applied = err == nil && !w.app.SyncPolicy.Wait
+		w.out.applied = err == nil && !waits(w.app, w.env.Live != nil)
 	}
 	if s.kind == stepWave && err == nil {
 		w.env.Log.Info("wave applied", "app", w.app.Name, "release", rel.Name, "wave", s.wave)
@@ -169,11 +181,20 @@ func (w *writer) apply(ctx context.Context, s writeStep) error {
 // wait waits until what the release wrote is healthy and converged; the
 // controller's own service, not written yet, is no part of it.
 func (w *writer) wait(ctx context.Context) error {
-	if err := waitHealthy(ctx, w.env, w.app, withoutService(w.d.release, w.out.res.Self), w.env.Wall()); err != nil {
+	wf := waitFor{app: w.app, rel: withoutService(w.d.release, w.out.res.Self), written: w.env.Wall(), superseded: w.superseded}
+	if err := waitHealthy(ctx, w.env, wf); err != nil {
 		return hideDecrypted(fmt.Errorf("sync %s at %s: %w", w.app.Release, gitsource.ShortCommit(w.d.commit), err), w.d.release)
 	}
 	w.out.applied = true
 	return nil
+}
+
+// supersedes reports whether git now asks for something other than d for
+// in (another commit, other artifact versions): what a failing rollout of
+// d gives way to. A look-up that fails supersedes nothing.
+func supersedes(ctx context.Context, env Env, in Input, d desired) bool {
+	now, err := resolve(ctx, env, in.App, env.look(in.App.Name), in.Ask.Revision, "")
+	return err == nil && now.key() != d.key()
 }
 
 // writeSelf writes the controller's own service when the release write

@@ -310,3 +310,34 @@ func TestBrowserShowsTheRenderWarningsOfAnApplication(t *testing.T) {
 		t.Error("an application without warnings shows a warnings section")
 	}
 }
+
+// The application page says why the last rollout failed, with the
+// failing task's log tail, and which commit a release rollback holds off.
+func TestBrowserShowsWhyARolloutFailedAndTheCommitHeldOff(t *testing.T) {
+	chromium := requireChromium(t)
+	apps := artifactApps()
+	shop := apps["shop"]
+	since := time.Date(2026, 12, 4, 18, 30, 0, 0, time.UTC)
+	shop.Application.RolledBack = &wire.RolledBack{Revision: "badbadbadbad0123456789abcdef0123456789ab", Restored: "0123456789abcdef0123456789abcdef01234567",
+		RestoredRevision: 7, Cause: "shop_api: exit code 1", Since: since}
+	shop.Application.Cause = &wire.Cause{Line: "shop_api: exit code 1 (task: non-zero exit (1)); last log line: cannot open database",
+		Service: "shop_api", Kind: "exit", ExitCode: 1, Logs: "starting\ncannot open database"}
+	apps["shop"] = shop
+	stub := startStubAPI(t, apps)
+	console := &consoleLog{}
+	p := &page{console: console, ctx: browser(t, chromium, console), dir: screenshotDir(t), base: stub.url}
+	p.run(t, "load the page", chromedp.Navigate(stub.url+"/"))
+	p.signIn(t, "any-token")
+
+	p.open(t, "#/app/shop")
+	p.waitFor(t, "the cause", has(`section[aria-labelledby="h-cause"] p`, "last log line: cannot open database"), 20*time.Second)
+	p.waitFor(t, "the log tail", has(`section[aria-labelledby="h-cause"] pre`, "starting"), 5*time.Second)
+	p.waitFor(t, "the hold", has(`.alert.warn`, "its rollout failed"), 5*time.Second)
+	p.waitFor(t, "the badge", has(`.states .badge.bad`, "rolled back"), 5*time.Second)
+	p.screenshot(t, "32-rollout-failed")
+	p.open(t, "#/app/plain")
+	p.waitFor(t, "the plain application", has(`h1`, "plain"), 20*time.Second)
+	if p.eval(t, `document.querySelector('section[aria-labelledby="h-cause"]') !== null`) {
+		t.Error("an application whose rollouts did not fail shows a cause")
+	}
+}

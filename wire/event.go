@@ -8,13 +8,14 @@ import "time"
 // TestWireShape.
 //
 // Swarm is always present because empty is itself the answer ("the swarm
-// the controller runs in"); Revision, Message and Actor are omitted when
-// empty because there the event has no answer to give. At is RFC 3339 in
-// UTC. Type is one of the event types notify names. Term is the leader
-// term of a replicated controller (--leader-election) that raised the
-// event, on the event stream and list; absent from a single controller's
-// events and from outbound notifiers, so their bytes are those of the
-// contract.
+// the controller runs in"); Revision, Message, Actor, Cause and Shared are
+// omitted when empty because there the event has no answer to give. At is
+// RFC 3339 in UTC. Type is one of the event types notify names. Cause is a
+// failure's root cause in one line; Shared names the dependency several
+// applications share whose failure it is. Term is the leader term of a
+// replicated controller (--leader-election) that recorded the event, on
+// the event stream and list; absent from a single controller's events and
+// from outbound notifiers, so their bytes are those of the contract.
 type Event struct {
 	Application string    `json:"application"`
 	Swarm       string    `json:"swarm"`
@@ -22,6 +23,8 @@ type Event struct {
 	Revision    string    `json:"revision,omitempty"`
 	Message     string    `json:"message,omitempty"`
 	Actor       string    `json:"actor,omitempty"`
+	Cause       string    `json:"cause,omitempty"`
+	Shared      string    `json:"shared,omitempty"`
 	At          time.Time `json:"at"`
 	Term        int64     `json:"term,omitempty"`
 }

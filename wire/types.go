@@ -51,6 +51,12 @@ type Application struct {
 	DeployedRevision string `json:"deployedRevision,omitempty"`
 	// Held is set while a rollback holds the application at a commit.
 	Held *Hold `json:"held,omitempty"`
+	// RolledBack is set while a release rollback holds the application
+	// off a commit whose rollout failed.
+	RolledBack *RolledBack `json:"rolledBack,omitempty"`
+	// Cause is the root cause of the last rollout that failed; absent
+	// when none did, or a sync succeeded since.
+	Cause *Cause `json:"cause,omitempty"`
 	// Phase is what the application's worker does now (PhaseIdle, ...).
 	Phase string `json:"phase"`
 	// PendingSync is the id of a sync queued and not started yet, or 0.
@@ -179,6 +185,36 @@ type Hold struct {
 	Revision string    `json:"revision"`
 	Actor    string    `json:"actor,omitempty"`
 	Since    time.Time `json:"since"`
+}
+
+// RolledBack is a commit whose rollout failed and was rolled back:
+// automated syncs leave it alone until a new commit, a sync or a rollback.
+type RolledBack struct {
+	// Revision is the failed commit; Restored the commit written back,
+	// recorded as revision RestoredRevision.
+	Revision         string    `json:"revision"`
+	Restored         string    `json:"restored"`
+	RestoredRevision int       `json:"restoredRevision"`
+	Cause            string    `json:"cause"`
+	Since            time.Time `json:"since"`
+}
+
+// Cause is the root cause of a failed rollout: the failing task of one
+// service and why, in the daemon's words, with the last lines of its log
+// (masked). Line says it all in one line.
+type Cause struct {
+	Line     string `json:"line"`
+	Service  string `json:"service"`
+	Kind     string `json:"kind,omitempty"`
+	Task     string `json:"task,omitempty"`
+	State    string `json:"state,omitempty"`
+	Error    string `json:"error,omitempty"`
+	Message  string `json:"message,omitempty"`
+	ExitCode int    `json:"exitCode,omitempty"`
+	Logs     string `json:"logs,omitempty"`
+	// Shared names what other applications depend on whose failure this
+	// is (a registry).
+	Shared string `json:"shared,omitempty"`
 }
 
 // ServiceCounts sums the live state of an application's services. Running

@@ -7,6 +7,7 @@
 //	testapp [serve]   listen on $TESTAPP_ADDR (default :8080)
 //	testapp health    exit 0 when the local server reports healthy
 //	testapp exit CODE [LINE...]  print each LINE and exit with CODE (a job)
+//	testapp eat MIB   take MIB mebibytes of memory and hold them (an OOM kill)
 //
 // Environment: TESTAPP_VERSION (what GET / reports), TESTAPP_UNHEALTHY=1
 // (/healthz answers 503, so `health` fails), TESTAPP_HEALTHY_AFTER (a Go
@@ -21,6 +22,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -45,8 +47,10 @@ func main() {
 		os.Exit(health(addr))
 	case "exit":
 		os.Exit(exit(os.Args[2:]))
+	case "eat":
+		os.Exit(eat(os.Args[2:]))
 	default:
-		fmt.Fprintf(os.Stderr, "testapp: unknown command %q (want serve, health or exit)\n", cmd)
+		fmt.Fprintf(os.Stderr, "testapp: unknown command %q (want serve, health, exit or eat)\n", cmd)
 		// 2 is a usage error, as for skep itself.
 		os.Exit(2)
 	}
@@ -150,4 +154,33 @@ func exit(args []string) int {
 		fmt.Println(line)
 	}
 	return code
+}
+
+// eat takes the memory it is told to, a mebibyte at a time, writing to
+// every page so the kernel must back it, then holds it until stopped: in
+// a container with a smaller memory limit the kernel kills it (OOM).
+func eat(args []string) int {
+	if len(args) != 1 {
+		fmt.Fprintln(os.Stderr, "testapp eat: want a size in MiB")
+		return 2
+	}
+	mib, err := strconv.Atoi(args[0])
+	if err != nil || mib <= 0 {
+		fmt.Fprintln(os.Stderr, "testapp eat: want a positive size in MiB")
+		return 2
+	}
+	held := make([][]byte, 0, mib)
+	for i := range mib {
+		chunk := make([]byte, 1<<20)
+		for j := 0; j < len(chunk); j += 4096 {
+			chunk[j] = byte(i)
+		}
+		held = append(held, chunk)
+		fmt.Printf("took %d MiB\n", i+1)
+	}
+	fmt.Println("holding", len(held), "MiB")
+	for {
+		time.Sleep(time.Hour)
+		runtime.KeepAlive(held)
+	}
 }

@@ -55,6 +55,7 @@ const tones = {
   'out-of-sync': 'warn', progressing: 'info', running: 'info', reconciling: 'info', applying: 'info', 'sync-started': 'info',
   'drift-detected': 'warn', 'live-drift-detected': 'warn', 'resources-pruned': 'info', queued: 'info',
   degraded: 'bad', missing: 'bad', failed: 'bad', 'sync-failed': 'bad', 'prune-failed': 'bad', interrupted: 'warn',
+  'release-rolled-back': 'bad', 'incident-opened': 'bad', 'incident-resolved': 'ok',
 };
 
 // badge shows a state as text with a colour; the text alone carries the

@@ -199,6 +199,7 @@ export function appView(ctx, name, tab) {
       h('h1', { id: 'h-app' }, a.name),
       h('div', { class: 'states' }, badge(a.sync), badge(a.health), a.phase !== 'idle' ? badge(a.phase) : null,
         a.held ? h('span', { class: 'badge warn' }, 'held at ', short(a.held.revision)) : null,
+        a.rolledBack ? h('span', { class: 'badge bad' }, 'rolled back') : null,
         a.automated ? h('span', { class: 'badge muted' }, 'automated') : h('span', { class: 'badge muted' }, 'manual')),
       h('dl', { class: 'facts' },
         h('dt', {}, 'Source'), h('dd', {}, h('code', {}, a.repo), ' @ ', a.targetRevision, a.path ? [' / ', h('code', {}, a.path)] : null),
@@ -208,6 +209,12 @@ export function appView(ctx, name, tab) {
         h('dt', {}, 'Last sync'), h('dd', {}, lastSync(a)),
         h('dt', {}, 'Last reconcile'), h('dd', {}, time(a.lastReconcile))),
       a.healthMessage ? h('p', { class: 'muted' }, a.healthMessage) : null,
+      a.rolledBack ? h('div', { class: 'alert warn', role: 'status' }, h('strong', {}, 'Held off '), h('code', { title: a.rolledBack.revision }, short(a.rolledBack.revision)),
+        ` since ${a.rolledBack.since}: its rollout failed and `, h('code', { title: a.rolledBack.restored }, short(a.rolledBack.restored)),
+        ` (revision ${a.rolledBack.restoredRevision}) was written back. A new commit, a sync or a rollback lifts the hold.`) : null,
+      a.cause ? h('section', { class: 'cause', 'aria-labelledby': 'h-cause' }, h('h2', { id: 'h-cause' }, 'Why the last rollout failed'),
+        h('p', {}, a.cause.line),
+        a.cause.logs ? h('pre', { class: 'logs', 'aria-label': 'Log tail of ' + a.cause.service }, a.cause.logs) : null) : null,
       a.lastError ? h('div', { class: 'alert bad', role: 'alert' }, h('strong', {}, (a.lastErrorClass || 'error') + ': '), a.lastError) : null);
     if (!ctx.can('deployer')) {
       fill(actions, h('p', { class: 'muted' }, `Role ${ctx.me.role}: read only.`));
@@ -429,7 +436,7 @@ function previewsSection(a) {
       h('ul', { class: 'problems' }, problems.map((s) => h('li', {}, s)))) : null);
 }
 
-export const eventTypes = ['sync-started', 'sync-succeeded', 'sync-failed', 'drift-detected', 'live-drift-detected', 'drift-converged', 'resources-pruned', 'prune-failed', 'swarm-unreachable', 'swarm-reachable', 'self-update-issued'];
+export const eventTypes = ['sync-started', 'sync-succeeded', 'sync-failed', 'drift-detected', 'live-drift-detected', 'drift-converged', 'resources-pruned', 'prune-failed', 'swarm-unreachable', 'swarm-reachable', 'self-update-issued', 'release-rolled-back', 'incident-opened', 'incident-resolved'];
 
 // Events: the newest kept events, then live ones as they arrive.
 export function eventsView(ctx, app) {
@@ -448,7 +455,8 @@ export function eventsView(ctx, app) {
     e.swarm ? h('span', { class: 'badge muted', title: 'swarm' }, e.swarm) : null,
     e.revision ? h('code', { title: e.revision }, short(e.revision)) : null,
     h('span', { class: 'actor' }, e.actor ? 'by ' + e.actor : 'by the controller'),
-    e.message ? h('span', { class: 'msg' }, e.message) : null);
+    e.message ? h('span', { class: 'msg' }, e.message) : null,
+    e.cause ? h('span', { class: 'cause' }, 'cause: ', e.cause) : null);
 
   async function load() {
     const q = new URLSearchParams({ limit: '100' });
