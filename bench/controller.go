@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -38,7 +39,7 @@ type Controller struct {
 	logPath string
 	cmd     *exec.Cmd
 	exited  chan error
-	stopped bool
+	stopped atomic.Bool
 }
 
 // ControllerOptions say how to start a controller.
@@ -118,7 +119,7 @@ func (c *Controller) waitReady(tb testing.TB) {
 	for time.Now().Before(deadline) {
 		select {
 		case err := <-c.exited:
-			c.stopped = true
+			c.stopped.Store(true)
 			tb.Fatalf("controller exited before it was ready: %v\n%s", err, c.logTail())
 		default:
 		}
@@ -138,10 +139,10 @@ func (c *Controller) waitReady(tb testing.TB) {
 // up to 30 s before it kills it. A second call does nothing.
 func (c *Controller) Stop(tb testing.TB) {
 	tb.Helper()
-	if c.stopped {
+	if c.stopped.Load() {
 		return
 	}
-	c.stopped = true
+	c.stopped.Store(true)
 	_ = c.cmd.Process.Signal(syscall.SIGINT)
 	select {
 	case err := <-c.exited:
@@ -168,7 +169,7 @@ func (c *Controller) Kill(tb testing.TB) {
 	tb.Helper()
 	c.Signal(tb, syscall.SIGKILL)
 	<-c.exited
-	c.stopped = true
+	c.stopped.Store(true)
 }
 
 // Terminate sends sig (SIGTERM: Swarm stopping the task) and returns once
@@ -177,7 +178,7 @@ func (c *Controller) Kill(tb testing.TB) {
 func (c *Controller) Terminate(tb testing.TB, sig syscall.Signal) {
 	tb.Helper()
 	c.Signal(tb, sig)
-	c.stopped = true
+	c.stopped.Store(true)
 	select {
 	case err := <-c.exited:
 		if err != nil {
@@ -191,7 +192,7 @@ func (c *Controller) Terminate(tb testing.TB, sig syscall.Signal) {
 }
 
 // Exited reports whether the process ended.
-func (c *Controller) Exited() bool { return c.stopped }
+func (c *Controller) Exited() bool { return c.stopped.Load() }
 
 // clockTick is the kernel's USER_HZ, the unit of /proc/PID/stat's times:
 // 100 on every Linux architecture Skep runs on.

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -77,9 +78,12 @@ type Replica struct {
 	Name   string
 	Engine string
 	Proxy  *Proxy
-	ctl    *Controller
 	opts   ControllerOptions
-	// frozen is set between Freeze and Thaw.
+
+	// mu guards the process, replaced by Start, and frozen, set between
+	// Freeze and Thaw: a roaming client reads them from its goroutine.
+	mu     sync.Mutex
+	ctl    *Controller
 	frozen bool
 }
 
@@ -119,56 +123,81 @@ func StartHA(tb testing.TB, opts HAOptions) *HA {
 // until it is ready. It is stopped (thawed first) when tb ends.
 func (r *Replica) Start(tb testing.TB) {
 	tb.Helper()
-	r.ctl = StartController(tb, r.opts)
+	ctl := StartController(tb, r.opts)
+	r.mu.Lock()
+	r.ctl = ctl
+	r.mu.Unlock()
 	r.opts.Log = true // a restart appends to the same log
 	tb.Cleanup(func() {
-		if r.frozen {
+		if r.isFrozen() {
 			r.Thaw(tb)
 		}
 	})
 }
 
 // Controller is the replica's running process.
-func (r *Replica) Controller() *Controller { return r.ctl }
+func (r *Replica) Controller() *Controller {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ctl
+}
 
 // Kill ends the process with SIGKILL, as a crash or a node gone would.
-func (r *Replica) Kill(tb testing.TB) { r.ctl.Kill(tb) }
+func (r *Replica) Kill(tb testing.TB) { r.Controller().Kill(tb) }
 
 // Stop ends the process with SIGTERM, as Swarm stopping its task does, and
 // waits for it to exit.
-func (r *Replica) Stop(tb testing.TB) { r.ctl.Terminate(tb, syscall.SIGTERM) }
+func (r *Replica) Stop(tb testing.TB) { r.Controller().Terminate(tb, syscall.SIGTERM) }
 
 // Freeze stops the process with SIGSTOP: a long pause of the whole process.
 func (r *Replica) Freeze(tb testing.TB) {
-	r.ctl.Signal(tb, syscall.SIGSTOP)
+	r.Controller().Signal(tb, syscall.SIGSTOP)
+	r.mu.Lock()
 	r.frozen = true
+	r.mu.Unlock()
 }
 
 // Thaw resumes a frozen process with SIGCONT.
 func (r *Replica) Thaw(tb testing.TB) {
-	r.ctl.Signal(tb, syscall.SIGCONT)
+	r.Controller().Signal(tb, syscall.SIGCONT)
+	r.mu.Lock()
 	r.frozen = false
+	r.mu.Unlock()
+}
+
+// isFrozen reports whether the process is frozen.
+func (r *Replica) isFrozen() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.frozen
 }
 
 // Alive reports whether the replica's process runs (frozen or not).
-func (r *Replica) Alive() bool { return r.ctl != nil && !r.ctl.Exited() }
+func (r *Replica) Alive() bool {
+	c := r.Controller()
+	return c != nil && !c.Exited()
+}
+
+// serving reports whether the process runs and is not frozen: it answers.
+func (r *Replica) serving() bool { return r.Alive() && !r.isFrozen() }
 
 // Status asks the replica's own API for the controller's status.
 func (r *Replica) Status(ctx context.Context) (wire.ControllerStatus, error) {
 	var st wire.ControllerStatus
-	err := r.ctl.get(ctx, "/api/v1/status", func(body io.Reader) error { return json.NewDecoder(body).Decode(&st) })
+	err := r.Controller().get(ctx, "/api/v1/status", func(body io.Reader) error { return json.NewDecoder(body).Decode(&st) })
 	return st, err
 }
 
 // Call sends method path to the replica's API, with the run's admin
 // token when admin is set, and returns the answer's status code.
 func (r *Replica) Call(ctx context.Context, method, path string, admin bool) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, method, r.ctl.URL+path, nil)
+	c := r.Controller()
+	req, err := http.NewRequestWithContext(ctx, method, c.URL+path, nil)
 	if err != nil {
 		return 0, err
 	}
 	if admin {
-		req.Header.Set("Authorization", "Bearer "+r.ctl.token)
+		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -182,7 +211,7 @@ func (r *Replica) Call(ctx context.Context, method, path string, admin bool) (in
 // answers from the history it copied.
 func (r *Replica) Events(ctx context.Context) ([]wire.EventItem, error) {
 	var list wire.EventList
-	err := r.ctl.get(ctx, "/api/v1/events?limit=10000", func(body io.Reader) error { return json.NewDecoder(body).Decode(&list) })
+	err := r.Controller().get(ctx, "/api/v1/events?limit=10000", func(body io.Reader) error { return json.NewDecoder(body).Decode(&list) })
 	return list.Events, err
 }
 
@@ -195,7 +224,7 @@ func (h *HA) Leader(ctx context.Context, after int64) *Replica {
 		return nil
 	}
 	last := terms[len(terms)-1]
-	if last.Number < after || last.Holder == nil || !last.Holder.Alive() || last.Holder.frozen {
+	if last.Number < after || last.Holder == nil || !last.Holder.serving() {
 		return nil
 	}
 	st, err := last.Holder.Status(ctx)
@@ -553,10 +582,10 @@ func (h *HA) Push(ctx context.Context, repoURL, delivery string) error {
 	h.pushes++
 	for i := range h.Replicas {
 		r := h.Replicas[(h.pushes+i)%len(h.Replicas)]
-		if r.Alive() && !r.frozen {
+		if r.serving() {
 			ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
-			return r.ctl.Webhook(ctx, repoURL, delivery)
+			return r.Controller().Webhook(ctx, repoURL, delivery)
 		}
 	}
 	return errors.New("no replica runs")
@@ -574,14 +603,15 @@ func (h *HA) Roam(ctx context.Context, hop time.Duration) <-chan []int64 {
 		last := ""
 		for i := 0; ctx.Err() == nil; i++ {
 			r := h.Replicas[i%len(h.Replicas)]
-			if !r.Alive() || r.frozen {
+			if !r.serving() {
 				select {
 				case <-ctx.Done():
 				case <-time.After(10 * time.Millisecond):
 				}
 				continue
 			}
-			c, err := client.New(client.Options{Server: r.ctl.URL, Token: wire.NewToken(r.ctl.token)})
+			ctl := r.Controller()
+			c, err := client.New(client.Options{Server: ctl.URL, Token: wire.NewToken(ctl.token)})
 			if err != nil {
 				break
 			}
