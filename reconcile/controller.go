@@ -93,6 +93,15 @@ type Options struct {
 	// server), as the egress policy judges the hosts git names; a refusal
 	// stalls the commit. Nil checks none.
 	CheckAddress func(ctx context.Context, host string) error
+	// Fence is asked before every write to every swarm, and before each
+	// step of a write plan: an error refuses the write (it fails with
+	// syncpass.ErrFenced, a transient outcome). A
+	// replica of a replicated controller checks its leader lease with it
+	// (lease.Elector.Fence); nil writes always.
+	Fence func() error
+	// Term is the leader term this controller runs in, stamped on the
+	// revisions it records; 0 without leader election.
+	Term int64
 }
 
 // ChartSource fetches charts from chart repositories; *chartrepo.Repos

@@ -82,7 +82,7 @@ func ownerID(id, name string) string {
 // newDestination wires destination name: its client with writes limited,
 // and the Env its passes share, whose Fleet reaches back into c.
 func (c *Controller) newDestination(name string, r Remote, opts Options) *destination {
-	d := &destination{name: name, client: r.Engine, engine: limitWrites(r.Engine, opts.ParallelWrites), live: r.Live,
+	d := &destination{name: name, client: r.Engine, engine: limitWrites(r.Engine, opts.ParallelWrites, opts.Fence), live: r.Live,
 		owner: ownerID(c.id, name)}
 	d.state.Name = name
 	appSetRepo := ""
@@ -123,7 +123,9 @@ func (c *Controller) newDestination(name string, r Remote, opts Options) *destin
 				}
 				return w.newerRequest()
 			},
+			Fence: opts.Fence,
 		},
+		Term: opts.Term,
 	}
 	// The registry gate also reads platforms, for the placement check.
 	d.env.Platforms, _ = opts.Images.(syncpass.ImagePlatforms)

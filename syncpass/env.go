@@ -89,6 +89,9 @@ type Env struct {
 	Log  *slog.Logger
 	// Fleet is how a pass reaches the loop that runs it.
 	Fleet Fleet
+	// Term is the leader term the controller runs in, stamped on the
+	// revisions it records; 0 without leader election.
+	Term int64
 }
 
 // Fleet is what a pass asks of, or tells, the loop that keeps every
@@ -135,6 +138,10 @@ type Fleet struct {
 	// newer commit is queued behind the running pass (a webhook, a sync,
 	// a tick; not a wake by the swarm): a failing rollout gives way to it.
 	Newer func(app string) <-chan struct{}
+	// Fence says whether this controller may write now (a replica's
+	// leader lease): asked before each step of a write plan; an error
+	// stops the write there (ErrFenced).
+	Fence func() error
 }
 
 // Ask is what whoever started a pass asked of it. The zero value is a

@@ -137,6 +137,11 @@ func rollService(ctx context.Context, env Env, app appset.Application, rel stack
 		return false, nil
 	}
 	defer func() { <-env.Rebalancing }()
+	// A replica that does not lead writes nothing (its Engine writes are
+	// fenced too; this says so before the roll).
+	if err := env.fence(); err != nil {
+		return true, err
+	}
 	end := env.beginWrite(app.Name)
 	err = apply.ForceUpdate(ctx, env.Engine, env.owner(app), name)
 	written := env.Wall()
