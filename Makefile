@@ -12,7 +12,7 @@ LDFLAGS := -X github.com/skep-cd/skep/version.Version=$(VERSION) -X github.com/s
 # stack prefix, git server and ports.
 TEST_FLAGS ?= -race -count=1 -timeout 40m -p 1 -parallel 4
 
-.PHONY: demo build test lint vet fmt-check staticcheck swarm-up swarm-down swarm2-up swarm2-down cluster-up cluster-down unit faults fuzz bench soak clean
+.PHONY: demo build test lint vet fmt-check staticcheck swarm-up swarm-down swarm2-up swarm2-down cluster-up cluster-down unit faults fuzz bench soak soak-ha clean
 
 build: ## build bin/skep (static: the demo packages it FROM scratch)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/skep ./cmd/skep
@@ -92,8 +92,8 @@ fuzz:
 # with `docker stack deploy`, printed as one table. It takes about 30
 # minutes; BENCH_IDLE, BENCH_SAMPLES and BENCH_SCALE (-1 skips the large
 # scale point) shorten it, BENCH_SCALE_REPOS spreads the large scale
-# point over that many repositories; BENCH_ONLY=scale, deploy, idle, polling or webhook measures one part
-# alone (docs/performance.md).
+# point over that many repositories; BENCH_ONLY=scale, deploy, idle, polling, webhook or failover
+# measures one part alone (docs/performance.md).
 BENCH_PKGS ?= ./stack ./plan ./notify ./gitsource
 BENCH_IDLE ?= 5m
 BENCH_SAMPLES ?= 10
@@ -121,6 +121,17 @@ soak: swarm-up build
 	SKEP_REQUIRE_SWARM=1 SKEP_SOAK=1 SKEP_SOAK_BINARY=$(CURDIR)/bin/skep \
 	SKEP_SOAK_DURATION=$(SOAK_DURATION) SKEP_SOAK_APPS=$(SOAK_APPS) \
 	$(GO) test -count=1 -timeout $(SOAK_TIMEOUT) -run '^TestSoak$$' -v ./bench
+
+# High availability (issue 38; not part of `make test`, see
+# docs/reliability.md): three replicas of the controller, a random one
+# killed every 30–90 s for SOAK_HA_DURATION while a commit lands every few
+# seconds; it fails unless every commit was applied exactly once, no
+# replica wrote while another held the lease, and every replica kept the
+# same event history.
+SOAK_HA_DURATION ?= 20m
+soak-ha: swarm-up build
+	SKEP_REQUIRE_SWARM=1 SKEP_SOAK_HA=1 SKEP_SOAK_BINARY=$(CURDIR)/bin/skep SKEP_SOAK_DURATION=$(SOAK_HA_DURATION) \
+	$(GO) test -count=1 -timeout $(SOAK_TIMEOUT) -run '^TestSoakHA$$' -v ./bench
 
 clean:
 	rm -rf bin

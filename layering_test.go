@@ -31,7 +31,7 @@ const module = "github.com/skep-cd/skep/"
 // imports the face.
 var allowed = map[string][]string{
 	"cmd/skep":          {"cli"},
-	"cli":               {"api", "appset", "artifact", "chart", "chartrepo", "client", "configfile", "demo", "egress", "gitsource", "identity", "memtrim", "notify", "plan", "reconcile", "render", "review", "sops", "stack", "store", "swarm", "ui", "version", "wire"},
+	"cli":               {"api", "appset", "artifact", "chart", "chartrepo", "client", "configfile", "demo", "egress", "gitsource", "identity", "lease", "memtrim", "notify", "plan", "reconcile", "render", "replica", "review", "sops", "stack", "store", "swarm", "ui", "version", "wire"},
 	"client":            {"wire"},
 	"api":               {"appset", "artifact", "configfile", "notify", "plan", "reconcile", "secret", "stack", "store", "version", "wire"},
 	"api/authtest":      {"api"},
@@ -56,6 +56,7 @@ var allowed = map[string][]string{
 	"store":             {"notify"},
 	"appset":            {"configfile", "tickgrid", "window"},
 	"swarm":             {"configfile", "tickgrid"},
+	"lease":             {},
 	"gitsource":         {"configfile", "egress", "secret"},
 	"wire":              {},
 	"outcome":           {},
@@ -82,6 +83,11 @@ var allowed = map[string][]string{
 	"review":                {"api", "appset", "gitsource", "notify", "plan", "reconcile", "wire"},
 	"identity/identitytest": {},
 	"api/apitest":           {"api", "notify", "wire"},
+
+	// A replica of a replicated controller: the face beside the API it
+	// fronts (only cli imports it); it follows the leader through the
+	// client, and the lease (an adapter) through its Elector.
+	"replica": {"api", "client", "lease", "notify", "wire"},
 }
 
 // onlyFrom lists outside imports that just the named packages may use: one

@@ -79,7 +79,9 @@ func TestResponsesMatchTheOpenAPIContract(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newTestServer(t, api.Options{Webhooks: hooks, Reviews: &fakeReviews{}})
+	// A replicated controller's status, so its shape is held to the
+	// contract too.
+	s := newTestServer(t, api.Options{Webhooks: hooks, Reviews: &fakeReviews{}, Replication: replication})
 	mergeRequest := readSample(t, "gitlab-merge-request-open.json")
 	labeled := readSample(t, "github-pull-request-labeled.json")
 	generic := []byte(`{"repository":"https://git.example.org/acme/web.git","ref":"refs/heads/main"}`)
@@ -579,6 +581,39 @@ func TestEventStreamReplaysScopesAndFilters(t *testing.T) {
 		t.Errorf("streamed ids (-want +got):\n%s", d)
 	}
 	_ = heartbeat // heartbeats are pinned by notify's own tests
+}
+
+// replication is a standby's view of a replicated controller.
+func replication() *wire.Replication {
+	return &wire.Replication{Replica: "b:8080", Role: wire.RoleStandby, Term: 3,
+		Leader:   &wire.Replica{Name: "a:8080", Role: wire.RoleLeader, Addr: "10.0.0.1:8080", Version: "v1.0.0"},
+		Replicas: []wire.Replica{{Name: "b:8080", Role: wire.RoleStandby, Addr: "10.0.0.2:8080", Version: "v1.0.0"}}}
+}
+
+func TestStatusShowsReplicationWithAddressesForAdminsOnly(t *testing.T) {
+	s := newTestServer(t, api.Options{Replication: replication})
+	for _, tc := range []struct {
+		token string
+		addrs bool
+	}{{token: adminToken, addrs: true}, {token: viewerToken}} {
+		status, _, body := s.call(t, "GET", "/api/v1/status", tc.token, nil)
+		var st wire.ControllerStatus
+		if status != 200 || json.Unmarshal(body, &st) != nil || st.Replication == nil {
+			t.Fatalf("status as %s = %d %s, want replication", tokenName(tc.token), status, body)
+		}
+		r := st.Replication
+		if r.Leader.Name != "a:8080" || r.Term != 3 || r.Role != wire.RoleStandby || len(r.Replicas) != 1 {
+			t.Errorf("replication as %s = %+v, want the standby's view", tokenName(tc.token), r)
+		}
+		if got := r.Leader.Addr != "" || r.Replicas[0].Addr != ""; got != tc.addrs {
+			t.Errorf("addresses shown to %s: %v, want %v", tokenName(tc.token), got, tc.addrs)
+		}
+	}
+	// A single controller's status has no replication at all.
+	_, _, body := newTestServer(t, api.Options{}).call(t, "GET", "/api/v1/status", adminToken, nil)
+	if strings.Contains(string(body), "replication") {
+		t.Errorf("a single controller's status names replication: %s", body)
+	}
 }
 
 func TestStatusNamesTheActiveNotifiers(t *testing.T) {

@@ -283,18 +283,42 @@ func Bearer(r *http.Request) (wire.Token, bool) {
 // getenv is os.Getenv outside tests. An error names the variable, never
 // the value.
 func AdminTokenFromEnv(getenv func(string) string) (spec TokenSpec, ok bool, err error) {
-	src, from := secret.Source{File: getenv(EnvAdminTokenFile)}, EnvAdminTokenFile
+	value, ok, err := tokenFromEnv(getenv, EnvAdminTokenFile, EnvAdminToken)
+	if !ok || err != nil {
+		return TokenSpec{}, false, err
+	}
+	return TokenSpec{Name: AdminName, Role: RoleAdmin, Digest: value.Digest()}, true, nil
+}
+
+// Environment variables naming the token the replicas of a replicated
+// controller (--leader-election) share: a file holding it, or the value.
+const (
+	EnvPeerTokenFile = "SKEP_PEER_TOKEN_FILE"
+	EnvPeerToken     = "SKEP_PEER_TOKEN"
+)
+
+// PeerTokenFromEnv returns the replicas' shared token named by
+// EnvPeerTokenFile or EnvPeerToken (the file wins), or ok false when
+// neither is set. Errors name the variable, never the value.
+func PeerTokenFromEnv(getenv func(string) string) (wire.Token, bool, error) {
+	return tokenFromEnv(getenv, EnvPeerTokenFile, EnvPeerToken)
+}
+
+// tokenFromEnv reads the token the variable fileVar names a file of, else
+// the one valueVar holds; ok is false when neither is set.
+func tokenFromEnv(getenv func(string) string, fileVar, valueVar string) (wire.Token, bool, error) {
+	src, from := secret.Source{File: getenv(fileVar)}, fileVar
 	if src.File == "" {
-		src, from = secret.Source{Env: EnvAdminToken}, EnvAdminToken
-		if getenv(EnvAdminToken) == "" {
-			return TokenSpec{}, false, nil
+		src, from = secret.Source{Env: valueVar}, valueVar
+		if getenv(valueVar) == "" {
+			return wire.Token{}, false, nil
 		}
 	}
 	value, err := src.Read(getenv)
 	if err != nil {
-		return TokenSpec{}, false, fmt.Errorf("%s: %w", from, err)
+		return wire.Token{}, false, fmt.Errorf("%s: %w", from, err)
 	}
-	return TokenSpec{Name: AdminName, Role: RoleAdmin, Digest: wire.NewToken(value).Digest()}, true, nil
+	return wire.NewToken(value), true, nil
 }
 
 // tokensExample is the shape of a tokens file, shown in problems about a

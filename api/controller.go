@@ -273,12 +273,14 @@ func serviceView(s dswarm.Service) wire.Service {
 	return v
 }
 
-// taskView is the wire shape of one task.
-func taskView(t dswarm.Task) wire.Task {
+// taskView is the wire shape of one task: its node by hostname (by id
+// when the swarm does not name it).
+func taskView(t reconcile.Task) wire.Task {
 	return wire.Task{
 		ID:           t.ID,
 		Slot:         t.Slot,
-		Node:         t.NodeID,
+		Node:         cmp.Or(t.NodeName, t.NodeID),
+		NodeID:       t.NodeID,
 		State:        string(t.Status.State),
 		DesiredState: string(t.DesiredState),
 		Message:      t.Status.Message,
@@ -309,7 +311,9 @@ func (a *Controller) Diff(ctx context.Context, name, revision string) (wire.Diff
 	if err != nil {
 		return wire.Diff{}, apiError(err)
 	}
-	return wire.Diff{Application: name, Revision: out.Commit, Releases: []wire.ReleasePlan{PlanView(out.Plan)}}, nil
+	rel := PlanView(out.Plan)
+	rel.Unplaceable = out.Unplaceable
+	return wire.Diff{Application: name, Revision: out.Commit, Releases: []wire.ReleasePlan{rel}}, nil
 }
 
 // PlanView is the wire shape of a release's plan. Changes is never nil, so

@@ -38,7 +38,7 @@ func (s *Server) eventsRoute(w http.ResponseWriter, r *http.Request, subj Subjec
 	if subj.Scoped() {
 		filter.Allow = subj.Sees
 	}
-	if acceptsStream(r) {
+	if AcceptsStream(r) {
 		s.stream(w, r, filter)
 		return
 	}
@@ -64,7 +64,7 @@ func (s *Server) eventsRoute(w http.ResponseWriter, r *http.Request, subj Subjec
 		}
 		for _, rec := range recs {
 			if filter.Match(rec.Event) {
-				list.Events = append(list.Events, wire.EventItem{ID: rec.ID, Event: notify.WireOf(rec.Event)})
+				list.Events = append(list.Events, wire.EventItem{ID: rec.ID, Event: rec.Wire()})
 			}
 		}
 	}
@@ -85,10 +85,11 @@ func splitParams(values []string) []string {
 	return out
 }
 
-// acceptsStream reports whether the Accept header lists text/event-stream.
+// AcceptsStream reports whether r's Accept header lists
+// text/event-stream: the events route answers it with the stream.
 // Quality values are ignored: a client that lists the stream at all is an
 // EventSource or wants to behave like one.
-func acceptsStream(r *http.Request) bool {
+func AcceptsStream(r *http.Request) bool {
 	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
 		if mt, _, err := mime.ParseMediaType(strings.TrimSpace(part)); err == nil && mt == "text/event-stream" {
 			return true
@@ -104,7 +105,8 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, filter notify.Fi
 	// An EventSource sends Last-Event-ID on reconnect with the last id it
 	// saw, so a client that dropped misses nothing the store still keeps.
 	var after int64
-	if v := r.Header.Get("Last-Event-ID"); v != "" {
+	v := r.Header.Get("Last-Event-ID")
+	if v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
 			writeError(w, http.StatusBadRequest, wire.CodeBadRequest, fmt.Sprintf("Last-Event-ID: want an event id, got %q", v))
@@ -141,7 +143,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, filter notify.Fi
 		s.heartbeats(r.Context(), w, flush)
 		return
 	}
-	opts := notify.StreamOptions{AfterID: after, Heartbeat: s.heartbeat, Flush: flush, Logger: s.log}
+	opts := notify.StreamOptions{AfterID: after, Resume: v != "", Heartbeat: s.heartbeat, Flush: flush, Logger: s.log}
 	if s.events != nil {
 		opts.Replay = s.events.Replay(filter)
 	}

@@ -111,7 +111,27 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request, subj Subject) {
 		store := s.store()
 		st.Store = &store
 	}
+	if s.repl != nil {
+		st.Replication = s.repl()
+		// Where the replicas listen is for admins, as the details are.
+		if st.Replication != nil && !subj.Allows(RoleAdmin) {
+			st.Replication.Leader = withoutAddr(st.Replication.Leader)
+			for i := range st.Replication.Replicas {
+				st.Replication.Replicas[i].Addr = ""
+			}
+		}
+	}
 	writeJSON(w, http.StatusOK, st)
+}
+
+// withoutAddr returns a copy of r without its address; nil stays nil.
+func withoutAddr(r *wire.Replica) *wire.Replica {
+	if r == nil {
+		return nil
+	}
+	c := *r
+	c.Addr = ""
+	return &c
 }
 
 // swarms lists the destinations and their state; it is the status's

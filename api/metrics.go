@@ -174,6 +174,25 @@ func (m *Metrics) AddCounters(counters ...Counter) error {
 	return nil
 }
 
+// Gauge reads a value kept elsewhere that goes up and down (which replica
+// leads, the lease's term), exported at scrape time; its fields mean what
+// Counter's do.
+type Gauge Counter
+
+// AddGauges registers gauges read at scrape time. It fails on an invalid
+// or clashing name.
+func (m *Metrics) AddGauges(gauges ...Gauge) error {
+	for _, g := range gauges {
+		err := m.reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: g.Name, Help: g.Help, ConstLabels: g.Labels,
+		}, g.Read))
+		if err != nil {
+			return fmt.Errorf("metric %s: %w", g.Name, err)
+		}
+	}
+	return nil
+}
+
 // The descriptors of appCollector's series.
 var (
 	syncStateDesc = prometheus.NewDesc("skep_application_sync_state",

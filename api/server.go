@@ -86,6 +86,10 @@ type Options struct {
 	// 503 and the history's syncsError says why, rather than an empty list
 	// that reads as "nothing happened".
 	Store func() wire.StoreStatus
+	// Replication reports, for the status route, the leader lease and the
+	// replicas of a replicated controller; nil (a single controller)
+	// leaves it out.
+	Replication func() *wire.Replication
 	// Logger receives handler failures and panics; nil discards them.
 	Logger *slog.Logger
 }
@@ -107,6 +111,7 @@ type Server struct {
 	ui        http.Handler
 	notifiers func() []string
 	store     func() wire.StoreStatus
+	repl      func() *wire.Replication
 	log       *slog.Logger
 	mux       *http.ServeMux
 	routes    []route
@@ -124,7 +129,7 @@ func New(opts Options) (*Server, error) {
 	s := &Server{
 		rec: opts.Reconciler, auth: opts.Authorizer, metrics: opts.Metrics, webhooks: opts.Webhooks, reviews: opts.Reviews, signIn: opts.SignIn,
 		broker: opts.Broker, events: opts.EventLog, syncs: opts.Syncs,
-		maxBody: opts.MaxBody, heartbeat: opts.Heartbeat, ui: opts.UI, notifiers: opts.Notifiers, store: opts.Store, log: opts.Logger,
+		maxBody: opts.MaxBody, heartbeat: opts.Heartbeat, ui: opts.UI, notifiers: opts.Notifiers, store: opts.Store, repl: opts.Replication, log: opts.Logger,
 		mux: http.NewServeMux(),
 	}
 	if s.metrics == nil {

@@ -139,6 +139,9 @@ type Options struct {
 	// the app set's self application; the zero value for every other.
 	// See SelfService.
 	Self SelfService
+	// Term is the leader term of the replicated controller writing,
+	// recorded in the revision (and its LabelTerm); 0 records none.
+	Term int64
 }
 
 // withDefaults fills in every zero field that has a default.

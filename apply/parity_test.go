@@ -304,10 +304,17 @@ func capture(t *testing.T, cli *client.Client, ns string, secrets map[string][]b
 	scope := func(name string) string { return strings.ReplaceAll(name, ns, nsPlaceholder) }
 	labels := func(l map[string]string) map[string]string { return normalLabels(l, ns) }
 
-	nets, err := cli.NetworkList(ctx, network.ListOptions{Filters: byNamespace})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// A network the Engine has not allocated yet lists without its driver
+	// and IPAM: right after a deploy, under load, the list may come first.
+	var nets []network.Summary
+	harness.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, string) {
+		var err error
+		if nets, err = cli.NetworkList(ctx, network.ListOptions{Filters: byNamespace}); err != nil {
+			return false, err.Error()
+		}
+		i := slices.IndexFunc(nets, func(n network.Summary) bool { return n.Driver == "" })
+		return i < 0, "a network is not allocated yet"
+	})
 	netNames := map[string]string{} // id → normalised name
 	for _, n := range nets {
 		netNames[n.ID] = scope(n.Name)

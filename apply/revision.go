@@ -65,6 +65,9 @@ type Revision struct {
 	// 0 and "" for every other revision.
 	Restores int
 	Failed   string
+	// Term is the leader term of the replicated controller that wrote
+	// it; 0 without leader election.
+	Term int64 `json:",omitempty"`
 	// ConfigID is the id of the Docker config holding the revision; it is
 	// not part of the stored document.
 	ConfigID string
@@ -382,10 +385,11 @@ func (a *applier) writeRevision(ctx context.Context, existing []swarm.Config) (i
 }
 
 // storeRevision writes rev, whose release is redacted already, as a new
-// revision config after existing, then deletes the oldest beyond
-// KeepRevisions.
+// revision config after existing, stamped with the writer's term, then
+// deletes the oldest beyond KeepRevisions.
 func (a *applier) storeRevision(ctx context.Context, existing []swarm.Config, rev Revision) error {
 	owner, n := a.opts.Owner, rev.Number
+	rev.Term = a.opts.Term
 	data, err := encodeRevision(rev)
 	if err == nil && len(data) > maxConfigData && rev.Chart != nil {
 		// The rendered manifest is the largest part and can be rendered
@@ -410,6 +414,9 @@ func (a *applier) storeRevision(ctx context.Context, existing []swarm.Config, re
 	labels[stack.LabelKind] = stack.KindRevision
 	labels[stack.LabelRevision] = strconv.Itoa(n)
 	labels[stack.LabelCommit] = rev.Commit
+	if rev.Term > 0 {
+		labels[stack.LabelTerm] = strconv.FormatInt(rev.Term, 10)
+	}
 	name := revisionName(a.rel.Name, n)
 	resp, err := a.eng.ConfigCreate(ctx, swarm.ConfigSpec{Annotations: swarm.Annotations{Name: name, Labels: labels}, Data: data})
 	if err != nil {

@@ -168,6 +168,10 @@ type Application struct {
 	// in a sync (after a self-update-issued event) and never pruned. At
 	// most one application of a set is self, on the local swarm.
 	Self bool
+	// Rebalance rolls the release's services whose tasks are skewed once
+	// a drained or lost node is back (one service at a time per swarm,
+	// inside sync windows); nil leaves it to the controller's --rebalance.
+	Rebalance *bool
 }
 
 // Chart names the chart an application renders and the values it gives
@@ -394,6 +398,33 @@ type Allow struct {
 	// Capabilities are the Linux capabilities services may add (cap_add),
 	// as written (any case, the CAP_ prefix optional), or ALL.
 	Capabilities []string
+	// Unplaceable are the placement rules a release may fail and still be
+	// written (see the Unplaceable constants): its services' tasks then
+	// wait, pending, for a node that satisfies them.
+	Unplaceable []string
+}
+
+// The rules allow.unplaceable names: what no node of the swarm may
+// satisfy for a service (package placement's rules, by the same names),
+// and UnplaceableAll for every one of them.
+const (
+	UnplaceableNoNode      = "no-node"
+	UnplaceableConstraint  = "constraint"
+	UnplaceablePlatform    = "platform"
+	UnplaceableResources   = "resources"
+	UnplaceableMaxReplicas = "max-replicas-per-node"
+	UnplaceableAll         = "all"
+)
+
+// UnplaceableRules lists the values allow.unplaceable accepts.
+func UnplaceableRules() []string {
+	return []string{UnplaceableNoNode, UnplaceableConstraint, UnplaceablePlatform, UnplaceableResources, UnplaceableMaxReplicas, UnplaceableAll}
+}
+
+// AllowsUnplaceable reports whether a's release may be written although
+// no node satisfies rule for one of its services.
+func (a Allow) AllowsUnplaceable(rule string) bool {
+	return slices.Contains(a.Unplaceable, rule) || slices.Contains(a.Unplaceable, UnplaceableAll)
 }
 
 // clone returns a with every slice and map copied, so a Set never shares
@@ -408,6 +439,11 @@ func (a Application) clone() Application {
 	a.Allow.Secrets = slices.Clone(a.Allow.Secrets)
 	a.Allow.Volumes = slices.Clone(a.Allow.Volumes)
 	a.Allow.Capabilities = slices.Clone(a.Allow.Capabilities)
+	a.Allow.Unplaceable = slices.Clone(a.Allow.Unplaceable)
+	if a.Rebalance != nil {
+		on := *a.Rebalance
+		a.Rebalance = &on
+	}
 	a.SyncWindows = slices.Clone(a.SyncWindows)
 	a.DependsOn = slices.Clone(a.DependsOn)
 	return a

@@ -65,7 +65,10 @@ func TestParseFixtures(t *testing.T) {
 		Secrets:      []string{"db-password"},
 		Volumes:      []string{"shared-data"},
 		Capabilities: []string{"NET_ADMIN", "cap_sys_time"},
+		Unplaceable:  []string{"resources", "platform"},
 	}
+	on := true
+	full.Rebalance = &on
 	api := app("api", "../repos/api")
 	api.SyncPolicy.Interval = 10 * time.Minute
 	worker := app("worker", "file:///srv/git/worker")
@@ -176,12 +179,13 @@ func TestParseFixtures(t *testing.T) {
 				`8:17 applications[0].syncPolicy.interval: want a duration like 3m or 90s, got "often"`,
 				`9:18 applications[0].syncPolicy.automated: want true or false, got "yes"`,
 				`11:41 applications[1].source.files: want a list, got "compose.yaml"`,
-				`12:5 applications[1].sync: unknown key; want one of name, source, release, destination, syncPolicy, driftDetection, allow, artifacts, chart, dependsOn, self`,
+				`12:5 applications[1].sync: unknown key; want one of name, source, release, destination, syncPolicy, driftDetection, allow, artifacts, chart, dependsOn, self, rebalance`,
 				`13:11 applications[2].name: name "api" is already used by applications[1] at line 10`,
 				`16:19 applications[2].allow.hostPaths[0]: want an absolute path like /srv/data, got "srv/data"`,
 				`16:29 applications[2].allow.hostPaths[1]: want a clean path, got "/srv//data/"; write "/srv/data"`,
 				`17:18 applications[2].allow.networks[0]: want a Docker object name (letters, digits, '_', '.' and '-', starting with a letter or digit), got "bad name"`,
 				`18:22 applications[2].allow.capabilities[0]: want a Linux capability such as NET_ADMIN (the CAP_ prefix optional) or ALL, got "net admin"`,
+				`19:32 applications[2].allow.unplaceable[1]: want one of no-node, constraint, platform, resources, max-replicas-per-node, all, got "cpu"`,
 			},
 		},
 		{

@@ -61,6 +61,7 @@ type fileApp struct {
 	Chart          *fileChart     `yaml:"chart,omitempty"`
 	DependsOn      []string       `yaml:"dependsOn,omitempty"`
 	Self           bool           `yaml:"self,omitempty"`
+	Rebalance      *bool          `yaml:"rebalance,omitempty"`
 
 	// releaseDefaulted records that setDefaults copied Name into Release,
 	// so that a clash names the application, not a key nobody wrote.
@@ -146,6 +147,8 @@ type fileAllow struct {
 	Volumes   []string `yaml:"volumes,omitempty"`
 	// Capabilities are the Linux capabilities services may add (cap_add).
 	Capabilities []string `yaml:"capabilities,omitempty"`
+	// Unplaceable are the placement rules a release may fail.
+	Unplaceable []string `yaml:"unplaceable,omitempty"`
 }
 
 // duration is a time.Duration written as "90s" or "3m"; set tells an
@@ -304,12 +307,23 @@ func toApplication(a fileApp) Application {
 			Secrets:      nilIfEmpty(slices.Clone(a.Allow.Secrets)),
 			Volumes:      nilIfEmpty(slices.Clone(a.Allow.Volumes)),
 			Capabilities: nilIfEmpty(slices.Clone(a.Allow.Capabilities)),
+			Unplaceable:  nilIfEmpty(slices.Clone(a.Allow.Unplaceable)),
 		},
 		Artifacts: toArtifacts(a.Artifacts),
 		Chart:     toChart(a.Chart),
 		DependsOn: nilIfEmpty(slices.Clone(a.DependsOn)),
 		Self:      a.Self,
+		Rebalance: cloneBool(a.Rebalance),
 	}
+}
+
+// cloneBool copies an optional flag, so no two values share it.
+func cloneBool(b *bool) *bool {
+	if b == nil {
+		return nil
+	}
+	v := *b
+	return &v
 }
 
 // toChart converts a valid chart block, cleaning its paths; nil stays nil.
@@ -404,11 +418,13 @@ func fromApplication(a Application) fileApp {
 			Secrets:      a.Allow.Secrets,
 			Volumes:      a.Allow.Volumes,
 			Capabilities: a.Allow.Capabilities,
+			Unplaceable:  a.Allow.Unplaceable,
 		},
 		Artifacts: fromArtifacts(a.Artifacts),
 		Chart:     fromChart(a.Chart),
 		DependsOn: a.DependsOn,
 		Self:      a.Self,
+		Rebalance: cloneBool(a.Rebalance),
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -154,6 +155,11 @@ func validateApp(d *configfile.Document, a *fileApp, field string) {
 	for i, c := range a.Allow.Capabilities {
 		if !capabilityName.MatchString(c) {
 			d.Add(fmt.Sprintf("%s.capabilities[%d]", allow, i), "want a Linux capability such as NET_ADMIN (the CAP_ prefix optional) or ALL, got %s", configfile.Quote(c))
+		}
+	}
+	for i, rule := range a.Allow.Unplaceable {
+		if !slices.Contains(UnplaceableRules(), rule) {
+			d.Add(fmt.Sprintf("%s.unplaceable[%d]", allow, i), "want one of %s, got %s", strings.Join(UnplaceableRules(), ", "), configfile.Quote(rule))
 		}
 	}
 	for _, list := range []struct {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -81,5 +82,54 @@ func TestPlatformsReadsAnImageOrAnIndexFromTheRegistry(t *testing.T) {
 				t.Errorf("Platforms(%s) (-want +got):\n%s", tc.image, diff)
 			}
 		})
+	}
+}
+
+// TestPlatformsAreCachedPerReference: a tag is asked again only after
+// PushedFor, a digest never, a missing image after MissingFor, and a
+// registry that fails is backed off rather than asked on every call.
+func TestPlatformsAreCachedPerReference(t *testing.T) {
+	reg := startRegistry(t)
+	digest := reg.push(t, "team/web", "v1")
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	r := NewRegistry(RegistryOptions{Now: func() time.Time { return now }})
+	ask := func(image string) error {
+		t.Helper()
+		_, err := r.Platforms(t.Context(), image)
+		return err
+	}
+	byTag, byDigest, absent := reg.host+"/team/web:v1", reg.host+"/team/web@"+digest, reg.host+"/team/web:v9"
+	steps := []struct {
+		name    string
+		image   string
+		advance time.Duration
+		fail    bool
+		read    bool // the registry is asked (a failing one, with retries)
+		missing bool
+		failed  bool
+	}{
+		{name: "a tag is read", image: byTag, read: true},
+		{name: "and answered from the cache within PushedFor", image: byTag, advance: DefaultPushedFor - time.Second},
+		{name: "and read again after it", image: byTag, advance: 2 * time.Second, read: true},
+		{name: "a digest is read", image: byDigest, read: true},
+		{name: "and kept for good", image: byDigest, advance: 24 * time.Hour},
+		{name: "a missing image is said", image: absent, read: true, missing: true},
+		{name: "and kept for MissingFor", image: absent, missing: true},
+		{name: "a registry that fails is said", image: byTag, advance: DefaultPushedFor, fail: true, read: true, failed: true},
+		{name: "and backed off, not asked again at once", image: byTag, fail: true, failed: true},
+	}
+	reg.gets.Store(0)
+	for _, s := range steps {
+		now = now.Add(s.advance)
+		reg.fail.Store(s.fail)
+		before := reg.gets.Load()
+		err := ask(s.image)
+		switch {
+		case s.missing && !errors.Is(err, ErrImageMissing), s.failed && err == nil, !s.missing && !s.failed && err != nil:
+			t.Errorf("%s: Platforms(%s) = %v", s.name, s.image, err)
+		}
+		if read := reg.gets.Load() > before; read != s.read {
+			t.Errorf("%s: the registry was asked: %t, want %t", s.name, read, s.read)
+		}
 	}
 }

@@ -55,6 +55,8 @@ type Registry struct {
 	mu    sync.Mutex
 	known map[string]check       // by image reference
 	hosts map[string]hostBackoff // by registry host
+	// platforms are Platforms' answers, by image reference.
+	platforms map[string]platformAnswer
 }
 
 // check is one cached answer.
@@ -105,7 +107,7 @@ func NewRegistry(opts RegistryOptions) *Registry {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Registry{opts: opts, known: map[string]check{}, hosts: map[string]hostBackoff{}}
+	return &Registry{opts: opts, known: map[string]check{}, hosts: map[string]hostBackoff{}, platforms: map[string]platformAnswer{}}
 }
 
 // Check asks whether image:tag exists. A cached answer is returned without
@@ -155,17 +157,24 @@ func (r *Registry) Check(ctx context.Context, image, tag string) Check {
 	case ctx.Err() != nil:
 		return Check{Condition: Failed, Reason: fmt.Sprintf("check image %s: %v", key, ctx.Err())}
 	default:
-		b := r.hosts[host]
-		b.failures++
-		wait := r.opts.Backoff
-		for i := 1; i < b.failures && wait < r.opts.MaxBackoff; i++ {
-			wait *= 2
-		}
-		b.until = now.Add(min(wait, r.opts.MaxBackoff))
-		b.reason = fmt.Sprintf("check image %s: %v", key, err)
-		r.hosts[host] = b
-		return Check{Condition: Failed, Reason: b.reason}
+		reason := fmt.Sprintf("check image %s: %v", key, err)
+		r.failHost(host, reason, now)
+		return Check{Condition: Failed, Reason: reason}
 	}
+}
+
+// failHost backs host off after a failure that reason describes, doubling
+// the wait with each failure in a row up to MaxBackoff. r.mu is held.
+func (r *Registry) failHost(host, reason string, now time.Time) {
+	b := r.hosts[host]
+	b.failures++
+	wait := r.opts.Backoff
+	for i := 1; i < b.failures && wait < r.opts.MaxBackoff; i++ {
+		wait *= 2
+	}
+	b.until = now.Add(min(wait, r.opts.MaxBackoff))
+	b.reason = reason
+	r.hosts[host] = b
 }
 
 // isMissing reports whether err is the registry saying the manifest (or the

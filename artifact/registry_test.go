@@ -27,6 +27,7 @@ import (
 type countingRegistry struct {
 	host  string
 	heads atomic.Int64
+	gets  atomic.Int64
 	fail  atomic.Bool
 }
 
@@ -35,8 +36,12 @@ func startRegistry(t *testing.T) *countingRegistry {
 	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	c := &countingRegistry{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.Contains(r.URL.Path, "/manifests/") && r.Method == http.MethodHead {
-			c.heads.Add(1)
+		if strings.Contains(r.URL.Path, "/manifests/") {
+			if r.Method == http.MethodHead {
+				c.heads.Add(1)
+			} else {
+				c.gets.Add(1)
+			}
 			if c.fail.Load() {
 				http.Error(w, "unavailable", http.StatusServiceUnavailable)
 				return

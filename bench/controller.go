@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -38,7 +39,7 @@ type Controller struct {
 	logPath string
 	cmd     *exec.Cmd
 	exited  chan error
-	stopped bool
+	stopped atomic.Bool
 }
 
 // ControllerOptions say how to start a controller.
@@ -49,6 +50,14 @@ type ControllerOptions struct {
 	ID         string // the controller id, unique to the run
 	DockerHost string // DOCKER_HOST, normally the counting proxy
 	LogLevel   string // --log-level; "" is the controller's default
+	// Addr is the API's address; "" picks a free loopback port. A replica
+	// restarted on its data keeps its address.
+	Addr string
+	// Args are more flags, Env more environment variables (NAME=value).
+	Args, Env []string
+	// Log appends to the log file of an earlier run in Dir, rather than
+	// starting it anew.
+	Log bool
 }
 
 // StartController starts `skep controller` and waits until /readyz
@@ -69,12 +78,19 @@ func StartController(tb testing.TB, opts ControllerOptions) *Controller {
 			tb.Fatal(err)
 		}
 	}
-	logFile, err := os.Create(c.logPath)
+	flag := os.O_CREATE | os.O_WRONLY | os.O_TRUNC
+	if opts.Log {
+		flag = os.O_CREATE | os.O_WRONLY | os.O_APPEND
+	}
+	logFile, err := os.OpenFile(c.logPath, flag, 0o600)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	defer logFile.Close() // the child holds its own descriptor
-	addr := freeAddr(tb)
+	addr := opts.Addr
+	if addr == "" {
+		addr = freeAddr(tb)
+	}
 	c.URL = "http://" + addr
 	c.cmd = exec.Command(opts.Binary, "controller", "--config", opts.AppSet, "--listen", addr,
 		"--data", filepath.Join(opts.Dir, "data"), "--controller-id", opts.ID, "--webhooks-file", webhooks,
@@ -82,7 +98,9 @@ func StartController(tb testing.TB, opts ControllerOptions) *Controller {
 	if opts.LogLevel != "" {
 		c.cmd.Args = append(c.cmd.Args, "--log-level", opts.LogLevel)
 	}
+	c.cmd.Args = append(c.cmd.Args, opts.Args...)
 	c.cmd.Env = append(os.Environ(), "DOCKER_HOST="+opts.DockerHost, "SKEP_ADMIN_TOKEN_FILE="+tokenFile)
+	c.cmd.Env = append(c.cmd.Env, opts.Env...)
 	c.cmd.Stdout, c.cmd.Stderr = logFile, logFile
 	c.Started = time.Now()
 	if err := c.cmd.Start(); err != nil {
@@ -101,7 +119,7 @@ func (c *Controller) waitReady(tb testing.TB) {
 	for time.Now().Before(deadline) {
 		select {
 		case err := <-c.exited:
-			c.stopped = true
+			c.stopped.Store(true)
 			tb.Fatalf("controller exited before it was ready: %v\n%s", err, c.logTail())
 		default:
 		}
@@ -121,10 +139,10 @@ func (c *Controller) waitReady(tb testing.TB) {
 // up to 30 s before it kills it. A second call does nothing.
 func (c *Controller) Stop(tb testing.TB) {
 	tb.Helper()
-	if c.stopped {
+	if c.stopped.Load() {
 		return
 	}
-	c.stopped = true
+	c.stopped.Store(true)
 	_ = c.cmd.Process.Signal(syscall.SIGINT)
 	select {
 	case err := <-c.exited:
@@ -137,6 +155,44 @@ func (c *Controller) Stop(tb testing.TB) {
 		tb.Errorf("controller did not stop within 30s of SIGINT")
 	}
 }
+
+// Signal sends sig to the controller process.
+func (c *Controller) Signal(tb testing.TB, sig syscall.Signal) {
+	tb.Helper()
+	if err := c.cmd.Process.Signal(sig); err != nil {
+		tb.Fatalf("signal %v to the controller: %v", sig, err)
+	}
+}
+
+// Kill ends the controller with SIGKILL and waits for it to be gone.
+func (c *Controller) Kill(tb testing.TB) {
+	tb.Helper()
+	c.Signal(tb, syscall.SIGKILL)
+	<-c.exited
+	c.stopped.Store(true)
+}
+
+// Terminate sends sig (SIGTERM: Swarm stopping the task) and returns once
+// the controller exited, failing tb when it did not within a minute or
+// exited with an error.
+func (c *Controller) Terminate(tb testing.TB, sig syscall.Signal) {
+	tb.Helper()
+	c.Signal(tb, sig)
+	c.stopped.Store(true)
+	select {
+	case err := <-c.exited:
+		if err != nil {
+			tb.Errorf("controller exited with %v after %v\n%s", err, sig, c.logTail())
+		}
+	case <-time.After(time.Minute):
+		_ = c.cmd.Process.Kill()
+		<-c.exited
+		tb.Errorf("controller did not stop within a minute of %v", sig)
+	}
+}
+
+// Exited reports whether the process ended.
+func (c *Controller) Exited() bool { return c.stopped.Load() }
 
 // clockTick is the kernel's USER_HZ, the unit of /proc/PID/stat's times:
 // 100 on every Linux architecture Skep runs on.
@@ -395,6 +451,9 @@ func (c *Controller) logEntries(tb testing.TB) []logEntry {
 	}
 	return out
 }
+
+// LogTail returns the last lines of the controller's log, for a failure.
+func (c *Controller) LogTail() string { return c.logTail() }
 
 // logTail returns the last lines of the controller's log, for a failure.
 func (c *Controller) logTail() string {

@@ -20,9 +20,17 @@
 // readers at once, read through package client. It counts errors and
 // judges the controller's memory; TestSoak fails on either.
 //
+// StartHA runs a replicated controller (issue 38): replicas of `skep
+// controller --leader-election`, each behind a counting proxy of its own
+// that logs every Engine write and its answer, read back as the leader
+// terms, the writes sent outside one's own term, and the revisions by
+// commit. StartDeployment adds an application whose commits flow; the
+// take-over measurement (Options.FailoverOnly), SoakHA (`make soak-ha`)
+// and TestReplicatedControllerFailsOverWithOneWriter build on it.
+//
 // Like harness, whose helpers it uses, it takes a testing.TB and fails it
-// on error; BenchmarkSwarm and TestSoak are its entry points (`make bench`,
-// `make soak`), so Skep keeps one binary. It removes everything it creates: stacks by their
+// on error; BenchmarkSwarm, TestSoak and TestSoakHA are its entry points
+// (`make bench`, `make soak`, `make soak-ha`), so Skep keeps one binary. It removes everything it creates: stacks by their
 // unique names (harness.CleanupStack), the controller with SIGINT, temp
 // directories with the benchmark. Only the measuring code times anything;
 // no test asserts a time.

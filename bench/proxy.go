@@ -1,7 +1,9 @@
 package bench
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log"
@@ -17,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -38,7 +41,32 @@ type Proxy struct {
 	mu       sync.Mutex
 	counts   Counts
 	requests []Request
+	writes   []Write // every Engine write, with its outcome (StartProxy)
+	logs     bool    // log writes (the Engine proxy)
+	// slow delays each service write by this much before it is
+	// forwarded; inflight counts those waiting or forwarded, unanswered.
+	slow     atomic.Int64
+	inflight atomic.Int64
 }
+
+// Write is one request that may change the Engine's state (every method
+// but GET and HEAD), as the Engine proxy forwarded it: when it was sent
+// and answered, and the answer's status. A config write's name and labels
+// are read from its body: what a replica's leader lease and a release's
+// revision say.
+type Write struct {
+	At, Done time.Time
+	Method   string
+	Path     string
+	Status   int
+	// Config and Labels are the name and labels of a config created or
+	// updated; empty for any other write.
+	Config string
+	Labels map[string]string
+}
+
+// OK reports whether the Engine accepted the write.
+func (w Write) OK() bool { return w.Status >= 200 && w.Status < 300 }
 
 // Request is one request a proxy forwarded, as Requests returns it.
 type Request struct {
@@ -52,7 +80,7 @@ type Request struct {
 // method and route (PathClass).
 func StartProxy(tb testing.TB, engine string) *Proxy {
 	tb.Helper()
-	p := &Proxy{Socket: filepath.Join(tb.TempDir(), "engine.sock"), counts: Counts{},
+	p := &Proxy{Socket: filepath.Join(tb.TempDir(), "engine.sock"), counts: Counts{}, logs: true,
 		classify: func(r *http.Request) string { return r.Method + " " + PathClass(r.URL.Path) }}
 	ln, err := net.Listen("unix", p.Socket)
 	if err != nil {
@@ -123,7 +151,26 @@ func (p *Proxy) serve(tb testing.TB, ln net.Listener, target *url.URL, transport
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.count(r)
-		forward.ServeHTTP(w, r)
+		if !p.logs || r.Method == http.MethodGet || r.Method == http.MethodHead {
+			forward.ServeHTTP(w, r)
+			return
+		}
+		wr := Write{At: time.Now(), Method: r.Method, Path: r.URL.Path}
+		wr.Config, wr.Labels = configOf(r)
+		if strings.Contains(r.URL.Path, "/services/") {
+			p.inflight.Add(1)
+			defer p.inflight.Add(-1)
+			select {
+			case <-time.After(time.Duration(p.slow.Load())):
+			case <-r.Context().Done():
+			}
+		}
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		forward.ServeHTTP(sw, r)
+		wr.Done, wr.Status = time.Now(), sw.status
+		p.mu.Lock()
+		p.writes = append(p.writes, wr)
+		p.mu.Unlock()
 	})}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -134,6 +181,65 @@ func (p *Proxy) serve(tb testing.TB, ln net.Listener, target *url.URL, transport
 		}
 	})
 }
+
+// Slow makes every later service write wait d before it is forwarded, so
+// that a test can act while an apply is half done.
+func (p *Proxy) Slow(d time.Duration) { p.slow.Store(int64(d)) }
+
+// InFlight is how many service writes are waiting or forwarded and not
+// answered yet.
+func (p *Proxy) InFlight() int { return int(p.inflight.Load()) }
+
+// Writes returns the Engine writes forwarded so far, in the order they
+// were answered; the slice is the caller's.
+func (p *Proxy) Writes() []Write {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.writes)
+}
+
+// maxConfigBody bounds the body read to learn a config write's labels: a
+// lease's is under a kilobyte, a small release's revision a few.
+const maxConfigBody = 1 << 20
+
+// configOf reads the name and labels of a config create or update from
+// r's body, which it puts back for the Engine; "" for any other request.
+func configOf(r *http.Request) (string, map[string]string) {
+	path := apiVersion.ReplaceAllString(r.URL.Path, "")
+	if r.Method != http.MethodPost || !strings.HasPrefix(path, "/configs/") || r.ContentLength > maxConfigBody {
+		return "", nil
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxConfigBody))
+	if err != nil {
+		return "", nil
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var spec struct {
+		Name   string
+		Labels map[string]string
+	}
+	if json.Unmarshal(body, &spec) != nil {
+		return "", nil
+	}
+	return spec.Name, spec.Labels
+}
+
+// statusWriter remembers the status a response was answered with.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.status, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets the reverse proxy flush through.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // Counts returns a copy of the counts so far.
 func (p *Proxy) Counts() Counts {

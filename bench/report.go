@@ -50,6 +50,9 @@ type Report struct {
 	Others, OthersByTicks float64
 	// Go holds `go test -bench` results by benchmark name, then unit.
 	Go map[string]map[string]float64
+	// Failovers are the take-overs of a replicated controller
+	// (Options.FailoverOnly); nil when not measured.
+	Failovers *Failovers
 }
 
 // Deploy is one first deploy: from its start until every service existed
@@ -258,6 +261,9 @@ func (r *Report) Rows() []Row {
 	if res, found := r.Go["BenchmarkDrift/services=1000/unchanged"]; found {
 		add("Live drift comparison, 1,000 services (go test -bench)", millis(time.Duration(res["ns/op"])), "", "—", nil)
 	}
+	if r.Failovers != nil {
+		r.Failovers.rows(add)
+	}
 	if res, found := r.Go["BenchmarkEventFanOut"]; found {
 		add("Event fan-out to 1,000 SSE subscribers: p99 delivery (go test -bench)",
 			fmt.Sprintf("%.1f ms, none dropped", res["p99-ms"]), "", "< 50 ms, none dropped", ok(res["p99-ms"] < 50))
@@ -352,6 +358,14 @@ func (r *Report) Metrics() []Metric {
 	}
 	if len(r.Correction) > 0 {
 		add(ms(median(r.Correction)), "correct-ms")
+	}
+	if r.Failovers != nil {
+		for _, kind := range failoverKinds {
+			if took := r.Failovers.took(kind); len(took) > 0 {
+				add(median(took).Seconds(), "failover-"+kind+"-median-s")
+				add(slices.Max(took).Seconds(), "failover-"+kind+"-worst-s")
+			}
+		}
 	}
 	return out
 }

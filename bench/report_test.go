@@ -289,3 +289,38 @@ func TestNoOpTickRowsJudgeTheTickAndShowTheServerApart(t *testing.T) {
 		}
 	}
 }
+
+// TestFailoverRowsJudgeEachKindByItsWorst: a kill or a freeze must be
+// followed within 12 s, a stop within 3 s, every sample of them; one late
+// write or one commit applied twice fails its row.
+func TestFailoverRowsJudgeEachKindByItsWorst(t *testing.T) {
+	took := func(ds ...time.Duration) []Failover {
+		var out []Failover
+		for _, d := range ds {
+			out = append(out, Failover{Took: d})
+		}
+		return out
+	}
+	r := &Report{Failovers: &Failovers{Late: 1, Each: map[string][]Failover{
+		FailKill:   took(8*time.Second, 8*time.Second, 11*time.Second),
+		FailFreeze: took(8*time.Second, 13*time.Second, 8*time.Second),
+		FailStop:   took(time.Second, 2*time.Second, time.Second),
+	}}}
+	verdicts := map[string]bool{}
+	for _, row := range r.Rows() {
+		if row.Pass != nil {
+			verdicts[strings.SplitN(row.Measurement, " (", 2)[0]] = *row.Pass
+		}
+	}
+	for measurement, want := range map[string]bool{
+		"Failover after SIGKILL":                                true,
+		"Failover after SIGSTOP":                                false, // one of 13 s
+		"Failover after SIGTERM":                                true,
+		"Writes sent by a replica while another held the lease": false,
+		"Commits applied more than once across the failovers":   true,
+	} {
+		if got, found := verdicts[measurement]; !found || got != want {
+			t.Errorf("%s: pass %v (found %v), want %v; all %v", measurement, got, found, want, verdicts)
+		}
+	}
+}

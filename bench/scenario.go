@@ -65,6 +65,9 @@ type Options struct {
 	// alone, Samples pushes each, on the 20 applications deployed and
 	// settled and application 1's docker twin.
 	WebhookOnly bool
+	// FailoverOnly measures the take-overs of a replicated controller
+	// alone: Samples kills, freezes and stops of its leader each.
+	FailoverOnly bool
 	// ControllerLogLevel is the controller's --log-level. Default info.
 	ControllerLogLevel string
 	// GoResults names a file of `go test -bench` output whose results for
@@ -145,7 +148,7 @@ func Run(tb testing.TB, cli *client.Client, opts Options) *Report {
 		image:    harness.TestImage(tb, cli, harness.ImageOptions{}),
 		git:      git,
 		gitProxy: StartGitProxy(tb, git.URL),
-		proxy:    StartProxy(tb, engineSocket(tb)),
+		proxy:    StartProxy(tb, EngineSocket(tb)),
 		watch:    WatchServices(tb, cli, prefix),
 		prefix:   prefix,
 	}
@@ -159,11 +162,17 @@ func Run(tb testing.TB, cli *client.Client, opts Options) *Report {
 		e.pollingAlone(r)
 	case opts.WebhookOnly:
 		e.webhookAlone(r)
+	case opts.FailoverOnly:
+		e.failovers(r)
 	case !opts.ScaleOnly:
 		e.small(r)
 	}
-	if opts.Scale > 0 && !opts.DeployOnly && !opts.IdleOnly && !opts.PollOnly && !opts.WebhookOnly {
+	alone := opts.DeployOnly || opts.IdleOnly || opts.PollOnly || opts.WebhookOnly || opts.FailoverOnly
+	if opts.Scale > 0 && !alone {
 		e.large(r)
+	}
+	if !alone && !opts.ScaleOnly {
+		e.failovers(r)
 	}
 	if opts.GoResults != "" {
 		r.Go = readGoResults(tb, opts.GoResults)
@@ -172,9 +181,9 @@ func Run(tb testing.TB, cli *client.Client, opts Options) *Report {
 	return r
 }
 
-// engineSocket is the path of the Engine's unix socket: DOCKER_HOST's, or
+// EngineSocket is the path of the Engine's unix socket: DOCKER_HOST's, or
 // the default.
-func engineSocket(tb testing.TB) string {
+func EngineSocket(tb testing.TB) string {
 	tb.Helper()
 	host := os.Getenv("DOCKER_HOST")
 	if host == "" {

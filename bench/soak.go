@@ -138,7 +138,7 @@ func Soak(tb testing.TB, cli *client.Client, opts SoakOptions) *SoakReport {
 		tb: tb, cli: cli, opts: Options{Binary: opts.Binary}, log: opts.Log,
 		image:  harness.TestImage(tb, cli, harness.ImageOptions{}),
 		git:    harness.StartGitServer(tb, harness.GitServerOptions{}),
-		proxy:  StartProxy(tb, engineSocket(tb)),
+		proxy:  StartProxy(tb, EngineSocket(tb)),
 		watch:  WatchServices(tb, cli, prefix),
 		prefix: prefix,
 	}

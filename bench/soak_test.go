@@ -4,7 +4,6 @@ import (
 	"log/slog"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/skep-cd/skep/bench"
 	"github.com/skep-cd/skep/harness"
@@ -35,11 +34,7 @@ func TestSoak(t *testing.T) {
 		Binary: os.Getenv("SKEP_SOAK_BINARY"),
 		Log:    slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	}
-	if v := os.Getenv("SKEP_SOAK_DURATION"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			t.Fatalf("SKEP_SOAK_DURATION: %v", err)
-		}
+	if d, ok := envDuration(t, "SKEP_SOAK_DURATION"); ok {
 		opts.Duration = d
 	}
 	if v := os.Getenv("SKEP_SOAK_APPS"); v != "" {

@@ -27,6 +27,7 @@ import (
 //	SKEP_BENCH_ONLY=idle          the 20 applications' idle window alone, SAMPLES windows
 //	SKEP_BENCH_ONLY=polling       polling at the interval floor alone, SAMPLES pushes
 //	SKEP_BENCH_ONLY=webhook       the webhook push against docker stack deploy alone, SAMPLES pushes
+//	SKEP_BENCH_ONLY=failover      the take-overs of three replicas alone, SAMPLES kills, freezes and stops of the leader each
 //	SKEP_BENCH_GO=bin/bench-go.txt  the Go benchmarks' output, added to the table
 //	SKEP_BENCH_LOG=debug          more progress on stderr, the controller at --log-level debug
 //
@@ -65,8 +66,10 @@ func BenchmarkSwarm(b *testing.B) {
 		opts.PollOnly = true
 	case "webhook":
 		opts.WebhookOnly = true
+	case "failover":
+		opts.FailoverOnly = true
 	default:
-		b.Fatalf("SKEP_BENCH_ONLY=%q: the parts that run alone are scale, deploy, idle, polling and webhook", v)
+		b.Fatalf("SKEP_BENCH_ONLY=%q: the parts that run alone are scale, deploy, idle, polling, webhook and failover", v)
 	}
 	if v := os.Getenv("SKEP_BENCH_SCALE"); v != "" {
 		opts.Scale = atoi(b, "SKEP_BENCH_SCALE", v)
@@ -77,11 +80,7 @@ func BenchmarkSwarm(b *testing.B) {
 	if v := os.Getenv("SKEP_BENCH_SCALE_REPOS"); v != "" {
 		opts.ScaleRepos = atoi(b, "SKEP_BENCH_SCALE_REPOS", v)
 	}
-	if v := os.Getenv("SKEP_BENCH_IDLE"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			b.Fatalf("SKEP_BENCH_IDLE: %v", err)
-		}
+	if d, ok := envDuration(b, "SKEP_BENCH_IDLE"); ok {
 		opts.Idle = d
 	}
 	report := bench.Run(b, cli, opts)
@@ -91,6 +90,21 @@ func BenchmarkSwarm(b *testing.B) {
 	for _, m := range report.Metrics() {
 		b.ReportMetric(m.Value, m.Unit)
 	}
+}
+
+// envDuration reads the duration the variable name holds; ok is false
+// when it is unset. A value that is no duration fails tb.
+func envDuration(tb testing.TB, name string) (d time.Duration, ok bool) {
+	tb.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return 0, false
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		tb.Fatalf("%s: %v", name, err)
+	}
+	return d, true
 }
 
 func atoi(tb testing.TB, name, v string) int {

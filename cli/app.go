@@ -283,7 +283,7 @@ func printAppDetail(w io.Writer, d wire.ApplicationDetail) error {
 		for _, s := range r.Services {
 			fmt.Fprintf(tw, "  %s\t%s\t%d/%d\t%s\t%s\n", s.Name, s.Mode, s.Running, s.Desired, s.Image, orDash(s.UpdateState))
 			for _, t := range s.Tasks {
-				fmt.Fprintf(tw, "    task %s\tslot %d\t%s/%s\t%s\t%s\n", short(t.ID), t.Slot, t.State, t.DesiredState,
+				fmt.Fprintf(tw, "    task %s\tslot %d on %s\t%s/%s\t%s\t%s\n", short(t.ID), t.Slot, orDash(t.Node), t.State, t.DesiredState,
 					orDash(oneLine(t.Error, 60)), t.UpdatedAt.Format(time.RFC3339))
 			}
 		}
@@ -364,12 +364,35 @@ func newAppDiffCommand() *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s at %s\n", d.Application, short(d.Revision))
-			return plan.Render(cmd.OutOrStdout(), plansOf(d.Releases))
+			if err := plan.Render(cmd.OutOrStdout(), plansOf(d.Releases)); err != nil {
+				return err
+			}
+			return printUnplaceable(cmd.OutOrStdout(), d.Releases)
 		},
 	}
 	out.register(cmd)
 	cmd.Flags().StringVar(&revision, "revision", "", "plan this commit, branch or tag instead of the tracked revision")
 	return cmd
+}
+
+// printUnplaceable says, per release, what no node of the swarm
+// satisfies for its services: a sync of it is refused before any write
+// unless the application allows it.
+func printUnplaceable(w io.Writer, releases []wire.ReleasePlan) error {
+	for _, r := range releases {
+		if len(r.Unplaceable) == 0 {
+			continue
+		}
+		if _, err := fmt.Fprintf(w, "\nRelease %s cannot be placed:\n", r.Name); err != nil {
+			return err
+		}
+		for _, line := range r.Unplaceable {
+			if _, err := fmt.Fprintf(w, "  %s\n", line); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // newAppHistoryCommand builds `skep app history`: the revisions `skep app

@@ -28,6 +28,7 @@ import (
 	"github.com/skep-cd/skep/egress"
 	"github.com/skep-cd/skep/gitsource"
 	"github.com/skep-cd/skep/identity"
+	"github.com/skep-cd/skep/lease"
 	"github.com/skep-cd/skep/memtrim"
 	"github.com/skep-cd/skep/notify"
 	"github.com/skep-cd/skep/reconcile"
@@ -88,6 +89,8 @@ type controllerFlags struct {
 	prune         bool
 	ownStack      string
 	notifications string
+	ha            haFlags
+	rebalance     bool
 }
 
 // registerController adds the flags only a long-running controller takes.
@@ -95,6 +98,8 @@ func (f *controllerFlags) registerController(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.prune, "prune", false, "remove the releases of applications that left the app set (proved by ownership labels and revisions)")
 	fs.StringVar(&f.ownStack, "own-stack", "", "the stack the controller itself runs in; never pruned")
 	fs.StringVar(&f.notifications, "notifications", "", "YAML file of outbound notifiers (webhooks, chat, e-mail) and their routing")
+	f.ha.register(fs)
+	fs.BoolVar(&f.rebalance, "rebalance", false, "once a drained or lost node is back, roll the services whose tasks sit unevenly on the nodes, for every application that does not say otherwise (rebalance: false)")
 }
 
 // register adds the flags that `controller` and `deploy` share.
@@ -178,15 +183,27 @@ func (f *controllerFlags) source(git *gitsource.Cache) (appset.Source, string, e
 // build wires a controller from the flags: git cache, swarm client,
 // notifiers. The returned close releases the swarm client.
 func (f *controllerFlags) build(ctx context.Context, logger *slog.Logger, notifier *notify.Registry) (*reconcile.Controller, func(), error) {
-	ctrl, _, closeAll, err := f.buildWith(ctx, logger, notifier, nil, false)
+	ctrl, _, closeAll, err := f.buildWith(ctx, logger, notifier, running{})
 	return ctrl, closeAll, err
 }
 
-// buildWith is build with an observer of every reconcile (the metrics) and,
-// when live is set, the swarm's live snapshot: health, live drift, the write
-// gate and prune need it, and the controller runs it. It also returns the
-// git cache the controller reads with, which pull requests' plans share.
-func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, notifier *notify.Registry, observer reconcile.Observer, live bool) (*reconcile.Controller, *gitsource.Cache, func(), error) {
+// running is what a long-running controller is built with besides the
+// flags: an observer of every reconcile (the metrics); live, the swarm's
+// live snapshot (health, live drift, the write gate and prune need it,
+// and the controller runs it); and, for a replica's term, the fence every
+// write asks and the term its revisions record.
+type running struct {
+	observer reconcile.Observer
+	live     bool
+	fence    func() error
+	term     int64
+}
+
+// buildWith is build for a controller that runs (see running). It also
+// returns the git cache the controller reads with, which pull requests'
+// plans share.
+func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, notifier *notify.Registry, run running) (*reconcile.Controller, *gitsource.Cache, func(), error) {
+	observer, live := run.observer, run.live
 	var creds *gitsource.Credentials
 	if path := os.Getenv(EnvGitCredentialsFile); path != "" {
 		var err error
@@ -230,15 +247,9 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("chart cache in %s: %w", f.data, err)
 	}
-	// The local swarm: the engine of DOCKER_HOST (or the default socket),
-	// then its fallback managers, as a named destination's are tried.
-	var fallbacks []string
-	if f.localManagers != "" {
-		fallbacks = strings.Split(f.localManagers, ",")
-	}
-	local, err := swarm.LocalDestination(os.Getenv, fallbacks)
+	local, err := f.localSwarm()
 	if err != nil {
-		return nil, nil, nil, usageError("--local-managers: %v", err)
+		return nil, nil, nil, err
 	}
 	engine, err := swarm.Connect(ctx, swarm.Options{Destination: local})
 	if err != nil {
@@ -263,13 +274,13 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 	// exits, so it gets none.
 	own := reconcile.Remote{Engine: engine}
 	if live {
-		own.Live = swarm.NewWatcher(engine, swarm.WatcherOptions{Logger: logger})
+		own.Live = swarm.NewWatcher(engine, swarm.WatcherOptions{Logger: logger, IgnoreConfig: lease.IsConfig})
 	}
 	byName := map[string]reconcile.Remote{}
 	for _, r := range remotes {
 		rr := reconcile.Remote{Engine: r}
 		if live {
-			rr.Live = swarm.NewWatcher(r, swarm.WatcherOptions{Logger: logger.With("swarm", r.Destination)})
+			rr.Live = swarm.NewWatcher(r, swarm.WatcherOptions{Logger: logger.With("swarm", r.Destination), IgnoreConfig: lease.IsConfig})
 		}
 		byName[r.Destination] = rr
 	}
@@ -298,6 +309,9 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 		// The Engine connects where a log driver or a network volume
 		// says: those hosts come from git too.
 		CheckAddress: policy.CheckHost,
+		Fence:        run.fence,
+		Term:         run.term,
+		Rebalance:    f.rebalance,
 		// So do the Prometheus and web addresses of canaries' analyses.
 		Analysis: &http.Client{Transport: policy.Transport()},
 	})
@@ -308,6 +322,21 @@ func (f *controllerFlags) buildWith(ctx context.Context, logger *slog.Logger, no
 		return nil, nil, nil, err
 	}
 	return ctrl, git, closeAll, nil
+}
+
+// localSwarm is the swarm the controller runs in: the engine of
+// DOCKER_HOST (or the default socket), then its fallback managers, as a
+// named destination's are tried.
+func (f *controllerFlags) localSwarm() (swarm.Destination, error) {
+	var fallbacks []string
+	if f.localManagers != "" {
+		fallbacks = strings.Split(f.localManagers, ",")
+	}
+	local, err := swarm.LocalDestination(os.Getenv, fallbacks)
+	if err != nil {
+		return swarm.Destination{}, usageError("--local-managers: %v", err)
+	}
+	return local, nil
 }
 
 // egress is the policy every outbound HTTP client of the controller dials
@@ -396,10 +425,11 @@ func (f *apiFlags) oidc() (*identity.Config, error) {
 	return &cfg, nil
 }
 
-// authorizer builds the token authorizer; with no token at all and no
+// authorizer builds the token authorizer, with the tokens of extra (the
+// replicas' own) besides; with no token of people or jobs at all and no
 // OIDC file (oidc false) the controller refuses to start, since its API
 // could otherwise not be used safely.
-func (f *apiFlags) authorizer(logger *slog.Logger, oidc bool) (*api.Tokens, error) {
+func (f *apiFlags) authorizer(logger *slog.Logger, oidc bool, extra ...api.TokenSpec) (*api.Tokens, error) {
 	var specs []api.TokenSpec
 	if admin, ok, err := api.AdminTokenFromEnv(os.Getenv); err != nil {
 		return nil, err
@@ -419,6 +449,7 @@ func (f *apiFlags) authorizer(logger *slog.Logger, oidc bool) (*api.Tokens, erro
 		return nil, fmt.Errorf("no API token configured: set %s (a file holding the admin token) or %s, or give --tokens-file or --oidc-file",
 			api.EnvAdminTokenFile, api.EnvAdminToken)
 	}
+	specs = append(specs, extra...)
 	tokens, err := api.NewTokens(specs...)
 	if err != nil {
 		return nil, fmt.Errorf("api tokens: %w", err)
@@ -471,7 +502,15 @@ func newControllerCommand() *cobra.Command {
 			if err != nil {
 				return &ExitError{Code: ExitFailure, Err: err}
 			}
-			tokens, err := apiOpts.authorizer(logger, oidc != nil)
+			var extra []api.TokenSpec
+			if flags.ha.enabled {
+				peer, _, err := peerSpec()
+				if err != nil {
+					return &ExitError{Code: ExitFailure, Err: err}
+				}
+				extra = append(extra, peer)
+			}
+			tokens, err := apiOpts.authorizer(logger, oidc != nil, extra...)
 			if err != nil {
 				return &ExitError{Code: ExitFailure, Err: err}
 			}
@@ -488,10 +527,6 @@ func newControllerCommand() *cobra.Command {
 	return cmd
 }
 
-// runController wires the store, the event stream, the metrics, the
-// controller and the API, and runs them until ctx ends. Shutdown follows
-// one path: the workers drain, the event streams close, the servers shut
-// down, the recorder drains, the store closes.
 // credentials are what the API takes: the tokens file's (and the admin
 // token's), and the OIDC file's identities, when one is given.
 type credentials struct {
@@ -499,6 +534,68 @@ type credentials struct {
 	oidc   *identity.Config
 }
 
+// history is the controller's record of events: the store (nil when it
+// could not be opened, and then state says why), the broker of the event
+// stream and the recorder that numbers events into both.
+type history struct {
+	db       *store.Store
+	state    wire.StoreStatus
+	broker   *notify.Broker
+	recorder *notify.Recorder
+}
+
+// status is the store's state for the status route.
+func (h *history) status() wire.StoreStatus {
+	st := h.state
+	if h.db != nil {
+		st.FailedWrites = int64(h.recorder.Stats().Failed)
+	}
+	return st
+}
+
+// openHistory opens the store in the data directory and builds the broker
+// and the recorder over it. A store that cannot be opened loses history,
+// never safety: the controller runs on, and events are still streamed live
+// (see openStore and docs/operations.md, "The history store").
+func openHistory(ctx context.Context, logger *slog.Logger, data string) *history {
+	h := &history{}
+	h.db, h.state = openStore(ctx, logger, filepath.Join(data, store.FileName))
+	var lastID int64
+	if h.db != nil {
+		// New event ids must stay above every id already kept, or a client
+		// resuming a stream by id would skip events. Unreadable, the
+		// recorder's clock floor still keeps ids growing (see notify.Recorder).
+		var err error
+		if lastID, err = h.db.LastID(ctx); err != nil {
+			logger.Warn("store last id unreadable", "err", err)
+		}
+		closeInterrupted(ctx, logger, h.db, "the controller stopped before the sync ended")
+	}
+	h.broker = notify.NewBroker(notify.BrokerOptions{Logger: logger})
+	recOpts := notify.RecorderOptions{Publish: h.broker, LastID: lastID, Logger: logger}
+	if h.db != nil {
+		recOpts.Store = h.db
+	}
+	h.recorder = notify.NewRecorder(recOpts)
+	return h
+}
+
+// closeInterrupted closes the syncs the store still has running: the
+// controller that ran them stopped (or, for a replica taking over, the
+// last leader did) before they ended.
+func closeInterrupted(ctx context.Context, logger *slog.Logger, db *store.Store, why string) {
+	if n, err := db.CloseRunning(ctx, time.Now(), why); err != nil {
+		logger.Warn("store running syncs not closed", "err", err)
+	} else if n > 0 {
+		logger.Info("syncs left running closed as interrupted", "count", n, "why", why)
+	}
+}
+
+// runController wires the store, the event stream, the metrics, the
+// controller and the API, and runs them until ctx ends. Shutdown follows
+// one path: the workers drain, the event streams close, the servers shut
+// down, the recorder drains, the store closes. With --leader-election
+// the controller runs only while this replica leads (see runReplica).
 func runController(ctx context.Context, logger *slog.Logger, flags *controllerFlags, apiOpts *apiFlags, creds credentials, hooks *api.Webhooks) error {
 	var certs *api.CertReloader
 	if apiOpts.tlsCert != "" {
@@ -511,46 +608,15 @@ func runController(ctx context.Context, logger *slog.Logger, flags *controllerFl
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("data directory: %w", err)}
 	}
 	trimMemory(ctx, logger)
-	// A store that cannot be opened loses history, never safety: the
-	// controller runs on, and events are still streamed live (see
-	// openStore and docs/operations.md, "The history store").
-	db, storeState := openStore(ctx, logger, filepath.Join(flags.data, store.FileName))
-	var lastID int64
-	if db != nil {
-		defer db.Close()
-		// New event ids must stay above every id already kept, or a client
-		// resuming a stream by id would skip events. Unreadable, the
-		// recorder's clock floor still keeps ids growing (see notify.Recorder).
-		var err error
-		if lastID, err = db.LastID(ctx); err != nil {
-			logger.Warn("store last id unreadable", "err", err)
-		}
-		// One controller owns a data directory: a sync the store still has
-		// running was cut short when the last process died.
-		if n, err := db.CloseRunning(ctx, time.Now(), "the controller stopped before the sync ended"); err != nil {
-			logger.Warn("store running syncs not closed", "err", err)
-		} else if n > 0 {
-			logger.Info("syncs left running by the last run closed as interrupted", "count", n)
-		}
-	}
-	broker := notify.NewBroker(notify.BrokerOptions{Logger: logger})
-	recOpts := notify.RecorderOptions{Publish: broker, LastID: lastID, Logger: logger}
-	if db != nil {
-		recOpts.Store = db
-	}
-	recorder := notify.NewRecorder(recOpts)
-	storeStatus := func() wire.StoreStatus {
-		st := storeState
-		if db != nil {
-			st.FailedWrites = int64(recorder.Stats().Failed)
-		}
-		return st
+	h := openHistory(ctx, logger, flags.data)
+	if h.db != nil {
+		defer h.db.Close()
 	}
 
 	var notifier notify.Registry
 	var previews previewLookup
 	notifier.Register(notify.NewLog(logger))
-	notifier.Register(recorder)
+	notifier.Register(h.recorder)
 	// The forge notifier asks the controller which syncs are previews;
 	// the controller is built after the notifiers, so the lookup is bound
 	// to it once it exists.
@@ -563,16 +629,76 @@ func runController(ctx context.Context, logger *slog.Logger, flags *controllerFl
 	}
 
 	// The metrics are built before the controller (the controller reports to
-	// them), so their gauge reads ctrl through the closure once it is set;
-	// a scrape in between sees no applications.
-	var ctrl *reconcile.Controller
-	metrics := api.NewMetrics(api.MetricsOptions{
+	// them), so they read it through previews' pointer once it is set; a
+	// scrape in between (or on a standby) sees no applications.
+	metrics := newMetrics(&previews.ctrl)
+	if err := registerCounters(metrics, &previews.ctrl, &notifier, h.broker); err != nil {
+		return err
+	}
+	// Logged after the counters are in place, so that the list an operator
+	// reads at start-up is the list that is counted.
+	notifier.LogActive(logger)
+
+	webUI, err := ui.New()
+	if err != nil {
+		return err
+	}
+	srvOpts := api.Options{
+		Notifiers: notifier.Names, Authorizer: creds.tokens, Metrics: metrics, Webhooks: hooks,
+		Broker: h.broker, UI: webUI, Logger: logger, Store: h.status,
+	}
+	if creds.oidc != nil {
+		id, err := newIdentity(ctx, logger, *creds.oidc, h.db)
+		if err != nil {
+			return &ExitError{Code: ExitFailure, Err: err}
+		}
+		srvOpts.Authorizer = append(api.Chain{creds.tokens}, id.Authorizers()...)
+		if id.SignIn != nil {
+			srvOpts.SignIn = id.SignIn
+		}
+	}
+	if h.db != nil {
+		// Without a store the API still serves, but has no history to answer
+		// event lists and sync history from.
+		srvOpts.EventLog, srvOpts.Syncs = h.db, h.db
+	}
+	srv := serving{logger: logger, metrics: metrics, opts: apiOpts, certs: certs, runners: notifier.Notifiers(), history: h}
+	if flags.ha.enabled {
+		return runReplica(ctx, flags, &srv, srvOpts, term{notifier: &notifier, outbound: outbound, previews: &previews, apiOpts: apiOpts})
+	}
+	ctrl, git, closeEngine, err := flags.buildWith(ctx, logger, &notifier, running{observer: metrics, live: true})
+	if err != nil {
+		return err
+	}
+	previews.ctrl.Store(ctrl)
+	defer closeEngine()
+	if h.db != nil {
+		seedLastSyncs(ctx, logger, ctrl, h.db)
+	}
+	if srv.reviews, err = newReviews(ctrl, git, flags, apiOpts, outbound, logger); err != nil {
+		return err
+	}
+	srvOpts.Reconciler, srvOpts.Reviews = api.NewController(ctrl), srv.reviews
+	if srv.api, err = api.New(srvOpts); err != nil {
+		return err
+	}
+	srv.handler = srv.api
+	// The notifier set is copied: registration is over, and the runners must
+	// not see a set that changes under them.
+	return srv.run(ctx, ctrl.ID(), ctrl.Run)
+}
+
+// newMetrics builds the metrics, whose application and swarm gauges read
+// the controller ctrl points at when scraped (none while it is nil).
+func newMetrics(ctrl *atomic.Pointer[reconcile.Controller]) *api.Metrics {
+	return api.NewMetrics(api.MetricsOptions{
 		Applications: func() []api.AppState {
-			if ctrl == nil {
+			c := ctrl.Load()
+			if c == nil {
 				return nil
 			}
 			var out []api.AppState
-			for _, st := range ctrl.Statuses().List() {
+			for _, st := range c.Statuses().List() {
 				as := api.AppState{Name: st.Name, Swarm: st.Swarm, Sync: string(st.Sync),
 					// An application not yet assessed has no health; the gauge needs a
 					// value, and "unknown" is the honest one.
@@ -588,67 +714,18 @@ func runController(ctx context.Context, logger *slog.Logger, flags *controllerFl
 			return out
 		},
 		Swarms: func() []api.SwarmState {
-			if ctrl == nil {
+			c := ctrl.Load()
+			if c == nil {
 				return nil
 			}
 			var out []api.SwarmState
-			for _, d := range ctrl.Destinations() {
+			for _, d := range c.Destinations() {
 				out = append(out, api.SwarmState{Name: d.Name, Reachable: d.Reachable})
 			}
 			return out
 		},
 		Version: version.Get().Version, Commit: version.Get().Commit,
 	})
-	ctrl, git, closeEngine, err := flags.buildWith(ctx, logger, &notifier, metrics, true)
-	if err != nil {
-		return err
-	}
-	previews.ctrl.Store(ctrl)
-	defer closeEngine()
-	if db != nil {
-		seedLastSyncs(ctx, logger, ctrl, db)
-	}
-	if err := registerCounters(metrics, ctrl, &notifier, broker); err != nil {
-		return err
-	}
-	// Logged after the counters are in place, so that the list an operator
-	// reads at start-up is the list that is counted.
-	notifier.LogActive(logger)
-
-	webUI, err := ui.New()
-	if err != nil {
-		return err
-	}
-	reviews, err := newReviews(ctrl, git, flags, apiOpts, outbound, logger)
-	if err != nil {
-		return err
-	}
-	srvOpts := api.Options{
-		Notifiers: notifier.Names, Reconciler: api.NewController(ctrl), Authorizer: creds.tokens, Metrics: metrics, Webhooks: hooks,
-		Broker: broker, UI: webUI, Logger: logger, Store: storeStatus, Reviews: reviews,
-	}
-	if creds.oidc != nil {
-		id, err := newIdentity(ctx, logger, *creds.oidc, db)
-		if err != nil {
-			return &ExitError{Code: ExitFailure, Err: err}
-		}
-		srvOpts.Authorizer = append(api.Chain{creds.tokens}, id.Authorizers()...)
-		if id.SignIn != nil {
-			srvOpts.SignIn = id.SignIn
-		}
-	}
-	if db != nil {
-		// Without a store the API still serves, but has no history to answer
-		// event lists and sync history from.
-		srvOpts.EventLog, srvOpts.Syncs = db, db
-	}
-	apiServer, err := api.New(srvOpts)
-	if err != nil {
-		return err
-	}
-	// The notifier set is copied: registration is over, and the runners must
-	// not see a set that changes under them.
-	return serveController(ctx, logger, ctrl, apiServer, reviews, metrics, apiOpts, certs, notifier.Notifiers(), broker, db)
 }
 
 // newReviews plans pull requests with ctrl and git, posting to the forge
@@ -745,10 +822,16 @@ func openStore(ctx context.Context, logger *slog.Logger, path string) (*store.St
 // registerCounters exports counts kept by other packages: the git cache's
 // remote calls, each counted notifier's deliveries, and the events lost to
 // lagging stream subscribers.
-func registerCounters(m *api.Metrics, ctrl *reconcile.Controller, notifier *notify.Registry, broker *notify.Broker) error {
+func registerCounters(m *api.Metrics, ctrl *atomic.Pointer[reconcile.Controller], notifier *notify.Registry, broker *notify.Broker) error {
+	git := func() gitsource.Stats {
+		if c := ctrl.Load(); c != nil {
+			return c.GitStats()
+		}
+		return gitsource.Stats{}
+	}
 	counters := []api.Counter{
-		{Name: "skep_git_ls_remote_total", Help: "ls-remote calls made to git remotes.", Read: func() float64 { return float64(ctrl.GitStats().ListRefs) }},
-		{Name: "skep_git_fetches_total", Help: "Fetches made from git remotes.", Read: func() float64 { return float64(ctrl.GitStats().Fetches) }},
+		{Name: "skep_git_ls_remote_total", Help: "ls-remote calls made to git remotes.", Read: func() float64 { return float64(git().ListRefs) }},
+		{Name: "skep_git_fetches_total", Help: "Fetches made from git remotes.", Read: func() float64 { return float64(git().Fetches) }},
 		{Name: "skep_event_stream_dropped_total", Help: "Events not delivered live to a lagging stream subscriber (replayed from the store).", Read: func() float64 { return float64(broker.Dropped()) }},
 	}
 	for _, n := range notifier.Notifiers() {
@@ -769,16 +852,35 @@ func registerCounters(m *api.Metrics, ctrl *reconcile.Controller, notifier *noti
 	return m.AddCounters(counters...)
 }
 
-// serveController runs the controller and the API until ctx ends.
-// It returns ctrl's error, or the first listener error; a second
-// listener's failure to start stops the first before returning.
-func serveController(ctx context.Context, logger *slog.Logger, ctrl *reconcile.Controller, apiServer *api.Server, reviews *review.Reviewer,
-	metrics *api.Metrics, opts *apiFlags, certs *api.CertReloader, runners []notify.Notifier, broker *notify.Broker, db *store.Store) error {
+// serving is the controller's HTTP side and the background work around
+// it: the listeners, the notifiers' runners, the webhook queue, retention.
+type serving struct {
+	logger  *slog.Logger
+	metrics *api.Metrics
+	opts    *apiFlags
+	certs   *api.CertReloader
+	// runners are the notifiers that deliver from queues of their own.
+	runners []notify.Notifier
+	history *history
+	api     *api.Server
+	// handler serves the listener: api, or a replica's front of it.
+	handler http.Handler
+	// reviews plans pull requests beside the controller; nil when it
+	// runs elsewhere (a replica's, for the terms it leads).
+	reviews *review.Reviewer
+}
+
+// run serves the API and runs work (the controller, or a replica) until
+// ctx ends. It returns work's error, or the first listener error; a
+// second listener's failure to start stops the first before returning.
+func (s *serving) run(ctx context.Context, id string, work func(context.Context) error) error {
+	logger, metrics, opts, certs, runners, broker, db := s.logger, s.metrics, s.opts, s.certs, s.runners, s.history.broker, s.history.db
+	apiServer := s.api
 	ln, err := net.Listen("tcp", opts.listen)
 	if err != nil {
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("listen on %s: %w", opts.listen, err)}
 	}
-	srv := newHTTPServer(apiServer, logger)
+	srv := newHTTPServer(s.handler, logger)
 	servers := []*http.Server{srv}
 	var wg sync.WaitGroup
 	// One slot per listener, so a failing Serve never blocks on a reader
@@ -828,7 +930,7 @@ func serveController(ctx context.Context, logger *slog.Logger, ctrl *reconcile.C
 	// stopped explicitly, after the servers.
 	bg, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
 	var bgWG sync.WaitGroup
-	bgWG.Add(3)
+	bgWG.Add(2)
 	// The recorder and the outbound notifiers deliver from their queues.
 	// They return nil when bg ends, so an error here is a notifier that
 	// stopped delivering early: events after it are lost, which must show.
@@ -839,9 +941,12 @@ func serveController(ctx context.Context, logger *slog.Logger, ctrl *reconcile.C
 		}
 	}()
 	go func() { defer bgWG.Done(); apiServer.Run(bg) }()
-	// Pull requests are planned one at a time beside the workers, never in
-	// their way: a plan takes no worker and writes nothing.
-	go func() { defer bgWG.Done(); reviews.Run(bg) }()
+	if s.reviews != nil {
+		// Pull requests are planned one at a time beside the workers, never
+		// in their way: a plan takes no worker and writes nothing.
+		bgWG.Add(1)
+		go func() { defer bgWG.Done(); s.reviews.Run(bg) }()
+	}
 	if db != nil {
 		bgWG.Add(1)
 		go func() {
@@ -851,10 +956,10 @@ func serveController(ctx context.Context, logger *slog.Logger, ctrl *reconcile.C
 			}
 		}()
 	}
-	logger.Info("controller started", "controller", ctrl.ID(), "listen", ln.Addr().String(), "tls", certs != nil)
+	logger.Info("controller started", "controller", id, "listen", ln.Addr().String(), "tls", certs != nil)
 
-	runErr := ctrl.Run(ctx) // returns once ctx ends and the workers drained
-	broker.Close()          // ends event streams, which Shutdown would wait for
+	runErr := work(ctx) // returns once ctx ends and the workers drained
+	broker.Close()      // ends event streams, which Shutdown would wait for
 	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	for _, s := range servers {
@@ -873,7 +978,7 @@ func serveController(ctx context.Context, logger *slog.Logger, ctrl *reconcile.C
 		return fmt.Errorf("serve %s: %w", opts.listen, err)
 	default:
 	}
-	logger.Info("controller stopped", "controller", ctrl.ID())
+	logger.Info("controller stopped", "controller", id)
 	return runErr
 }
 

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -27,6 +28,7 @@ func newStatusCommand() *cobra.Command {
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintf(tw, "Controller:\t%s\n", st.ControllerID)
 			fmt.Fprintf(tw, "Ready:\t%t\n", st.Ready)
+			printReplication(tw, st.Replication)
 			fmt.Fprintf(tw, "App set:\t%s\n", st.AppSet.Source)
 			fmt.Fprintf(tw, "  revision:\t%s\n", short(st.AppSet.Revision))
 			fmt.Fprintf(tw, "  loaded:\t%t (stale: %t)\n", st.AppSet.Loaded, st.AppSet.Stale)
@@ -80,4 +82,26 @@ func newStatusCommand() *cobra.Command {
 	}
 	out.register(cmd)
 	return cmd
+}
+
+// printReplication shows who leads a replicated controller, in which
+// term, and each replica it knows with its role; nothing for a single
+// controller.
+func printReplication(w io.Writer, r *wire.Replication) {
+	if r == nil {
+		return
+	}
+	leader := "none (a take-over is under way)"
+	if r.Leader != nil {
+		leader = r.Leader.Name
+	}
+	fmt.Fprintf(w, "Leader:\t%s (term %d)\n", leader, r.Term)
+	fmt.Fprintf(w, "Answered by:\t%s (%s)\n", r.Replica, r.Role)
+	if r.Error != "" {
+		fmt.Fprintf(w, "  lease error:\t%s\n", r.Error)
+	}
+	fmt.Fprintf(w, "Replicas:\t%d\n", len(r.Replicas))
+	for _, p := range r.Replicas {
+		fmt.Fprintf(w, "  %s:\t%s, version %s\n", p.Name, p.Role, orDash(p.Version))
+	}
 }

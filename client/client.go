@@ -72,14 +72,19 @@ type Options struct {
 	// HTTPClient overrides the transport (tests); its timeout should be
 	// zero for event streams.
 	HTTPClient *http.Client
+	// Header is sent with every request, besides the token (a replica of
+	// the controller names itself with it when it follows the leader's
+	// events); nil sends none. It is copied.
+	Header http.Header
 }
 
 // Client calls one controller. It is safe for concurrent use.
 // Its fields are set by New and never change.
 type Client struct {
-	base  *url.URL
-	token wire.Token
-	http  *http.Client
+	base   *url.URL
+	token  wire.Token
+	http   *http.Client
+	header http.Header
 }
 
 // New returns a client for opts.Server.
@@ -118,7 +123,7 @@ func New(opts Options) (*Client, error) {
 		}
 		hc = &http.Client{Transport: tr}
 	}
-	return &Client{base: u, token: opts.Token, http: hc}, nil
+	return &Client{base: u, token: opts.Token, http: hc, header: opts.Header.Clone()}, nil
 }
 
 // Config is the client config file, ~/.config/skep/config.yaml:
@@ -319,6 +324,9 @@ func (c *Client) request(ctx context.Context, method, path string, query url.Val
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
+	for k, v := range c.header {
+		req.Header[k] = v
+	}
 	if !c.token.Empty() {
 		// The only place a token is revealed: into the header, never a string
 		// that could be logged.

@@ -135,6 +135,9 @@ func newEnv(t *testing.T) *env {
 // dump logs the release's services and tasks as the swarm has them, for a
 // failed test's report.
 func (e *env) dump(t *testing.T) {
+	for _, ev := range e.events.all() {
+		t.Logf("dump: event %s %s of %s: %s", ev.At.Format("15:04:05.000"), ev.Type, ev.Application, ev.Message)
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 30*time.Second)
 	defer cancel()
 	nodes := map[string]string{}

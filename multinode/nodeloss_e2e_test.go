@@ -120,10 +120,10 @@ func TestAWorkerDrainedThenKilledIsRescheduledWithoutARedeploy(t *testing.T) {
 	}
 	ids := e.nodeIDs(t)
 	for _, n := range []string{w1.Name, w2.Name} {
-		if !slices.ContainsFunc(tasks, func(task swarm.Task) bool {
-			return task.NodeID == ids[n] && task.DesiredState == swarm.TaskStateShutdown
+		if !slices.ContainsFunc(tasks, func(task reconcile.Task) bool {
+			return task.NodeID == ids[n] && task.NodeName == n && task.DesiredState == swarm.TaskStateShutdown
 		}) {
-			t.Errorf("the application's tasks show none shut down on %s", n)
+			t.Errorf("the application's tasks show none shut down on %s, by name", n)
 		}
 	}
 }

@@ -38,8 +38,8 @@ func TestATaskThatCannotPullShowsTheEnginesMessage(t *testing.T) {
 	for _, id := range e.nodeIDs(t) {
 		ids[id] = true
 	}
-	if !slices.ContainsFunc(tasks, func(task swarm.Task) bool {
-		return ids[task.NodeID] && strings.Contains(task.Status.Err, "No such image")
+	if !slices.ContainsFunc(tasks, func(task reconcile.Task) bool {
+		return ids[task.NodeID] && task.NodeName != "" && strings.Contains(task.Status.Err, "No such image")
 	}) {
 		t.Errorf("no task of the application names a node of the cluster and the Engine's error: %+v", tasks)
 	}

@@ -389,3 +389,67 @@ func TestFilterMatchesSwarmsWithTheLocalOneAsEmpty(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamSkipsWhatTheClientSawAlready: a client that saw events up to
+// 5 from the leader reconnects to a replica whose copy of the history has
+// only reached 3; what the replica copies next up to 5 is not sent again.
+func TestStreamSkipsWhatTheClientSawAlready(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, store := quietBroker(8), &memStore{}
+		for id := int64(1); id <= 3; id++ {
+			store.add(rec(id, "web", SyncStarted))
+			b.Publish(rec(id, "web", SyncStarted))
+		}
+		sub := b.Subscribe(Filter{})
+		defer sub.Close()
+		var out syncBuffer
+		stop := stream(t, &out, sub, StreamOptions{AfterID: 5, Replay: store.replay})
+		synctest.Wait()
+		for id := int64(4); id <= 7; id++ {
+			store.add(rec(id, "web", SyncStarted))
+			b.Publish(rec(id, "web", SyncStarted))
+		}
+		synctest.Wait()
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff([]int64{6, 7}, frameIDs(out.String())); d != "" {
+			t.Errorf("ids written (-want +got):\n%s", d)
+		}
+	})
+}
+
+// TestStreamReplaysEverythingKeptAfterAnExplicitZero: a replica whose
+// store is empty asks with Last-Event-ID 0 and gets the whole history;
+// a client naming no id gets live events only.
+func TestStreamReplaysEverythingKeptAfterAnExplicitZero(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		resume bool
+		want   []int64
+	}{
+		{name: "Last-Event-ID: 0", resume: true, want: []int64{1, 2, 3}},
+		{name: "no Last-Event-ID", want: nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b, store := quietBroker(8), &memStore{}
+				for id := int64(1); id <= 3; id++ {
+					store.add(rec(id, "web", SyncStarted))
+					b.Publish(rec(id, "web", SyncStarted))
+				}
+				sub := b.Subscribe(Filter{})
+				defer sub.Close()
+				var out syncBuffer
+				stop := stream(t, &out, sub, StreamOptions{Resume: tc.resume, Replay: store.replay})
+				synctest.Wait()
+				if err := stop(); err != nil {
+					t.Fatal(err)
+				}
+				if d := cmp.Diff(tc.want, frameIDs(out.String())); d != "" {
+					t.Errorf("ids written (-want +got):\n%s", d)
+				}
+			})
+		})
+	}
+}

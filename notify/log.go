@@ -39,7 +39,7 @@ func Level(t EventType) slog.Level {
 	switch t {
 	case SyncFailed, SwarmUnreachable, ReleaseRolledBack, IncidentOpened, CanaryAborted:
 		return slog.LevelError
-	case PruneFailed, ResourcesPruned, LiveDriftDetected, DriftConverged, SelfUpdateIssued:
+	case PruneFailed, ResourcesPruned, LiveDriftDetected, DriftConverged, SelfUpdateIssued, TasksRebalanced:
 		return slog.LevelWarn
 	default:
 		return slog.LevelInfo

@@ -74,6 +74,11 @@ const (
 	IncidentOpened EventType = "incident-opened"
 	// IncidentResolved: every application of an incident recovered.
 	IncidentResolved EventType = "incident-resolved"
+	// TasksRebalanced: once a drained or lost node was back, the
+	// controller rolled services whose tasks sat unevenly on the nodes (a
+	// forced update under each one's update_config; rebalance: true).
+	// Message names the node and the services, with their tasks per node.
+	TasksRebalanced EventType = "tasks-rebalanced"
 	// CanaryStep: a canary started, or began one of its steps (a weight
 	// in place, a pause, an analysis). Message names the service, the
 	// step, the weight and the canary's and stable tasks.
@@ -92,7 +97,7 @@ func Types() []EventType {
 	return []EventType{SyncStarted, SyncSucceeded, SyncFailed, DriftDetected,
 		LiveDriftDetected, DriftConverged, ResourcesPruned, PruneFailed,
 		SwarmUnreachable, SwarmReachable, SelfUpdateIssued, ReleaseRolledBack,
-		IncidentOpened, IncidentResolved, CanaryStep, CanaryPromoted, CanaryAborted}
+		IncidentOpened, IncidentResolved, TasksRebalanced, CanaryStep, CanaryPromoted, CanaryAborted}
 }
 
 // Event is one thing that happened to one application. It is a value with

@@ -28,7 +28,7 @@ func TestEventTypeStringsAreTheContract(t *testing.T) {
 	want := []string{"sync-started", "sync-succeeded", "sync-failed", "drift-detected",
 		"live-drift-detected", "drift-converged", "resources-pruned", "prune-failed",
 		"swarm-unreachable", "swarm-reachable", "self-update-issued", "release-rolled-back",
-		"incident-opened", "incident-resolved", "canary-step", "canary-promoted", "canary-aborted"}
+		"incident-opened", "incident-resolved", "tasks-rebalanced", "canary-step", "canary-promoted", "canary-aborted"}
 	var got []string
 	for _, ty := range Types() {
 		got = append(got, string(ty))

@@ -60,6 +60,12 @@ type RecorderOptions struct {
 // replays exactly the stored events it missed. Ids stay below 2^53, exact in
 // JavaScript, until the year 2255.
 //
+// A replicated controller calls BeginTerm when it becomes the leader: the
+// term's ids start above the store's last id (which holds what the replica
+// copied of the earlier leaders' history) and above the clock, so they
+// stay above every id an earlier leader handed out, and each record
+// carries the term.
+//
 // # Failures
 //
 // Notify never blocks: the event is queued, or, when the queue is full,
@@ -74,10 +80,18 @@ type Recorder struct {
 	log     *slog.Logger
 	queue   chan Record
 	stats   counters
+	now     func() time.Time
 
 	mu       sync.Mutex
 	next     int64
+	term     int64
 	dropping bool
+	// issued is the last id handed out, recorded the last one stored and
+	// published; progress is closed and replaced each time recorded moves
+	// (Flush waits on it).
+	issued   int64
+	recorded int64
+	progress chan struct{}
 }
 
 // NewRecorder returns a Recorder. Events queue until Run is called.
@@ -95,12 +109,55 @@ func NewRecorder(opts RecorderOptions) *Recorder {
 		opts.Now = time.Now
 	}
 	return &Recorder{
-		store:   opts.Store,
-		publish: opts.Publish,
-		timeout: opts.WriteTimeout,
-		log:     opts.Logger,
-		queue:   make(chan Record, opts.Queue),
-		next:    max(opts.LastID, opts.Now().UnixMicro()) + 1,
+		store:    opts.Store,
+		publish:  opts.Publish,
+		timeout:  opts.WriteTimeout,
+		log:      opts.Logger,
+		queue:    make(chan Record, opts.Queue),
+		next:     max(opts.LastID, opts.Now().UnixMicro()) + 1,
+		now:      opts.Now,
+		progress: make(chan struct{}),
+	}
+}
+
+// BeginTerm stamps the events recorded from now on with term and gives
+// them ids above floor (the store's LastID) and above the clock's reading
+// in microseconds. A replica calls it as it becomes the leader, before
+// any event of the term is raised.
+func (r *Recorder) BeginTerm(term, floor int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.term = term
+	r.next = max(r.next, floor+1, r.now().UnixMicro()+1)
+}
+
+// Recorded is the id of the last event this recorder stored (or tried
+// to) and published, 0 before the first.
+func (r *Recorder) Recorded() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.recorded
+}
+
+// Flush waits until every event queued before the call is stored and
+// published, or ctx ends (its error). A replica that stops leading calls
+// it before it gives its lease up, so the history it hands over is whole.
+func (r *Recorder) Flush(ctx context.Context) error {
+	r.mu.Lock()
+	target := r.issued
+	r.mu.Unlock()
+	for {
+		r.mu.Lock()
+		done, wait := r.recorded >= target, r.progress
+		r.mu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
 	}
 }
 
@@ -122,7 +179,8 @@ func (r *Recorder) Notify(_ context.Context, e Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	select {
-	case r.queue <- Record{ID: r.next, Event: e}:
+	case r.queue <- Record{ID: r.next, Term: r.term, Event: e}:
+		r.issued = r.next
 		r.next++
 		r.dropping = false
 	default:
@@ -174,4 +232,9 @@ func (r *Recorder) record(ctx context.Context, rec Record) {
 	if r.publish != nil {
 		r.publish.Publish(rec)
 	}
+	r.mu.Lock()
+	r.recorded = rec.ID
+	close(r.progress)
+	r.progress = make(chan struct{})
+	r.mu.Unlock()
 }

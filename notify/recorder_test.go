@@ -189,3 +189,63 @@ func TestRecorderDrainsItsQueueAtShutdown(t *testing.T) {
 		}
 	})
 }
+
+func TestRecorderTermsStartAboveEveryEarlierID(t *testing.T) {
+	floor := fixedStart.UnixMicro()
+	for _, tc := range []struct {
+		name  string
+		store int64 // the store's last id when the term begins
+		want  []int64
+	}{
+		{name: "a copied history ahead of this recorder's ids", store: floor + 900, want: []int64{floor + 901, floor + 902}},
+		{name: "a copied history behind the clock", store: 12, want: []int64{floor + 1, floor + 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				pub := &publishLog{}
+				r := NewRecorder(RecorderOptions{Publish: pub, Now: fixedNow, Logger: slog.New(slog.DiscardHandler)})
+				stop := runRecorder(t, r)
+				r.BeginTerm(4, tc.store)
+				r.Notify(t.Context(), Event{Application: "web", Type: SyncStarted})
+				r.Notify(t.Context(), Event{Application: "web", Type: SyncSucceeded})
+				if err := r.Flush(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				if d := cmp.Diff(tc.want, pub.ids); d != "" {
+					t.Errorf("ids published once Flush returned (-want +got):\n%s", d)
+				}
+				if got := r.Recorded(); got != tc.want[1] {
+					t.Errorf("Recorded = %d, want %d", got, tc.want[1])
+				}
+				stop()
+			})
+		})
+	}
+}
+
+func TestRecorderStampsTheTermOnEachRecord(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &fakeAppender{}
+		r := NewRecorder(RecorderOptions{Store: store, Now: fixedNow, Logger: slog.New(slog.DiscardHandler)})
+		stop := runRecorder(t, r)
+		r.Notify(t.Context(), Event{Application: "web", Type: SyncStarted})
+		r.BeginTerm(7, 0)
+		r.Notify(t.Context(), Event{Application: "web", Type: SyncSucceeded})
+		synctest.Wait()
+		stop()
+		var terms []int64
+		for _, rec := range store.recs {
+			terms = append(terms, rec.Term)
+		}
+		if d := cmp.Diff([]int64{0, 7}, terms); d != "" {
+			t.Errorf("terms stored (-want +got):\n%s", d)
+		}
+	})
+}
+
+func TestRecorderFlushWithNothingQueuedReturnsAtOnce(t *testing.T) {
+	r := NewRecorder(RecorderOptions{Logger: slog.New(slog.DiscardHandler)})
+	if err := r.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}

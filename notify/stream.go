@@ -16,9 +16,12 @@ type ReplayFunc func(ctx context.Context, afterID int64, limit int) ([]Record, e
 // StreamOptions configures Stream. The zero value streams live records only,
 // with the default heartbeat.
 type StreamOptions struct {
-	// AfterID is the client's Last-Event-ID. When above zero, records after
-	// it are replayed before live ones.
+	// AfterID is the client's Last-Event-ID. When above zero, or when
+	// Resume is set, records after it are replayed before live ones.
 	AfterID int64
+	// Resume says the client named a Last-Event-ID, 0 included: with 0,
+	// every kept record is replayed (a replica copying the history whole).
+	Resume bool
 	// Replay reads the store. Nil means no store: nothing is replayed and a
 	// lagging subscriber loses what it missed.
 	Replay ReplayFunc
@@ -49,8 +52,8 @@ func Stream(ctx context.Context, w io.Writer, sub *Subscription, opts StreamOpti
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := streamer{w: w, sub: sub, opts: opts, cursor: sub.Start(), replayed: map[int64]struct{}{}}
-	if opts.AfterID > 0 {
+	s := streamer{w: w, sub: sub, opts: opts, cursor: sub.Start()}
+	if opts.AfterID > 0 || opts.Resume {
 		s.cursor = opts.AfterID
 		if err := s.replay(ctx); err != nil {
 			return err
@@ -90,24 +93,16 @@ type streamer struct {
 	// cursor is the id a replay starts after: the last id written, or the
 	// client's Last-Event-ID, or the subscription's start.
 	cursor int64
-	// replayed holds replayed ids that may still arrive live (those above
-	// sub.Start()), so each is written once. It is emptied as soon as a live
-	// record passes its highest entry.
-	replayed    map[int64]struct{}
-	replayedMax int64
 }
 
-// live writes a record from the subscription, unless replay already wrote
-// it: the store and the broker both carry records published after the
-// subscription started.
+// live writes a record from the subscription unless its id is not above
+// the cursor: replay already wrote it (the store and the broker both
+// carry records published after the subscription started), or the client
+// named a later id, as one does that saw the record from another replica
+// before this one copied it (see TestStreamSkipsWhatTheClientSawAlready).
 func (s *streamer) live(rec Record) error {
-	if rec.ID <= s.replayedMax {
-		if _, dup := s.replayed[rec.ID]; dup {
-			delete(s.replayed, rec.ID)
-			return nil
-		}
-	} else if len(s.replayed) > 0 {
-		clear(s.replayed)
+	if rec.ID <= s.cursor {
+		return nil
 	}
 	return s.write(rec)
 }
@@ -157,10 +152,6 @@ func (s *streamer) replay(ctx context.Context) error {
 			}
 			if err := s.write(rec); err != nil {
 				return err
-			}
-			if rec.ID > s.sub.Start() {
-				s.replayed[rec.ID] = struct{}{}
-				s.replayedMax = max(s.replayedMax, rec.ID)
 			}
 		}
 		if len(recs) < replayPage {

@@ -13,11 +13,28 @@ import (
 
 // Record is an event with the id it was published under. Ids are positive
 // and strictly increasing in publication order; see Recorder for how they
-// stay so across restarts. The zero ID means "not assigned".
+// stay so across restarts and leader terms. The zero ID means "not
+// assigned".
 type Record struct {
 	// ID is the SSE id clients send back as Last-Event-ID.
 	ID int64
+	// Term is the leader term of the replicated controller that recorded
+	// the event (Recorder.BeginTerm); 0 without leader election.
+	Term int64
 	Event
+}
+
+// Wire returns the record's event in its wire shape, with its term.
+func (r Record) Wire() wire.Event {
+	w := WireOf(r.Event)
+	w.Term = r.Term
+	return w
+}
+
+// RecordFromWire returns the record of an event read from the stream
+// under id: the event and its term.
+func RecordFromWire(id int64, w wire.Event) Record {
+	return Record{ID: id, Term: w.Term, Event: FromWire(w)}
 }
 
 // WireOf returns e in its wire shape (wire.Event, the JSON of an event on
@@ -53,11 +70,14 @@ func FromWire(w wire.Event) Event {
 
 // MarshalWire returns the wire JSON of e, without a trailing newline and
 // without HTML escaping (a message naming "a<b" stays readable).
-func MarshalWire(e Event) ([]byte, error) {
+func MarshalWire(e Event) ([]byte, error) { return marshalWire(WireOf(e)) }
+
+// marshalWire encodes w as MarshalWire does.
+func marshalWire(w wire.Event) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(WireOf(e)); err != nil {
+	if err := enc.Encode(w); err != nil {
 		return nil, fmt.Errorf("encode event: %w", err)
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
@@ -77,7 +97,7 @@ func WriteSSE(w io.Writer, rec Record) error {
 	if strings.ContainsAny(string(rec.Type), "\r\n") {
 		return fmt.Errorf("write event %d: type %q contains a line break", rec.ID, rec.Type)
 	}
-	data, err := MarshalWire(rec.Event)
+	data, err := marshalWire(rec.Wire())
 	if err != nil {
 		return fmt.Errorf("write event %d: %w", rec.ID, err)
 	}

@@ -73,6 +73,25 @@ func TestWireShape(t *testing.T) {
 	}
 }
 
+// TestWireShapeOfARecordCarriesItsTerm: a replicated controller's
+// records say their leader term; a single controller's (term 0) keep the
+// contract's bytes.
+func TestWireShapeOfARecordCarriesItsTerm(t *testing.T) {
+	at := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	rec := Record{ID: 9, Term: 3, Event: Event{Application: "web", Type: SyncStarted, At: at}}
+	var buf bytes.Buffer
+	if err := WriteSSE(&buf, rec); err != nil {
+		t.Fatal(err)
+	}
+	want := "id: 9\nevent: sync-started\ndata: {\"application\":\"web\",\"swarm\":\"\",\"type\":\"sync-started\",\"at\":\"2026-03-04T05:06:07Z\",\"term\":3}\n\n"
+	if buf.String() != want {
+		t.Errorf("frame =\n%q\nwant\n%q", buf.String(), want)
+	}
+	if d := cmp.Diff(rec, RecordFromWire(9, rec.Wire())); d != "" {
+		t.Errorf("record back from the wire (-want +got):\n%s", d)
+	}
+}
+
 func TestWriteSSEFrames(t *testing.T) {
 	at := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 	for _, tc := range []struct {

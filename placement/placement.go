@@ -96,6 +96,8 @@ func (p Problem) String() string { return p.Service + ": " + p.Message }
 // first rule it fails, sorted by service. It returns nil when every service
 // can be placed.
 func Check(in Input) []Problem {
+	// Messages list nodes by hostname, whatever order the swarm gave.
+	in.Nodes = slices.SortedFunc(slices.Values(in.Nodes), func(a, b swarm.Node) int { return strings.Compare(hostname(a), hostname(b)) })
 	replaced := map[string]bool{}
 	for _, s := range in.Live {
 		if _, ok := in.Services[s.Spec.Name]; ok {
@@ -392,6 +394,9 @@ func normalizeArch(arch string) string {
 		return "arm64"
 	case "i386", "i686":
 		return "386"
+	case "armv7l", "armv6l", "armhf", "armel":
+		// Manifests say arm (and a variant) where nodes say armv7l.
+		return "arm"
 	default:
 		return a
 	}

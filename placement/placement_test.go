@@ -227,3 +227,12 @@ func TestCheckReportsEveryServiceInNameOrder(t *testing.T) {
 		t.Errorf("Check (-want +got):\n%s", diff)
 	}
 }
+
+func TestCheckTakesAnArmNodeForAnArmImage(t *testing.T) {
+	nodes := with(cluster(), func(n *swarm.Node) { n.Description.Platform.Architecture = "armv7l" }, "skep-w1")
+	got := Check(Input{Nodes: nodes, Services: map[string]swarm.ServiceSpec{"ns_web": service(1, nil)},
+		Images: map[string][]Platform{"app:v1": {{OS: "linux", Architecture: "arm", Variant: "v7"}}}})
+	if len(got) != 0 {
+		t.Errorf("Check = %v, want an arm/v7 image placeable on an armv7l node", got)
+	}
+}

@@ -262,6 +262,13 @@ func driftView(spec swarm.ServiceSpec, names *DriftOptions) *swarm.ServiceSpec {
 		return strings.HasPrefix(k, stack.LabelPrefix) || k == stack.LabelStackImage
 	})
 	stack.EngineDefaults(&s)
+	// apply restricts the tasks to the platforms of the pinned digest's
+	// manifest, as docker stack deploy does: git never declares them.
+	if p := s.TaskTemplate.Placement; p != nil && len(p.Platforms) > 0 {
+		kept := *p
+		kept.Platforms = nil
+		s.TaskTemplate.Placement = &kept
+	}
 	if cs := s.TaskTemplate.ContainerSpec; cs != nil {
 		cs.Image = familiarImage(cs.Image)
 		if names != nil {

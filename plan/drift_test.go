@@ -53,6 +53,11 @@ func asLive(spec swarm.ServiceSpec, hash string) swarm.Service {
 	s.TaskTemplate.Runtime = swarm.RuntimeContainer
 	s.TaskTemplate.ForceUpdate = 2
 	s.TaskTemplate.Resources = &swarm.ResourceRequirements{}
+	// apply restricts the tasks to the platforms of the digest's manifest.
+	if s.TaskTemplate.Placement == nil {
+		s.TaskTemplate.Placement = &swarm.Placement{}
+	}
+	s.TaskTemplate.Placement.Platforms = []swarm.Platform{{Architecture: "amd64", OS: "linux"}}
 	return swarm.Service{ID: "svc-" + s.Name, Spec: s}
 }
 

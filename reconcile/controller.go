@@ -84,11 +84,25 @@ type Options struct {
 	// env files); nil means a release using one stalls with an error
 	// naming the file.
 	Keys *sops.Keys
+	// Rebalance rolls, once a drained or lost node is back, the services
+	// whose tasks sit unevenly on the nodes, for every application that
+	// does not say otherwise (its rebalance key); controller flag
+	// --rebalance.
+	Rebalance bool
 	// CheckAddress judges each host a rendered release would make the
 	// Engine connect to (a log driver's address, a network volume's
 	// server), as the egress policy judges the hosts git names; a refusal
 	// stalls the commit. Nil checks none.
 	CheckAddress func(ctx context.Context, host string) error
+	// Fence is asked before every write to every swarm, and before each
+	// step of a write plan: an error refuses the write (it fails with
+	// syncpass.ErrFenced, a transient outcome). A
+	// replica of a replicated controller checks its leader lease with it
+	// (lease.Elector.Fence); nil writes always.
+	Fence func() error
+	// Term is the leader term this controller runs in, stamped on the
+	// revisions it records; 0 without leader election.
+	Term int64
 	// Analysis is the HTTP client canaries' analyses measure with
 	// (Prometheus and web metrics), under the egress policy; nil means
 	// http.DefaultClient.

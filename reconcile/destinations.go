@@ -46,6 +46,9 @@ type destination struct {
 	owner string
 	// env is what every sync pass here works with; built once, at New.
 	env syncpass.Env
+	// nodes are the swarm's nodes as the last wake saw them
+	// (syncpass.NodesKey); guarded by Controller.mu, which wake holds.
+	nodes string
 
 	mu    sync.Mutex
 	state DestinationState
@@ -79,7 +82,7 @@ func ownerID(id, name string) string {
 // newDestination wires destination name: its client with writes limited,
 // and the Env its passes share, whose Fleet reaches back into c.
 func (c *Controller) newDestination(name string, r Remote, opts Options) *destination {
-	d := &destination{name: name, client: r.Engine, engine: limitWrites(r.Engine, opts.ParallelWrites), live: r.Live,
+	d := &destination{name: name, client: r.Engine, engine: limitWrites(r.Engine, opts.ParallelWrites, opts.Fence), live: r.Live,
 		owner: ownerID(c.id, name)}
 	d.state.Name = name
 	appSetRepo := ""
@@ -121,8 +124,14 @@ func (c *Controller) newDestination(name string, r Remote, opts Options) *destin
 				}
 				return w.newerRequest()
 			},
+			Fence: opts.Fence,
 		},
+		Term: opts.Term,
 	}
+	// The registry gate also reads platforms, for the placement check.
+	d.env.Platforms, _ = opts.Images.(syncpass.ImagePlatforms)
+	// One rebalance at a time per swarm: its passes share the channel.
+	d.env.Rebalance, d.env.Rebalancing = opts.Rebalance, make(chan struct{}, 1)
 	return d
 }
 

@@ -300,9 +300,11 @@ func setHealth(status *Statuses, live *liveIndex, swarmName, app string, snap sw
 // wake queues a tick for every application on d with live drift detection
 // whose own objects changed in d's snapshot (see liveIndex.moved), so an
 // out-of-band change is seen in seconds while a change to another stack
-// wakes nobody. With only, it looks at that one application, and only
-// when its wake was held back: as its pass ends, a change that came while
-// it applied is looked at now, even if the swarm raises nothing more.
+// wakes nobody; and, when the swarm's nodes changed, every application on
+// d that rebalances (a node back may have left its tasks skewed). With
+// only, it looks at that one application, and only when its wake was held
+// back: as its pass ends, a change that came while it applied is looked
+// at now, even if the swarm raises nothing more.
 func (c *Controller) wake(d *destination, only string) {
 	if d.live == nil {
 		return
@@ -310,8 +312,19 @@ func (c *Controller) wake(d *destination, only string) {
 	snap := d.live.Current()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	// A node back (or gone) may leave the tasks of the applications that
+	// rebalance skewed: they look at once, not at their next tick.
+	nodesMoved := false
+	if only == "" && !snap.ReadFailed() {
+		nodes := syncpass.NodesKey(snap)
+		nodesMoved, d.nodes = d.nodes != "" && nodes != d.nodes, nodes
+	}
 	look := func(name string, w *worker) {
 		app := c.apps[name]
+		if app.Destination.Swarm == d.name && nodesMoved && syncpass.Rebalances(d.env, app) {
+			w.enqueue(Request{live: true})
+			return
+		}
 		if app.Destination.Swarm != d.name || app.DriftDetection != appset.DriftLive {
 			return
 		}

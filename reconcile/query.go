@@ -112,9 +112,17 @@ func (c *Controller) Converging(name string) (string, error) {
 	return "", nil
 }
 
-// LiveTasks lists the tasks of app's services, from the live snapshot as
-// LiveServices does, else in one Engine call.
-func (c *Controller) LiveTasks(ctx context.Context, app string) ([]dswarm.Task, error) {
+// Task is one task of an application's service, with the hostname of the
+// node it was given ("" when it has none, or the node is not known).
+type Task struct {
+	dswarm.Task
+	NodeName string
+}
+
+// LiveTasks lists the tasks of app's services, with their nodes' names,
+// from the live snapshot as LiveServices does, else in one Engine call
+// (and one more for the nodes).
+func (c *Controller) LiveTasks(ctx context.Context, app string) ([]Task, error) {
 	a, _, ok := c.appAt(app)
 	if !ok {
 		return nil, fmt.Errorf("%w: %s", ErrUnknownApplication, app)
@@ -130,7 +138,7 @@ func (c *Controller) LiveTasks(ctx context.Context, app string) ([]dswarm.Task, 
 				tasks = append(tasks, snap.TasksOf(s.ID)...)
 			}
 		}
-		return tasks, nil
+		return withNodeNames(tasks, snap.NodesByID()), nil
 	}
 	f := filters.NewArgs(filters.Arg("label", stack.LabelController+"="+d.owner),
 		filters.Arg("label", stack.LabelApplication+"="+app))
@@ -138,7 +146,26 @@ func (c *Controller) LiveTasks(ctx context.Context, app string) ([]dswarm.Task, 
 	if err != nil {
 		return nil, fmt.Errorf("list tasks of application %s: %w", app, err)
 	}
-	return tasks, nil
+	nodes := map[string]dswarm.Node{}
+	if lister, ok := d.engine.(interface {
+		NodeList(context.Context, dswarm.NodeListOptions) ([]dswarm.Node, error)
+	}); ok {
+		// Without the names the tasks are still worth showing, by node id.
+		list, _ := lister.NodeList(ctx, dswarm.NodeListOptions{})
+		for _, n := range list {
+			nodes[n.ID] = n
+		}
+	}
+	return withNodeNames(tasks, nodes), nil
+}
+
+// withNodeNames pairs each task with its node's hostname.
+func withNodeNames(tasks []dswarm.Task, nodes map[string]dswarm.Node) []Task {
+	out := make([]Task, len(tasks))
+	for i, t := range tasks {
+		out[i] = Task{Task: t, NodeName: nodes[t.NodeID].Description.Hostname}
+	}
+	return out
 }
 
 // Revisions returns the revisions recorded in the swarm for release of

@@ -5,6 +5,8 @@ import (
 
 	"github.com/docker/docker/api/types/network"
 	dswarm "github.com/docker/docker/api/types/swarm"
+
+	"github.com/skep-cd/skep/syncpass"
 )
 
 // DefaultParallelWrites is how many writes the controller has in flight
@@ -16,22 +18,27 @@ const DefaultParallelWrites = 8
 // log: when a thousand applications deployed at once (a first start on a
 // large app set), it timed half their requests out ("context deadline
 // exceeded"), and every failed apply was rendered and sent again. Reads
-// go straight through.
+// go straight through. Each write, once it has its slot, asks the fence
+// (Options.Fence) right before it is sent: the lease of a replicated
+// controller is checked as close to the write as the process can, so one
+// that was frozen while it waited for a slot writes nothing.
 type limitedEngine struct {
 	Engine
 	slots chan struct{}
+	fence func() error
 }
 
-// limitWrites returns e with at most n writes in flight; a nil e stays
-// nil (a destination without a client).
-func limitWrites(e Engine, n int) Engine {
+// limitWrites returns e with at most n writes in flight, each asking
+// fence first (nil asks nothing); a nil e stays nil (a destination
+// without a client).
+func limitWrites(e Engine, n int, fence func() error) Engine {
 	if e == nil {
 		return nil
 	}
 	if n <= 0 {
 		n = DefaultParallelWrites
 	}
-	return &limitedEngine{Engine: e, slots: make(chan struct{}, n)}
+	return &limitedEngine{Engine: e, slots: make(chan struct{}, n), fence: fence}
 }
 
 // acquire takes a slot, or gives up with ctx.
@@ -62,6 +69,11 @@ func (l *limitedEngine) done(ctx context.Context, f func() error) error {
 		return err
 	}
 	defer l.release()
+	if l.fence != nil {
+		if err := l.fence(); err != nil {
+			return syncpass.Fenced(err)
+		}
+	}
 	return f()
 }
 

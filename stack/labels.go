@@ -21,6 +21,9 @@ const (
 	// LabelRevision and LabelCommit are set on revision configs.
 	LabelRevision = "io.skep.revision"
 	LabelCommit   = "io.skep.commit"
+	// LabelTerm is the leader term of a replicated controller that
+	// recorded a revision.
+	LabelTerm = "io.skep.term"
 	// LabelStackImage is docker stack deploy's record of the image as
 	// written; apply sets it the same way so both tools read each other's
 	// services.

@@ -34,8 +34,8 @@ func (s *Store) Append(ctx context.Context, e notify.Event) (int64, error) {
 	return id, nil
 }
 
-// Insert keeps rec under rec.ID, updating the sync history in the same
-// transaction. The id must be above LastID; otherwise it returns an error
+// Insert keeps rec under rec.ID, with its term, updating the sync history
+// in the same transaction. The id must be above LastID; otherwise it returns an error
 // wrapping ErrIDNotAbove and keeps nothing. A zero At is stamped with the
 // store's clock. It implements notify.Appender.
 func (s *Store) Insert(ctx context.Context, rec notify.Record) error {
@@ -51,8 +51,8 @@ func (s *Store) Insert(ctx context.Context, rec notify.Record) error {
 			return fmt.Errorf("id %d, last %d: %w", rec.ID, last, ErrIDNotAbove)
 		}
 		e := s.stamp(rec.Event)
-		if _, err := tx.ExecContext(ctx, "INSERT INTO events (id, application, type, swarm, revision, message, actor, cause, shared, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-			rec.ID, e.Application, string(e.Type), e.Swarm, e.Revision, e.Message, e.Actor, e.Cause, e.Shared, e.At.UnixNano()); err != nil {
+		if _, err := tx.ExecContext(ctx, "INSERT INTO events (id, application, type, swarm, revision, message, actor, cause, shared, at, term) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+			rec.ID, e.Application, string(e.Type), e.Swarm, e.Revision, e.Message, e.Actor, e.Cause, e.Shared, e.At.UnixNano(), rec.Term); err != nil {
 			return err
 		}
 		return recordSync(ctx, tx, e)
@@ -135,12 +135,12 @@ const (
 )
 
 // eventColumns are the columns scanRecords reads, in its order.
-const eventColumns = "id, application, type, swarm, revision, message, actor, cause, shared, at"
+const eventColumns = "id, application, type, swarm, revision, message, actor, cause, shared, at, term"
 
 // eventColumnsV1 are eventColumns as schema v1 has them, for the
-// migrations that read events before v4 added a failure's cause: the
-// columns v4 adds read as empty.
-const eventColumnsV1 = "id, application, type, swarm, revision, message, actor, '', '', at"
+// migrations that read events before v4 added a failure's cause and v5
+// the leader term: the columns they add read as empty.
+const eventColumnsV1 = "id, application, type, swarm, revision, message, actor, '', '', at, 0"
 
 // Events returns the records q selects, in increasing id order. The slice
 // is the caller's.
@@ -231,7 +231,7 @@ func scanRecords(rows *sql.Rows) ([]notify.Record, error) {
 			typ string
 			at  int64
 		)
-		if err := rows.Scan(&rec.ID, &rec.Application, &typ, &rec.Swarm, &rec.Revision, &rec.Message, &rec.Actor, &rec.Cause, &rec.Shared, &at); err != nil {
+		if err := rows.Scan(&rec.ID, &rec.Application, &typ, &rec.Swarm, &rec.Revision, &rec.Message, &rec.Actor, &rec.Cause, &rec.Shared, &at, &rec.Term); err != nil {
 			return nil, err
 		}
 		rec.Type = notify.EventType(typ)

@@ -25,6 +25,7 @@ var migrations = []migration{
 	{version: 2, name: "sync history", up: migrateSyncs},
 	{version: 3, name: "sign-in sessions", up: migrateSessions},
 	{version: 4, name: "causes of failures", up: migrateCauses},
+	{version: 5, name: "event terms", up: migrateTerms},
 }
 
 // SchemaVersion is the schema version this build migrates to.
@@ -161,4 +162,11 @@ CREATE INDEX syncs_application ON syncs (application, id);
 		}
 	}
 	return nil
+}
+
+// migrateTerms adds the leader term of a replicated controller to each
+// event; 0 is an event raised without leader election.
+func migrateTerms(ctx context.Context, tx *sql.Tx) error {
+	_, err := tx.ExecContext(ctx, "ALTER TABLE events ADD COLUMN term INTEGER NOT NULL DEFAULT 0")
+	return err
 }

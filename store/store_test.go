@@ -223,6 +223,27 @@ func TestInsertKeepsGivenIDsAndRefusesOnesNotAbove(t *testing.T) {
 	}
 }
 
+func TestInsertKeepsTheTermOfEachRecord(t *testing.T) {
+	s := newStore(t)
+	ctx := t.Context()
+	for i, term := range []int64{0, 3, 4} {
+		if err := s.Insert(ctx, notify.Record{ID: int64(10 + i), Term: term, Event: ev("web", notify.DriftDetected, t0)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs, err := s.Events(ctx, Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int64
+	for _, r := range recs {
+		got = append(got, r.Term)
+	}
+	if d := cmp.Diff([]int64{0, 3, 4}, got); d != "" {
+		t.Errorf("terms read back (-want +got):\n%s", d)
+	}
+}
+
 func TestLastIDSurvivesRetentionAndRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), FileName)
 	s := open(t, path, Options{MaxAge: time.Hour, Now: func() time.Time { return t0.Add(48 * time.Hour) }})

@@ -200,6 +200,11 @@ type WatcherOptions struct {
 	MaxBackoff time.Duration
 	// Logger receives Debug detail and Warn notices; nil discards them.
 	Logger *slog.Logger
+	// IgnoreConfig, when set, names configs the snapshot leaves out and
+	// whose events relist nothing: a replicated controller's leader
+	// lease, rewritten every second and read by no release
+	// (lease.IsConfig). nil keeps every config.
+	IgnoreConfig func(name string) bool
 }
 
 // withDefaults fills in every zero field.
@@ -486,7 +491,7 @@ func (w *Watcher) follow(ctx context.Context, msgs <-chan events.Message, errs <
 			if !ok {
 				return errors.New("stream closed")
 			}
-			if !relevant(m) {
+			if !w.relevant(m) {
 				continue
 			}
 			full := lastStart.Add(w.opts.MinInterval)
@@ -590,8 +595,12 @@ func (w *Watcher) drain(msgs <-chan events.Message, errs <-chan error) error {
 }
 
 // relevant drops the events that change nothing a snapshot holds: a
-// health check alone raises exec events every few seconds per container.
-func relevant(m events.Message) bool {
+// health check alone raises exec events every few seconds per container,
+// and an ignored config (WatcherOptions.IgnoreConfig) changes nothing.
+func (w *Watcher) relevant(m events.Message) bool {
+	if m.Type == events.ConfigEventType && w.opts.IgnoreConfig != nil {
+		return !w.opts.IgnoreConfig(m.Actor.Attributes["name"])
+	}
 	return !(m.Type == events.ContainerEventType && strings.HasPrefix(string(m.Action), "exec_"))
 }
 
@@ -722,6 +731,9 @@ func (w *Watcher) list(ctx context.Context) (Snapshot, error) {
 	}
 	if s.configs, err = r.ConfigList(ctx, swarm.ConfigListOptions{}); err != nil {
 		return s, fmt.Errorf("list configs: %w", err)
+	}
+	if ignore := w.opts.IgnoreConfig; ignore != nil {
+		s.configs = slices.DeleteFunc(s.configs, func(c swarm.Config) bool { return ignore(c.Spec.Name) })
 	}
 	if s.secrets, err = r.SecretList(ctx, swarm.SecretListOptions{}); err != nil {
 		return s, fmt.Errorf("list secrets: %w", err)

@@ -136,6 +136,7 @@ type fakeReader struct {
 	services []swarm.Service
 	tasks    []swarm.Task
 	nodes    []swarm.Node
+	configs  []swarm.Config
 }
 
 func newFakeReader() *fakeReader { return &fakeReader{} }
@@ -183,7 +184,7 @@ func (f *fakeReader) ConfigList(context.Context, swarm.ConfigListOptions) ([]swa
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.full++
-	return nil, nil
+	return f.configs, nil
 }
 func (f *fakeReader) SecretList(context.Context, swarm.SecretListOptions) ([]swarm.Secret, error) {
 	return nil, nil
@@ -236,6 +237,44 @@ func TestWatcherRelistsAtMostOncePerIntervalUnderAnEventStorm(t *testing.T) {
 		// Between them, services alone at most once per 100ms.
 		if lists > 6+20 {
 			t.Errorf("%d service lists for 2000 service events over 2s, want at most 26", lists)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run() = %v, want nil", err)
+		}
+	})
+}
+
+// TestWatcherLeavesIgnoredConfigsOut: a leader lease rewritten every
+// second relists nothing and is not in the snapshot; another config's
+// event still relists.
+func TestWatcherLeavesIgnoredConfigsOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeReader()
+		f.configs = []swarm.Config{{ID: "l", Spec: swarm.ConfigSpec{Annotations: swarm.Annotations{Name: "skep-lease-x"}}},
+			{ID: "c", Spec: swarm.ConfigSpec{Annotations: swarm.Annotations{Name: "web_conf"}}}}
+		w := NewWatcher(f, WatcherOptions{Resync: time.Hour, IgnoreConfig: func(name string) bool { return strings.HasPrefix(name, "skep-lease-") }})
+		ctx, cancel, done := runWatcher(t, w)
+		synctest.Wait()
+		if got := w.Current().ConfigNames(); len(got) != 1 || got["c"] != "web_conf" {
+			t.Errorf("configs in the snapshot %v, want web_conf alone", got)
+		}
+		lease := events.Message{Type: events.ConfigEventType, Action: events.ActionUpdate, Actor: events.Actor{ID: "l", Attributes: map[string]string{"name": "skep-lease-x"}}}
+		for range 10 {
+			f.send(ctx, lease)
+			time.Sleep(time.Second)
+		}
+		synctest.Wait()
+		if full := f.fullLists(); full != 1 {
+			t.Errorf("%d full lists after 10 lease renewals, want the first one alone", full)
+		}
+		other := lease
+		other.Actor = events.Actor{ID: "c", Attributes: map[string]string{"name": "web_conf"}}
+		f.send(ctx, other)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if full := f.fullLists(); full != 2 {
+			t.Errorf("%d full lists after another config's event, want 2", full)
 		}
 		cancel()
 		if err := <-done; err != nil {

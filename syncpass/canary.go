@@ -110,6 +110,15 @@ func canaryFactsOf(in Input, d desired, seen observed, p plan.Release) canaryFac
 	return f
 }
 
+// writes is how a write gate lets through goes: a canary's start, or the
+// release's write.
+func (f canaryFacts) writes() next {
+	if f.starts {
+		return steer
+	}
+	return write
+}
+
 // judgeCanary is gate's rule for a release whose canary runs (or would
 // start, unseen): wait for the snapshot, stay where it is while a window
 // holds it (unless someone asks), else take it on.

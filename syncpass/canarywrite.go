@@ -68,7 +68,11 @@ func (out *Outcome) startCanary(ctx context.Context, env Env, in Input, d desire
 	w := newWriter(env, in, d, fmt.Sprintf("canary of %s: %s", c.stable, out.Result.Plan.Summary()), out.Result.Recorded)
 	defer w.close()
 	for _, s := range canaryStartPlan(in.App, d, out.Result.Recorded != nil, env.Live != nil) {
-		if err := w.run(ctx, in, s); err != nil {
+		err := env.fenceStep(s)
+		if err == nil {
+			err = w.run(ctx, in, s)
+		}
+		if err != nil {
 			if s.kind >= stepAnnounce {
 				syncFailed(ctx, env, in.App, d.commit, err)
 			}
@@ -78,7 +82,11 @@ func (out *Outcome) startCanary(ctx context.Context, env Env, in Input, d desire
 			return out.failed(err)
 		}
 	}
-	if err := writeCanary(ctx, env, in, d, c, replicas, dec.State); err != nil {
+	err := env.fence()
+	if err == nil {
+		err = writeCanary(ctx, env, in, d, c, replicas, dec.State)
+	}
+	if err != nil {
 		syncFailed(ctx, env, in.App, d.commit, err)
 		return out.failed(err)
 	}
@@ -98,7 +106,7 @@ func writeCanary(ctx context.Context, env Env, in Input, d desired, c canaryLook
 	rel := d.release
 	rel.Services, rel.Hooks, rel.Canaries = map[string]dswarm.ServiceSpec{spec.Name: spec}, nil, nil
 	_, err := apply.Apply(ctx, env.Engine, rel, apply.Options{Owner: env.owner(in.App), ResolveImage: apply.ResolveImage(in.App.SyncPolicy.ResolveImage),
-		Commit: d.commit, Actor: in.Ask.Actor, Wave: true, Digests: env.Digests, Logger: env.Log.With("app", in.App.Name)})
+		Commit: d.commit, Actor: in.Ask.Actor, Wave: true, Digests: env.Digests, Term: env.Term, Logger: env.Log.With("app", in.App.Name)})
 	if err != nil {
 		err = fmt.Errorf("write canary %s of %s at %s: %w", spec.Name, in.App.Release, gitsource.ShortCommit(d.commit), err)
 		return hideDecrypted(transientUnlessStalled(err), d.release)
@@ -119,7 +127,9 @@ func (out *Outcome) steer(ctx context.Context, env Env, in Input, d desired, c c
 	var err error
 	if dec.Action != canary.Wait {
 		end := env.beginWrite(in.App.Name)
-		err = canaryWrite(ctx, env, in, c, dec)
+		if err = env.fence(); err == nil {
+			err = canaryWrite(ctx, env, in, c, dec)
+		}
 		end()
 	}
 	out.Found.Canary = c.status(d, dec, o)
@@ -170,7 +180,10 @@ func (out *Outcome) promote(ctx context.Context, env Env, in Input, d desired, c
 	rest.release.Hooks = withoutPhase(d.release.Hooks, stack.PreSync)
 	out.write(ctx, env, waited, rest)
 	end := env.beginWrite(in.App.Name)
-	_, rmErr := apply.RemoveCanaries(ctx, env.Engine, env.owner(in.App))
+	rmErr := env.fence()
+	if rmErr == nil {
+		_, rmErr = apply.RemoveCanaries(ctx, env.Engine, env.owner(in.App))
+	}
 	end()
 	s := c.status(d, dec, o)
 	s.Phase, s.Message, s.Next = CanaryPromoted, dec.Why, time.Time{}
@@ -230,6 +243,9 @@ func (out *Outcome) abort(ctx context.Context, env Env, in Input, d desired, c c
 // the canary, then removes the canary: the stable service grows before
 // the canary's tasks go.
 func dropCanary(ctx context.Context, env Env, in Input, c canaryLook) error {
+	if err := env.fence(); err != nil {
+		return err
+	}
 	end := env.beginWrite(in.App.Name)
 	defer end()
 	owner := env.owner(in.App)
@@ -262,7 +278,10 @@ func measure(ctx context.Context, env Env, in Input, d desired, c canaryLook, de
 		case m.Web != nil:
 			s.Result, s.Err = m.Web.Measure(mctx, client)
 		default:
-			s.Result, s.Err = runJob(ctx, env, in, d, m.Job)
+			// A job is a service it creates: a write, fenced as one.
+			if s.Err = env.fence(); s.Err == nil {
+				s.Result, s.Err = runJob(ctx, env, in, d, m.Job)
+			}
 		}
 		cancel()
 		env.Log.Debug("canary measured", "app", in.App.Name, "metric", m.Name, "result", s.Result, "err", s.Err)

@@ -56,6 +56,16 @@ type Env struct {
 	Digests *apply.DigestCache
 	Git     *gitsource.Cache
 	Images  artifact.Images
+	// Platforms reads an image's platforms for the placement check before
+	// a write; nil checks no image's platform.
+	Platforms ImagePlatforms
+	// Rebalance is whether the applications that do not say (appset's
+	// rebalance) have their services rebalanced once a node is back;
+	// Rebalancing holds the one rebalance the swarm allows at a time (a
+	// channel of capacity one, shared by every pass here): nil rebalances
+	// nothing.
+	Rebalance   bool
+	Rebalancing chan struct{}
 	// Charts fetches charts from chart repositories; nil stalls an
 	// application naming one, with a clear error.
 	Charts ChartSource
@@ -83,6 +93,9 @@ type Env struct {
 	Log  *slog.Logger
 	// Fleet is how a pass reaches the loop that runs it.
 	Fleet Fleet
+	// Term is the leader term the controller runs in, stamped on the
+	// revisions it records; 0 without leader election.
+	Term int64
 }
 
 // Fleet is what a pass asks of, or tells, the loop that keeps every
@@ -129,6 +142,10 @@ type Fleet struct {
 	// newer commit is queued behind the running pass (a webhook, a sync,
 	// a tick; not a wake by the swarm): a failing rollout gives way to it.
 	Newer func(app string) <-chan struct{}
+	// Fence says whether this controller may write now (a replica's
+	// leader lease): asked before each step of a write plan; an error
+	// stops the write there (ErrFenced).
+	Fence func() error
 }
 
 // Ask is what whoever started a pass asked of it. The zero value is a

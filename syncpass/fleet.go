@@ -2,9 +2,12 @@ package syncpass
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/skep-cd/skep/appset"
+	"github.com/skep-cd/skep/outcome"
 	"github.com/skep-cd/skep/prune"
 	"github.com/skep-cd/skep/stack"
 	"github.com/skep-cd/skep/swarm"
@@ -107,6 +110,28 @@ func (env Env) pruneRelease(ctx context.Context, owner stack.Owner, snap swarm.S
 	if env.Fleet.PruneRelease != nil {
 		env.Fleet.PruneRelease(ctx, owner, snap, why)
 	}
+}
+
+// ErrFenced is what a write fails with when the loop's Fence refuses it:
+// this replica of a replicated controller does not hold a valid leader
+// lease. It is transient: the next leader writes what this one did not.
+var ErrFenced = errors.New("write refused: this replica does not hold a valid leader lease")
+
+// fence asks the loop whether the pass may write now.
+func (env Env) fence() error {
+	if env.Fleet.Fence == nil {
+		return nil
+	}
+	if err := env.Fleet.Fence(); err != nil {
+		return Fenced(err)
+	}
+	return nil
+}
+
+// Fenced is the error of a write the fence refused for why: ErrFenced,
+// classed transient.
+func Fenced(why error) error {
+	return &outcome.TransientError{Err: fmt.Errorf("%w: %w", ErrFenced, why)}
 }
 
 // owner is the ownership of app's release by this controller here.

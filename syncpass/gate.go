@@ -10,6 +10,7 @@ import (
 	"github.com/skep-cd/skep/gitsource"
 	"github.com/skep-cd/skep/notify"
 	"github.com/skep-cd/skep/outcome"
+	"github.com/skep-cd/skep/placement"
 	"github.com/skep-cd/skep/plan"
 	"github.com/skep-cd/skep/window"
 )
@@ -19,6 +20,7 @@ import (
 const (
 	dependencyRetry = 5 * time.Second
 	rolloutRetry    = 5 * time.Second
+	placeRetry      = time.Second
 )
 
 // facts is everything gate judges: the pass's question and what the pass
@@ -32,6 +34,11 @@ type facts struct {
 	moved  string // where the release was before a move ("" when none)
 	window window.Verdict
 	seen   observed
+	// placed says whether the release's placement was checked (only once
+	// every other rule let a write through); unplaceable is what no node
+	// satisfies for its services.
+	placed      placeCheck
+	unplaceable []placement.Problem
 	// notReady are the dependsOn entries not ready; foreign and hookFailed
 	// the refusals the last pass left.
 	notReady   []Dependency
@@ -174,7 +181,7 @@ func judgeLive(f facts, v *verdict) bool {
 // judgeWrite applies the rules that may still hold a write back: a
 // failed commit a release rollback holds off, dependencies not ready, a
 // refusal that still stands, a rollout of the release under way unless it
-// is failing and may be preempted.
+// is failing and may be preempted, a release no node can place.
 func judgeWrite(f facts, v verdict) verdict {
 	if h := f.held; h != nil && h.Key == f.key && !f.ask.Sync {
 		v.found.WaitingFor = ptr([]string(nil))
@@ -211,10 +218,27 @@ func judgeWrite(f facts, v verdict) verdict {
 		v.then, v.err = hold, rolloutWait(f.app.Release, f.seen.rollout)
 		return v
 	}
-	v.then = write
-	if f.canary.starts {
-		v.then = steer
+	// Last, as it asks the registry: a release no node can place is
+	// refused before any write, raised once per commit and versions (on
+	// every requested sync), unless the application allows it; until the
+	// snapshot lists the nodes, the write waits.
+	switch f.placed {
+	case placeUnlisted:
+		v.then, v.err = hold, &outcome.WaitingError{Err: fmt.Errorf("release %s: waiting for the live snapshot to list the nodes, to check placement before the write", f.app.Release), Retry: placeRetry}
+		return v
+	case placeChecked:
+		if err := unplaceableError(f.app, f.commit, f.unplaceable); err != nil {
+			v.then, v.err = hold, err
+			kind := noticePlacement
+			if f.ask.Sync {
+				kind = noticeKinds
+			}
+			v.notices = append(v.notices, notice{kind: kind, key: f.key, typ: notify.SyncFailed, msg: err.Error()})
+			return v
+		}
+		v.notices = append(v.notices, notice{kind: noticePlacement})
 	}
+	v.then = f.canary.writes()
 	return v
 }
 

@@ -218,6 +218,7 @@ func TestGate(t *testing.T) {
 			f:    facts{app: automated(), key: "c2", plan: changedPlan},
 			want: gateWant{then: write, waiting: true, notices: []string{"window="}}},
 	}
+	cases = append(cases, placementCases(live)...)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			checkVerdict(t, gate(tc.f), tc.f, tc.want)
@@ -265,7 +266,8 @@ func checkVerdict(t *testing.T, v verdict, f facts, want gateWant) {
 // noticeList writes notices as kind=key, "always" for those raised every time.
 func noticeList(ns []notice) []string {
 	names := map[noticeKind]string{noticeStalled: "stalled", noticeGitDrift: "gitDrift", noticeWindow: "window",
-		noticeLiveDrift: "liveDrift", noticeRolledBack: "rolledBack", noticeArtifactWait: "artifactWait", noticeWarning: "warning"}
+		noticeLiveDrift: "liveDrift", noticeRolledBack: "rolledBack", noticeArtifactWait: "artifactWait", noticeWarning: "warning",
+		noticePlacement: "placement"}
 	var out []string
 	for _, n := range ns {
 		if n.kind == noticeKinds {

@@ -37,6 +37,9 @@ type Memo struct {
 	quiet          quietTick
 	templateFailed templateFailure
 	quietInputs    quietInputs
+	// rebalanced is the nodes (NodesKey) the last rebalance of the
+	// release was judged at: it is judged again once they change.
+	rebalanced string
 }
 
 // refusal is one write refused by a rule that holds until its key (the
@@ -129,6 +132,9 @@ const (
 	// noticeWarning: render warnings logged (key: commit, versions and
 	// warnings); forgotten by a pass without warnings.
 	noticeWarning
+	// noticePlacement: a release no node can place (key: commit and
+	// versions); forgotten by a pass whose check places it.
+	noticePlacement
 	noticeKinds
 )
 

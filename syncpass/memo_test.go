@@ -41,6 +41,8 @@ func TestNoticesAreRaisedOnceAndForgottenByTheirOwnRule(t *testing.T) {
 			[]seen{{"c1", true}, {"c1", false}, {"c2", true}}},
 		{"artifacts waiting for their image are raised once, and again after a pass where none waited", noticeArtifactWait,
 			[]seen{{"web v2 (not pushed)", true}, {"web v2 (not pushed)", false}, {"", false}, {"web v2 (not pushed)", true}}},
+		{"a release no node can place is raised once per commit and versions, and again after a pass that placed it", noticePlacement,
+			[]seen{{"c1", true}, {"c1", false}, {"c2", true}, {"", false}, {"c2", true}}},
 		{"render warnings are logged once per commit, versions and warnings", noticeWarning,
 			[]seen{{"c1\x00privileged", true}, {"c1\x00privileged", false}, {"", false}, {"c1\x00privileged", true}}},
 	} {

@@ -163,7 +163,7 @@ func (out *Outcome) write(ctx context.Context, env Env, in Input, d desired) Out
 	}
 	switch {
 	case err == nil:
-		out.Found.merge(settle(ctx, env, in, d))
+		out.settled(ctx, env, in, d)
 	case env.Live != nil && rolledBack(d.release, env.Live.Current()) != "":
 		out.Memo.notices.raise(noticeRolledBack, d.key()) // raised by the failed sync already
 	}

@@ -38,8 +38,7 @@ func Run(ctx context.Context, env Env, in Input) (out Outcome) {
 		out.Result.Moved = env.movedFrom(in.App)
 	}
 	env.remember(in.App, d.release)
-	v := gate(out.facts(in, d, observe(in.App, in.first(env), d, env.owner(in.App), p.Changed())))
-	out.judged(ctx, env, in, d, v)
+	v := out.judge(ctx, env, in, d, observe(in.App, in.first(env), d, env.owner(in.App), p.Changed()))
 	if v.correct {
 		if err := correct(ctx, env, in, d, *v.found.Findings); err != nil {
 			return out.failed(err)
@@ -55,7 +54,7 @@ func Run(ctx context.Context, env Env, in Input) (out Outcome) {
 		return out.canary(ctx, env, in, d)
 	}
 	if v.settle {
-		out.Found.merge(settle(ctx, env, in, d))
+		out.settled(ctx, env, in, d)
 		out.rememberQuiet(key, d)
 	}
 	return out

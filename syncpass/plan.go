@@ -6,20 +6,19 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strings"
 
 	"github.com/skep-cd/skep/appset"
 	"github.com/skep-cd/skep/chart"
 	"github.com/skep-cd/skep/gitsource"
 	"github.com/skep-cd/skep/outcome"
-	"github.com/skep-cd/skep/placement"
 	"github.com/skep-cd/skep/stack"
 )
 
 // Plan renders app at commit ("" = the revision it tracks) and compares
-// the render with what was last recorded: a pass's resolve, render and
-// compare, without its writes, its events or its memo. It is safe to call
-// beside running passes.
+// the render with what was last recorded: a pass's resolve, render,
+// compare and placement check (Result.Unplaceable, whatever the
+// application allows), without its writes, its events or its memo. It is
+// safe to call beside running passes.
 func Plan(ctx context.Context, env Env, app appset.Application, commit string) (Result, error) {
 	res, _, err := planAt(ctx, env, app, commit)
 	return res, err
@@ -37,7 +36,7 @@ func planAt(ctx context.Context, env Env, app appset.Application, commit string)
 	}
 	p, latest, err := compare(ctx, env, v, env.owner(app), d.release)
 	res := Result{Commit: d.commit, Plan: p, Recorded: latest.Revision, Artifacts: d.artifacts,
-		Warnings: slices.Concat(d.release.Warnings, latest.Skipped)}
+		Warnings: slices.Concat(d.release.Warnings, latest.Skipped), Unplaceable: placementLines(checkPlacement(ctx, env, app, d.release, v.snap))}
 	return res, d.release, err
 }
 
@@ -78,28 +77,17 @@ func Propose(ctx context.Context, env Env, app appset.Application, p Proposal) P
 
 // place checks that the swarm, as the destination's snapshot shows it,
 // can run every service of rel as declared (package placement: nodes up,
-// constraints, reservations, max_replicas_per_node). A plan asks no
-// registry, so images are not judged on platform; without a readable
-// snapshot with nodes there is nothing to judge. A refusal is stalled:
-// the head must change (or the swarm).
-func place(_ context.Context, env Env, app appset.Application, rel stack.Release) error {
+// constraints, the images' platforms from the registry unless the
+// application turns look-ups off, reservations, max_replicas_per_node),
+// as the check before a write does: a stalled refusal, one line per
+// service, of what the application does not allow (allow.unplaceable);
+// nil without a snapshot that lists nodes.
+func place(ctx context.Context, env Env, app appset.Application, rel stack.Release) error {
 	v := env.look(app.Name)
-	if !v.has || v.snap.ReadFailed() {
+	if !v.has {
 		return nil
 	}
-	nodes := v.snap.Nodes()
-	if len(nodes) == 0 {
-		return nil
-	}
-	problems := placement.Check(placement.Input{Services: rel.Services, Nodes: nodes, Tasks: v.snap.Tasks(), Live: v.snap.Services()})
-	if len(problems) == 0 {
-		return nil
-	}
-	msgs := make([]string, 0, len(problems))
-	for _, p := range problems {
-		msgs = append(msgs, p.String())
-	}
-	return &outcome.StalledError{Err: fmt.Errorf("release %s cannot be placed: %s", rel.Name, strings.Join(msgs, "; "))}
+	return unplaceableError(app, "", checkPlacement(ctx, env, app, rel, v.snap))
 }
 
 // ReadReleases resolves the commit app deploys (commit, when not "", is

@@ -52,8 +52,8 @@ type ownStateAt struct {
 // live snapshot (services, recorded revisions; see ownState).
 // It is "" when a pass must run in full: a requested sync or a held
 // revision, no live snapshot, or one that failed or has not seen the
-// application's last write, and applications whose previews follow
-// branches (each pass must look for new ones).
+// application's last write, applications whose previews follow branches
+// (each pass must look for new ones), and a rebalance due (rebalanceDue).
 func quietKey(env Env, in Input, d desired, qi *quietInputs) string {
 	ask, app := in.Ask, in.App
 	if ask.Sync || ask.Revision != "" || ask.Force || ask.Prune != nil || ask.Release {
@@ -64,7 +64,7 @@ func quietKey(env Env, in Input, d desired, qi *quietInputs) string {
 			return ""
 		}
 	}
-	if in.Previews > 0 || env.Live == nil || in.Live.ReadFailed() {
+	if in.Previews > 0 || env.Live == nil || in.Live.ReadFailed() || rebalanceDue(env, in) {
 		return "" // previews to keep or remove; nothing to compare with
 	}
 	if !in.SeenWrites {

@@ -30,6 +30,10 @@ type Result struct {
 	// Moved says, for a release being installed on a new destination,
 	// where it was before and what becomes of it there; "" otherwise.
 	Moved string
+	// Unplaceable says, one line per service, what no node satisfies (see
+	// package placement), as the check before a write or a dry run found
+	// it; nil when every service can be placed or nothing was checked.
+	Unplaceable []string
 	// Requeue is how soon the pass asks to run again (a canary's next
 	// step or measurement); 0 leaves it to the application's schedule.
 	Requeue time.Duration

@@ -31,9 +31,10 @@ type waitFor struct {
 // after the write; when a second passes with no change, it asks the
 // Engine itself (see nextWaitStep): no event may be coming. A rollback by
 // Swarm fails at once with the daemon's reason, and tasks failing in a
-// loop since the write (crashLoop) fail it without waiting out the
-// timeout. A failure carries its cause (*rolloutError). Without a live
-// snapshot there is nothing to wait on.
+// loop since the write (crashLoop) or a task the scheduler can place on
+// no node (unschedulable) fail it without waiting out the timeout. A
+// failure carries its cause (*rolloutError). Without a live snapshot
+// there is nothing to wait on.
 func waitHealthy(ctx context.Context, env Env, wf waitFor) error {
 	live := env.Live
 	if live == nil {
@@ -97,14 +98,17 @@ func waitHealthy(ctx context.Context, env Env, wf waitFor) error {
 
 // failing is the error of a wait that need not go on, as snap shows the
 // write: Swarm rolled a service back since the write (since ever, when
-// nothing was written), or tasks fail in a loop (crashLoop); nil
-// otherwise.
+// nothing was written), tasks fail in a loop (crashLoop), or the
+// scheduler can place a task on no node (unschedulable); nil otherwise.
 func (wf waitFor) failing(ctx context.Context, env Env, snap swarm.Snapshot) error {
 	if c, ok := findFailure(wf.rel, snap, wf.written); ok && c.Kind == CauseRolledBack {
 		return wf.failed(ctx, env, snap, &outcome.StalledError{Err: fmt.Errorf("release %s: swarm rolled back service %s: %s", wf.rel.Name, c.Service, c.Message)})
 	}
 	if loop := crashLoop(wf.rel, snap, wf.written); loop != "" {
 		return wf.failed(ctx, env, snap, &outcome.TransientError{Err: fmt.Errorf("release %s failing: %s", wf.rel.Name, loop)})
+	}
+	if why := unschedulable(wf.app, wf.rel, snap); why != "" {
+		return wf.failed(ctx, env, snap, &outcome.TransientError{Err: fmt.Errorf("release %s: %s", wf.rel.Name, why)})
 	}
 	return nil
 }

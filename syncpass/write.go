@@ -131,10 +131,12 @@ func writeRelease(ctx context.Context, env Env, in Input, d desired, summary str
 		if failed != nil && !runsAfter(s.kind, failedAt, w.out.rolledBack) {
 			continue
 		}
-		var err error
-		if s.kind == stepRollback {
+		err := env.fenceStep(s)
+		switch {
+		case err != nil:
+		case s.kind == stepRollback:
 			w.out.rolledBack, err = w.rollback(ctx, in, failed)
-		} else {
+		default:
 			err = w.run(ctx, in, s)
 		}
 		switch {
@@ -156,6 +158,16 @@ func writeRelease(ctx context.Context, env Env, in Input, d desired, summary str
 	}
 	emit(ctx, env, in.App, notify.SyncSucceeded, d.commit, applySummary(in.App.Release, w.out.res))
 	return w.out, nil
+}
+
+// fenceStep asks the fence before a step that writes; the stable check
+// and the waits write nothing.
+func (env Env) fenceStep(s writeStep) error {
+	switch s.kind {
+	case stepStable, stepWaitWave, stepWait:
+		return nil
+	}
+	return env.fence()
 }
 
 // runsAfter reports whether a step of kind runs once the step at failedAt

@@ -1,6 +1,7 @@
 package syncpass
 
 import (
+	"errors"
 	"slices"
 	"strconv"
 	"testing"
@@ -97,5 +98,24 @@ func TestWritePlan(t *testing.T) {
 				t.Errorf("writePlan = %q\nwant %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestEveryWritingStepAsksTheFence: before a step that writes, a refused
+// fence stops the plan with ErrFenced; the stable check and the waits
+// write nothing and pass.
+func TestEveryWritingStepAsksTheFence(t *testing.T) {
+	why := errors.New("lease expired")
+	env := Env{Fleet: Fleet{Fence: func() error { return why }}}
+	for kind := stepStable; kind <= stepSelf; kind++ {
+		s := writeStep{kind: kind}
+		err := env.fenceStep(s)
+		writes := kind != stepStable && kind != stepWaitWave && kind != stepWait
+		if writes != errors.Is(err, ErrFenced) || writes && !errors.Is(err, why) {
+			t.Errorf("step %s under a refused fence = %v, want refused %v", s, err, writes)
+		}
+	}
+	if err := (Env{}).fenceStep(writeStep{kind: stepRelease}); err != nil {
+		t.Errorf("a loop without a fence refused a step: %v", err)
 	}
 }

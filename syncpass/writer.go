@@ -58,6 +58,7 @@ func newWriter(env Env, in Input, d desired, summary string, recorded *apply.Rev
 		Force:        in.Ask.Force,
 		Logger:       env.Log.With("app", in.App.Name),
 		Self:         selfIn(env, in.App, d.release),
+		Term:         env.Term,
 	}
 	if d.chart != nil {
 		w.opts.Chart = d.chart.record

@@ -91,6 +91,9 @@ func startStubAPI(t testing.TB, apps map[string]wire.ApplicationDetail) *stubAPI
 		list.PullRequests = append(list.PullRequests, stubPulls[r.PathValue("name")]...)
 		answer(w, list)
 	})
+	mux.HandleFunc("GET /api/v1/applications/{name}/diff", func(w http.ResponseWriter, r *http.Request) {
+		answer(w, stubDiff(r.PathValue("name")))
+	})
 	mux.HandleFunc("GET /api/v1/events", func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Accept") != "text/event-stream" {
 			answer(w, wire.EventList{Events: []wire.EventItem{}})

@@ -12,7 +12,10 @@ import "time"
 // omitted when empty because there the event has no answer to give. At is
 // RFC 3339 in UTC. Type is one of the event types notify names. Cause is a
 // failure's root cause in one line; Shared names the dependency several
-// applications share whose failure it is.
+// applications share whose failure it is. Term is the leader term of a
+// replicated controller (--leader-election) that recorded the event, on
+// the event stream and list; absent from a single controller's events and
+// from outbound notifiers, so their bytes are those of the contract.
 type Event struct {
 	Application string    `json:"application"`
 	Swarm       string    `json:"swarm"`
@@ -23,6 +26,7 @@ type Event struct {
 	Cause       string    `json:"cause,omitempty"`
 	Shared      string    `json:"shared,omitempty"`
 	At          time.Time `json:"at"`
+	Term        int64     `json:"term,omitempty"`
 }
 
 // EventItem is one kept event in the JSON list: its id and wire shape.

@@ -9,6 +9,11 @@ type ReleasePlan struct {
 	Action  string       `json:"action"`
 	Reason  string       `json:"reason"`
 	Changes []PlanChange `json:"changes"`
+	// Unplaceable says, one line per service, what no node of the swarm
+	// satisfies (constraints, platforms, reservations,
+	// max_replicas_per_node): a sync is refused before any write unless
+	// the application allows it. Absent when every service can be placed.
+	Unplaceable []string `json:"unplaceable,omitempty"`
 }
 
 // PlanChange is one object a sync would create, update or delete. Fields is

@@ -379,11 +379,13 @@ type Service struct {
 	Tasks       []Task `json:"tasks"`
 }
 
-// Task is one task of a service.
+// Task is one task of a service. Node is the hostname of the node it was
+// given (its id when the swarm names none), NodeID the node's id.
 type Task struct {
 	ID           string    `json:"id"`
 	Slot         int       `json:"slot,omitempty"`
 	Node         string    `json:"node,omitempty"`
+	NodeID       string    `json:"nodeId,omitempty"`
 	State        string    `json:"state"`
 	DesiredState string    `json:"desiredState"`
 	Message      string    `json:"message,omitempty"`
@@ -536,6 +538,45 @@ type ControllerStatus struct {
 	// absent when the server was not told.
 	Store   *StoreStatus   `json:"store,omitempty"`
 	Details *StatusDetails `json:"details,omitempty"`
+	// Replication is the state of a replicated controller
+	// (--leader-election); absent for a single one.
+	Replication *Replication `json:"replication,omitempty"`
+}
+
+// The roles of a replica of a replicated controller.
+const (
+	RoleLeader  = "leader"
+	RoleStandby = "standby"
+)
+
+// Replication is what a replica of a replicated controller knows of the
+// leader lease and of the other replicas.
+type Replication struct {
+	// Replica names the replica that answered, Role its role (RoleLeader
+	// or RoleStandby).
+	Replica string `json:"replica"`
+	Role    string `json:"role"`
+	// Term is the lease's term as the replica last read it: it rises by
+	// one at each take-over.
+	Term int64 `json:"term"`
+	// Leader is the lease's holder; absent while nobody holds it (a
+	// release, or no lease written yet).
+	Leader *Replica `json:"leader,omitempty"`
+	// Replicas are the replicas the answering one knows of: itself and,
+	// on the leader, each standby that follows its event stream.
+	Replicas []Replica `json:"replicas"`
+	// Error says why the lease could not be read at the last look.
+	Error string `json:"error,omitempty"`
+}
+
+// Replica is one replica of a replicated controller.
+type Replica struct {
+	Name string `json:"name"`
+	Role string `json:"role"`
+	// Addr is where the other replicas reach its API (admins only);
+	// Version its build's version.
+	Addr    string `json:"addr,omitempty"`
+	Version string `json:"version,omitempty"`
 }
 
 // StoreStatus is the state of the controller's history store. The store

@@ -106,8 +106,8 @@ function line(kind, ...text) {
 
 const opKind = { create: 'add', install: 'add', delete: 'remove', remove: 'remove', update: 'change', upgrade: 'change' };
 
-// diffView renders a wire.Diff: per release its action and every change,
-// field by field.
+// diffView renders a wire.Diff: per release its action, what no node can
+// place, and every change, field by field.
 export function diffView(diff) {
   const releases = (diff && diff.releases) || [];
   if (releases.length === 0) return h('p', { class: 'muted' }, 'No releases to compare.');
@@ -116,6 +116,9 @@ export function diffView(diff) {
     releases.map((rel) => h('section', { class: 'release-diff', 'aria-label': 'Release ' + rel.name },
       h('h3', {}, rel.name, ' ', badge(rel.action === 'none' ? 'synced' : 'out-of-sync', rel.action)),
       rel.reason ? h('p', { class: 'muted' }, rel.reason) : null,
+      (rel.unplaceable || []).length === 0 ? null : h('div', { class: 'alert bad unplaceable', role: 'alert' },
+        h('strong', {}, 'Cannot be placed. '), 'No node of the swarm satisfies what follows; a sync writes nothing unless the application allows it.',
+        h('ul', {}, rel.unplaceable.map((l) => h('li', {}, h('code', {}, l))))),
       (rel.changes || []).length === 0
         ? h('p', { class: 'muted' }, 'No changes.')
         : h('ul', { class: 'lines' }, (rel.changes || []).map((c) => [

@@ -216,7 +216,7 @@ export function appView(ctx, name, tab) {
         h('p', {}, a.cause.line),
         a.cause.logs ? h('pre', { class: 'logs', 'aria-label': 'Log tail of ' + a.cause.service }, a.cause.logs) : null) : null,
       canarySection(a.canary),
-      a.lastError ? h('div', { class: 'alert bad', role: 'alert' }, h('strong', {}, (a.lastErrorClass || 'error') + ': '), a.lastError) : null);
+      a.lastError ? h('div', { class: 'alert bad last-error', role: 'alert' }, h('strong', {}, (a.lastErrorClass || 'error') + ': '), a.lastError) : null);
     if (!ctx.can('deployer')) {
       fill(actions, h('p', { class: 'muted' }, `Role ${ctx.me.role}: read only.`));
       return;
@@ -260,7 +260,7 @@ export function appView(ctx, name, tab) {
             h('p', { class: 'muted' }, h('code', {}, s.image), ' · ', s.mode),
             h('ul', { class: 'tasks' }, (s.tasks || []).map((t) => h('li', {},
               badge(t.state === 'running' ? 'healthy' : ['failed', 'rejected'].includes(t.state) ? 'failed' : 'progressing', t.state),
-              ` desired ${t.desiredState}`, t.slot ? ` · slot ${t.slot}` : '', t.node ? ` · ${t.node}` : '', ' · ', time(t.updatedAt),
+              ` desired ${t.desiredState}`, t.slot ? ` · slot ${t.slot}` : '', t.node ? [' · ', h('span', { title: t.nodeId ? 'node ' + t.nodeId : '' }, t.node)] : '', ' · ', time(t.updatedAt),
               t.error || t.message ? h('span', { class: 'muted' }, ' — ', t.error || t.message) : null)))))))),
       artifactsSection(a),
       previewsSection(a),
@@ -469,7 +469,7 @@ function previewsSection(a) {
       h('ul', { class: 'problems' }, problems.map((s) => h('li', {}, s)))) : null);
 }
 
-export const eventTypes = ['sync-started', 'sync-succeeded', 'sync-failed', 'drift-detected', 'live-drift-detected', 'drift-converged', 'resources-pruned', 'prune-failed', 'swarm-unreachable', 'swarm-reachable', 'self-update-issued', 'release-rolled-back', 'incident-opened', 'incident-resolved', 'canary-step', 'canary-promoted', 'canary-aborted'];
+export const eventTypes = ['sync-started', 'sync-succeeded', 'sync-failed', 'drift-detected', 'live-drift-detected', 'drift-converged', 'resources-pruned', 'prune-failed', 'swarm-unreachable', 'swarm-reachable', 'self-update-issued', 'release-rolled-back', 'incident-opened', 'incident-resolved', 'tasks-rebalanced', 'canary-step', 'canary-promoted', 'canary-aborted'];
 
 // Events: the newest kept events, then live ones as they arrive.
 export function eventsView(ctx, app) {
