@@ -59,8 +59,9 @@ func (e *canaryEnv) analysis(interval string, count, failureLimit int) string {
 }
 
 // compose is the release: web, five replicas of image with errorRate of
-// its answers failed, walking steps as its canary; and load, the client
-// asking tasks.web twenty times a second.
+// its answers failed, walking steps as its canary; load, the client
+// asking tasks.web twenty times a second; and smoke, an analysis hook
+// (a job metric) that passes.
 func (e *canaryEnv) compose(image, errorRate, steps string) string {
 	return fmt.Sprintf(`services:
   web:
@@ -85,7 +86,11 @@ func (e *canaryEnv) compose(image, errorRate, steps string) string {
       endpoint_mode: dnsrr
     ports:
       - {target: 8080, published: %d, mode: host}
-`, image, errorRate, steps, e.v1, e.loadPort)
+  smoke:
+    image: %s
+    command: ["exit", "0", "smoke: tasks.web answers"]
+    x-skep-hook: analysis
+`, image, errorRate, steps, e.v1, e.loadPort, e.v1)
 }
 
 // deploy commits the release at v1 with steps as its canary and starts
@@ -197,7 +202,8 @@ func (e *canaryEnv) checkWeight(t *testing.T, weight, canary, stable int) {
 // spec and the canary goes.
 func TestCanaryOfAGoodVersionWalksEveryStepToPromotion(t *testing.T) {
 	e := newCanaryEnv(t)
-	steps := "        - setWeight: 20\n" + e.analysis("2s", 3, 1) + "        - setWeight: 60\n        - pause: 6s\n"
+	smoke := "              - {name: smoke, job: smoke}\n"
+	steps := "        - setWeight: 20\n" + e.analysis("2s", 3, 1) + smoke + "        - setWeight: 60\n        - pause: 6s\n"
 	ctrl, _, _ := e.deploy(t, steps)
 	if got := e.counts(t); got.Versions["v1"] == 0 {
 		t.Fatalf("the load client got no answer: %+v", got)
@@ -206,10 +212,17 @@ func TestCanaryOfAGoodVersionWalksEveryStepToPromotion(t *testing.T) {
 	good := e.repo.Commit(t, "main", map[string]string{"compose.yaml": e.compose(e.v2, "0", steps)})
 	refresh(t, ctrl)
 	c := e.waitCanary(t, ctrl, time.Minute, func(c reconcile.Canary) bool { return c.Commit == good && c.Step == 2 })
-	if c.Weight != 20 || c.Steps != 4 || !strings.HasPrefix(c.StepName, "analysis") {
+	if c.Weight != 20 || c.Steps != 4 || c.StepName != "analysis errors, smoke" {
 		t.Errorf("canary at its analysis: %+v", c)
 	}
 	e.checkWeight(t, 20, 1, 4)
+	// The job metric ran its Swarm job once; exit code 0 passed it.
+	c = e.waitCanary(t, ctrl, time.Minute, func(c reconcile.Canary) bool {
+		return c.Step > 2 || len(c.Analysis) == 2 && c.Analysis[1].Phase == "successful"
+	})
+	if c.Step == 2 && (c.Analysis[1].Count != 1 || c.Analysis[1].Measurements[0].Value != "0") {
+		t.Errorf("the smoke job's run: %+v", c.Analysis[1])
+	}
 	c = e.waitCanary(t, ctrl, time.Minute, func(c reconcile.Canary) bool { return c.Step == 3 })
 	if r := c.Analysis; len(r) != 0 {
 		t.Errorf("a new step keeps the analysis %+v", r)

@@ -49,10 +49,7 @@ func (out *Outcome) startCanary(ctx context.Context, env Env, in Input, d desire
 		return out.write(ctx, env, in, d)
 	}
 	st := canary.Start(d.commit, keyDigest(d), c.total, c.before, in.Now)
-	o := canary.Observation{Now: in.Now}
-	if c.stableLive != nil {
-		o.StableReplicas = replicasOf(c.stableLive.Spec)
-	}
+	o := canary.Observation{Now: in.Now, StableReplicas: replicasOf(c.stableLive.Spec)}
 	dec := canary.Next(*c.strategy, st, o)
 	// A canary started over for a newer render keeps its tasks (they
 	// take the new spec by its update_config); the weight settles from
