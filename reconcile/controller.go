@@ -139,7 +139,10 @@ type Controller struct {
 	syncs    atomic.Uint64 // last sync id handed out
 	// loaded is set once a valid app set has been taken in: its
 	// applications have their workers (see Loaded).
-	loaded    atomic.Bool
+	loaded atomic.Bool
+	// running is set as Run starts the live snapshots: a pass may then
+	// wait for its swarm's first list (see input).
+	running   atomic.Bool
 	pruneApps bool
 	ownStack  string
 	declared  declaredReleases // what release files declared, by application
@@ -216,6 +219,7 @@ func (c *Controller) Statuses() *Statuses { return c.status }
 // and the status says why nothing runs.
 func (c *Controller) Run(ctx context.Context) error {
 	var side sync.WaitGroup
+	c.running.Store(true)
 	for _, d := range c.dests {
 		if d.live == nil {
 			continue

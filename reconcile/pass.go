@@ -2,10 +2,16 @@ package reconcile
 
 import (
 	"context"
+	"errors"
+	"time"
 
 	"github.com/skep-cd/skep/appset"
+	"github.com/skep-cd/skep/swarm"
 	"github.com/skep-cd/skep/syncpass"
 )
+
+// firstListWait bounds how long a pass waits for its swarm's first list.
+const firstListWait = 10 * time.Second
 
 // Result is what one reconcile of one application found and did.
 type Result = syncpass.Result
@@ -40,7 +46,7 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 		c.status.markUnknown(app.Name, err)
 		out.Err = err
 	} else {
-		out = syncpass.Run(ctx, c.dest(app.Destination.Swarm).env, c.input(app, req, *memo, gen))
+		out = syncpass.Run(ctx, c.dest(app.Destination.Swarm).env, c.input(ctx, app, req, *memo, gen))
 		*memo = out.Memo
 	}
 	c.record(app, out)
@@ -50,14 +56,22 @@ func (c *Controller) reconcile(ctx context.Context, app appset.Application, req 
 
 // input is the question a pass of app for req starts from, and the world
 // as the loop sees it now: one calendar reading, one live snapshot, the
-// dependencies not ready, the renders of app's other releases.
-func (c *Controller) input(app appset.Application, req Request, memo syncpass.Memo, gen uint64) syncpass.Input {
+// dependencies not ready, the renders of app's other releases. A pass
+// of a running controller that starts before its swarm's first list
+// waits for it, a while at most (firstListWait), so that its write is
+// checked for placement against the nodes.
+func (c *Controller) input(ctx context.Context, app appset.Application, req Request, memo syncpass.Memo, gen uint64) syncpass.Input {
 	in := syncpass.Input{App: app, Ask: req.ask(), Now: c.now(), Memo: memo, AppGen: gen,
 		NotReady: c.status.notReady(app.DependsOn), Renders: c.live.renders(app)}
 	_, _, in.Previews = c.status.brief(app.Name)
 	in.Held = c.status.held(app.Name)
 	if live := c.dest(app.Destination.Swarm).live; live != nil {
 		in.Live = live.Current()
+		if errors.Is(in.Live.Err(), swarm.ErrNotListed) && c.running.Load() {
+			wctx, cancel := context.WithTimeout(ctx, firstListWait)
+			in.Live = live.Read(wctx)
+			cancel()
+		}
 		in.SeenWrites = !in.Live.TakenAt().IsZero() && c.live.seen(app.Destination.Swarm, app.Name, in.Live.TakenAt(), false)
 	}
 	return in

@@ -263,12 +263,16 @@ type Watcher struct {
 	mu      sync.Mutex
 	subs    map[chan struct{}]struct{}
 	stopped bool
+
+	// read is closed once the first full list has ended, listed or not.
+	read     chan struct{}
+	readOnce sync.Once
 }
 
 // NewWatcher returns a Watcher reading r. It does nothing until Run.
 func NewWatcher(r Reader, opts WatcherOptions) *Watcher {
 	w := &Watcher{reader: r, opts: opts.withDefaults(), subs: map[chan struct{}]struct{}{},
-		relist: make(chan struct{}, 1), relistTasks: make(chan struct{}, 1)}
+		relist: make(chan struct{}, 1), relistTasks: make(chan struct{}, 1), read: make(chan struct{})}
 	w.current.Store(&Snapshot{err: ErrNotListed})
 	return w
 }
@@ -300,6 +304,18 @@ func (w *Watcher) RelistTasks() {
 
 // Current returns the latest snapshot. It never blocks on the Engine.
 func (w *Watcher) Current() Snapshot { return *w.current.Load() }
+
+// Read returns the latest snapshot once the first full list has ended
+// (listed, or failed with its error), or the one there is when ctx ends
+// first: a pass that starts with the Watcher must not take "not listed
+// yet" for what the swarm holds.
+func (w *Watcher) Read(ctx context.Context) Snapshot {
+	select {
+	case <-w.read:
+	case <-ctx.Done():
+	}
+	return w.Current()
+}
 
 // Subscribe returns a channel that receives a value after each refresh
 // that changed the snapshot (Version moved). It holds at most one pending
@@ -609,6 +625,7 @@ func (w *Watcher) relevant(m events.Message) bool {
 // changed.
 func (w *Watcher) refresh(ctx context.Context) error {
 	next, err := w.list(ctx)
+	defer w.readOnce.Do(func() { close(w.read) })
 	if err != nil {
 		old := w.Current()
 		if old.err != nil && old.err.Error() == err.Error() {

@@ -796,3 +796,37 @@ func TestWatcherRelistsTheTasksWhenAskedWithoutAnEvent(t *testing.T) {
 		}
 	})
 }
+
+// Read waits for the first list, listed or failed, and no longer than
+// its context; once listed it answers at once.
+func TestReadWaitsForTheFirstListOrItsContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeReader()
+		f.nodes = []swarm.Node{{ID: "n1"}}
+		w := NewWatcher(f, WatcherOptions{Resync: time.Hour})
+		short, cancelShort := context.WithTimeout(t.Context(), time.Second)
+		defer cancelShort()
+		if s := w.Read(short); !errors.Is(s.Err(), ErrNotListed) {
+			t.Fatalf("Read of a Watcher not run = %v, want ErrNotListed once its context ends", s.Err())
+		}
+		_, cancel, done := runWatcher(t, w)
+		defer func() { cancel(); <-done }()
+		if s := w.Read(t.Context()); s.Err() != nil || len(s.Nodes()) != 1 || s.TakenAt().IsZero() {
+			t.Fatalf("Read after the first list = %v, %d nodes, taken at %v; want the listed snapshot", s.Err(), len(s.Nodes()), s.TakenAt())
+		}
+	})
+}
+
+// A first list that fails ends the wait too, with its error.
+func TestReadEndsOnAFailedFirstList(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeReader()
+		f.listErr = errors.New("manager gone")
+		w := NewWatcher(f, WatcherOptions{Resync: time.Hour})
+		_, cancel, done := runWatcher(t, w)
+		defer func() { cancel(); <-done }()
+		if s := w.Read(t.Context()); s.Err() == nil || errors.Is(s.Err(), ErrNotListed) {
+			t.Fatalf("Read after a failed first list = %v, want the list's error", s.Err())
+		}
+	})
+}

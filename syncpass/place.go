@@ -2,6 +2,7 @@ package syncpass
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -47,7 +48,12 @@ func (out *Outcome) judge(ctx context.Context, env Env, in Input, d desired, see
 	f := out.facts(in, d, seen)
 	v := gate(f)
 	// A canary's start writes the new spec too: it is checked the same.
-	if (v.then == write || v.then == steer && f.canary.starts) && seen.has {
+	// A snapshot never listed is a pass without a live snapshot (one run
+	// before the controller follows the swarm, or whose first list outran
+	// the wait for it): as then, the write is not checked. One listed but
+	// not read now waits.
+	neverListed := errors.Is(in.Live.Err(), swarm.ErrNotListed)
+	if (v.then == write || v.then == steer && f.canary.starts) && seen.has && !neverListed {
 		f.placed = placeUnlisted
 		if !in.Live.TakenAt().IsZero() && !in.Live.ReadFailed() {
 			f.placed, f.unplaceable = placeChecked, checkPlacement(ctx, env, in.App, d.release, in.Live)
