@@ -250,12 +250,14 @@ func webOnly(image, extra, deploy string) string {
 
 // runWebOnly runs a controller of an automated application whose sync
 // waits up to timeout for health, and returns it once web runs healthy
-// on v1.
+// on v1. The application allows a constraint no node meets: these tests
+// fail rollouts with one, which the placement check would refuse before
+// the write (multinode.TestAReleaseNoNodeCanPlaceIsRefusedBeforeAnyWrite).
 func (e *env) runWebOnly(t *testing.T, timeout string) *reconcile.Controller {
 	t.Helper()
 	e.repo.Commit(t, "main", map[string]string{"compose.yaml": webOnly(e.v1, "", "")})
-	ctrl := e.controller(t, appset.FileSource{Path: writeFile(t, t.TempDir(), "apps.yaml",
-		appSet(e.rollbackApp("wait: true", "timeout: "+timeout)))})
+	app := e.rollbackApp("wait: true", "timeout: "+timeout) + "    allow:\n      unplaceable: [constraint]\n"
+	ctrl := e.controller(t, appset.FileSource{Path: writeFile(t, t.TempDir(), "apps.yaml", appSet(app))})
 	run(t, ctrl)
 	waitStatus(t, ctrl, "web", 2*time.Minute, func(s reconcile.AppStatus) bool { return s.Health == health.Healthy })
 	return ctrl

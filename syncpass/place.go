@@ -163,7 +163,8 @@ func describePlacement(problems []placement.Problem) string {
 // unschedulable names a task of rel meant to run that the scheduler left
 // pending because no node suits it (its error: "no suitable node (…)"),
 // with what the placement check finds no node satisfies for its service;
-// "" when there is none, or when the application allows what the check
+// "" when there is none, when the check finds nothing (the task waits for
+// a node to free up), or when the application allows what the check
 // finds (allow.unplaceable: the task waits for a node). Swarm keeps such
 // a task pending for ever, so a wait for health fails at once rather than
 // at its timeout. It is pure.
@@ -177,9 +178,16 @@ func unschedulable(app appset.Application, rel stack.Release, snap swarm.Snapsho
 			if t.DesiredState != dswarm.TaskStateRunning || t.Status.State != dswarm.TaskStatePending || t.Status.Err == "" {
 				continue
 			}
-			why := fmt.Sprintf("service %s cannot be placed: task %s pending: %s", name, shortID(t.ID), t.Status.Err)
 			one := map[string]dswarm.ServiceSpec{name: live.Spec}
-			for _, p := range placement.Check(placement.Input{Services: one, Nodes: snap.Nodes(), Tasks: snap.Tasks(), Live: []dswarm.Service{live}}) {
+			problems := placement.Check(placement.Input{Services: one, Nodes: snap.Nodes(), Tasks: snap.Tasks(), Live: []dswarm.Service{live}})
+			if len(problems) == 0 {
+				// A node suits the service: the task waits for what a task
+				// on its way out still holds (a host-mode port, during a
+				// stop-first update), and is placed once it is gone.
+				continue
+			}
+			why := fmt.Sprintf("service %s cannot be placed: task %s pending: %s", name, shortID(t.ID), t.Status.Err)
+			for _, p := range problems {
 				if app.Allow.AllowsUnplaceable(string(p.Rule)) {
 					return ""
 				}

@@ -51,6 +51,8 @@ func TestUnschedulableFailsAWaitForATaskNoNodeTakes(t *testing.T) {
 		app  appset.Application
 		task dswarm.Task
 		want []string // nil: the wait goes on
+		// placeable drops the service's constraint: every node suits it.
+		placeable bool
 	}{
 		{name: "a task of the write no node takes", app: allowing(), task: pending(written.Add(time.Second), noNode),
 			want: []string{"service web_api cannot be placed: task 0123456789ab pending: " + noNode, `constraint "node.labels.zone == c" matches none of the 2`}},
@@ -61,8 +63,14 @@ func TestUnschedulableFailsAWaitForATaskNoNodeTakes(t *testing.T) {
 		{name: "an application that allows every rule waits for a node", app: allowing("all"), task: pending(written.Add(time.Second), noNode)},
 		{name: "allowing another rule does not let this one wait", app: allowing("resources"), task: pending(written.Add(time.Second), noNode),
 			want: []string{"cannot be placed"}},
+		{name: "a task waiting for what a task on its way out holds, which the check finds placeable, waits",
+			app: allowing(), task: pending(written.Add(time.Second), "no suitable node (host-mode port already in use on 1 node)"), placeable: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			live := live
+			if tc.placeable {
+				live.Spec.TaskTemplate.Placement = nil
+			}
 			snap := swarm.NewSnapshot(swarm.Contents{Services: []dswarm.Service{live}, Tasks: []dswarm.Task{tc.task},
 				Nodes: []dswarm.Node{readyNode("skep-w1"), readyNode("skep-w2")}, TakenAt: written.Add(2 * time.Second)})
 			got := unschedulable(tc.app, rel, snap)

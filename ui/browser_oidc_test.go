@@ -97,7 +97,7 @@ func (p *page) waitAcross(t *testing.T, what, expression string, timeout time.Du
 	deadline := time.Now().Add(timeout)
 	for {
 		ctx, cancel := context.WithDeadline(p.ctx, deadline)
-		_, err := chromedp.Run(ctx, chromedp.Poll[bool](expression, chromedp.WithPollingInterval(200*time.Millisecond)))
+		_, err := chromedp.Run(ctx, chromedp.Poll[bool](expression, chromedp.WithPollingInterval(200*time.Millisecond), chromedp.WithPollingTimeout(timeout)))
 		cancel()
 		if err == nil {
 			return

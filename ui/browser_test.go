@@ -300,7 +300,8 @@ func (p *page) waitFor(t *testing.T, what, expression string, timeout time.Durat
 	t.Helper()
 	ctx, cancel := context.WithTimeout(p.ctx, timeout)
 	defer cancel()
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expression, chromedp.WithPollingInterval(200*time.Millisecond))); err != nil {
+	// The poll's own timeout (30 s unless told) would cut a longer wait short.
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expression, chromedp.WithPollingInterval(200*time.Millisecond), chromedp.WithPollingTimeout(timeout))); err != nil {
 		text, _ := chromedp.Run(p.ctx, chromedp.Text(chromedp.CSS("main")))
 		t.Fatalf("waiting for %s: %v\npage: %s\nconsole:\n%s", what, err, text, p.console)
 	}
