@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -264,6 +265,52 @@ func TestServiceNamesTheNodesOfLostAndFailedTasks(t *testing.T) {
 			got := Service(ServiceInput{Live: live, Tasks: tc.tasks, Nodes: tc.nodes, Now: now})
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("Service() mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// An update whose new task a node took just before it went down waits for
+// that task for ever: the health says which task and node, not only that
+// it updates. A task of the update still starting on a ready node, or one
+// of an earlier spec on the down node, is no such wait.
+func TestServiceNamesTheTaskAnUpdateIsStrandedOn(t *testing.T) {
+	now := time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
+	started := now.Add(-2 * time.Minute)
+	nodes := []swarm.Node{
+		{ID: "n1", Description: swarm.NodeDescription{Hostname: "skep-m1"}, Status: swarm.NodeStatus{State: swarm.NodeStateDown, Message: "heartbeat failure"}},
+		{ID: "n2", Description: swarm.NodeDescription{Hostname: "skep-m2"}, Status: swarm.NodeStatus{State: swarm.NodeStateReady}},
+	}
+	v1, v2 := &swarm.ContainerSpec{Image: "app:v1"}, &swarm.ContainerSpec{Image: "app:v2"}
+	live := &swarm.Service{ID: "s", Spec: swarm.ServiceSpec{Mode: replicated(2), TaskTemplate: swarm.TaskSpec{ContainerSpec: v2}},
+		UpdateStatus: &swarm.UpdateStatus{State: swarm.UpdateStateUpdating, StartedAt: &started}}
+	task := func(id, node string, spec *swarm.ContainerSpec, desired, state swarm.TaskState, created time.Time) swarm.Task {
+		return swarm.Task{ID: id, ServiceID: "s", NodeID: node, DesiredState: desired, Meta: swarm.Meta{CreatedAt: created},
+			Spec: swarm.TaskSpec{ContainerSpec: spec}, Status: swarm.TaskStatus{State: state, Timestamp: created}}
+	}
+	running := []swarm.Task{
+		task("old2", "n2", v1, swarm.TaskStateRunning, swarm.TaskStateRunning, started.Add(-time.Hour)),
+		task("new1", "n2", v2, swarm.TaskStateRunning, swarm.TaskStateRunning, started.Add(time.Minute)),
+	}
+	for _, tc := range []struct {
+		name string
+		task swarm.Task
+		want string
+	}{
+		{name: "the update's task, accepted by a node now down",
+			task: task("0123456789abcdef", "n1", v2, swarm.TaskStateShutdown, swarm.TaskStateAccepted, started.Add(time.Second)),
+			want: "updating: 2/2 running; Swarm's update waits on task 0123456789ab, which node skep-m1 took before it went down (heartbeat failure): the update goes on once the node is back, or with the next write; tasks lost with node skep-m1 down (heartbeat failure)"},
+		{name: "the update's task starting on a ready node",
+			task: task("0123456789abcdef", "n2", v2, swarm.TaskStateRunning, swarm.TaskStatePreparing, started.Add(time.Second)),
+			want: "updating: 2/2 running"},
+		{name: "a task of the earlier spec on the down node",
+			task: task("0123456789abcdef", "n1", v1, swarm.TaskStateShutdown, swarm.TaskStateAccepted, started.Add(-time.Second)),
+			want: "updating: 2/2 running; tasks lost with node skep-m1 down (heartbeat failure)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Service(ServiceInput{Live: live, Tasks: append(slices.Clone(running), tc.task), Nodes: nodes, Now: now})
+			if got.State != Progressing || got.Message != tc.want {
+				t.Errorf("Service() = %s %q, want progressing %q", got.State, got.Message, tc.want)
 			}
 		})
 	}

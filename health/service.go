@@ -173,6 +173,9 @@ func longRunning(svc *swarm.Service, tasks []swarm.Task, in ServiceInput, nodes 
 	case svc.UpdateStatus != nil && svc.UpdateStatus.State == swarm.UpdateStateUpdating:
 		r.State = Progressing
 		r.Message = fmt.Sprintf("updating: %d/%d running", running, desired)
+		if why := Stranded(svc, tasks, nodes); why != "" {
+			r.Message += "; " + why
+		}
 	case desired == 0:
 		r.State, r.Message = Healthy, "scaled to zero"
 	case running < desired:
@@ -387,3 +390,32 @@ func taskReason(t swarm.Task) string {
 	}
 	return reason
 }
+
+// Stranded describes the task an update of svc waits on for ever: a task
+// of the update (of the current spec, created since the update started)
+// that never started and sits on a node that is not ready. Swarm's
+// updater waits for that task to run and does not look again when the
+// node goes down, so the update stays "updating" until the node is back,
+// however many replicas run elsewhere; a new write of the service starts
+// it over. "" when the update waits on no such task. It is pure.
+func Stranded(svc *swarm.Service, tasks []swarm.Task, nodes map[string]swarm.Node) string {
+	u := svc.UpdateStatus
+	if u == nil || u.State != swarm.UpdateStateUpdating || u.StartedAt == nil {
+		return ""
+	}
+	for _, t := range tasks {
+		if t.ServiceID != svc.ID || !isStarting(t.Status.State) || t.CreatedAt.Before(*u.StartedAt) || !ofCurrentSpec(t, svc) {
+			continue
+		}
+		n, ok := nodes[t.NodeID]
+		if !ok || n.Status.State == swarm.NodeStateReady {
+			continue
+		}
+		return fmt.Sprintf("Swarm's update waits on task %s, which node %s took before it went %s: the update goes on once the node is back, or with the next write",
+			shortTaskID(t.ID), hostname(n), unavailable(n))
+	}
+	return ""
+}
+
+// shortTaskID is the first 12 characters of a task id, as docker prints them.
+func shortTaskID(id string) string { return id[:min(len(id), 12)] }

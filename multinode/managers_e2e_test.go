@@ -34,9 +34,9 @@ const webOnlyCompose = `services:
 
 // TestTheControllerCarriesOnThroughAnotherManagerWhenItsOwnStops: the
 // manager the controller talks to (its DOCKER_HOST, m1) is stopped. The
-// controller goes on through m2 or m3: a commit made meanwhile is deployed
-// once, not lost and not written twice, with at most one unreachable and
-// reachable pair of events.
+// controller goes on through m2 or m3: a commit made while m1 is down is
+// deployed once, not lost and not written twice, with at most one
+// unreachable and reachable pair of events.
 func TestTheControllerCarriesOnThroughAnotherManagerWhenItsOwnStops(t *testing.T) {
 	e := newEnv(t)
 	v1 := e.image(t, "mgr", "v1", harness.ImageOptions{})
@@ -54,6 +54,11 @@ func TestTheControllerCarriesOnThroughAnotherManagerWhenItsOwnStops(t *testing.T
 	before := e.services(t)["web"]
 
 	e.cl.Stop(t, m1)
+	// The commit comes once the other managers know m1 is down: before
+	// that, Swarm's scheduler may still hand m1 a task of the update, which
+	// then waits on m1 for ever (health.Stranded, a newer commit preempts
+	// it: syncpass.TestARolloutStrandedOnALostNodeIsFailing).
+	e.cl.WaitNodeState(t, m1.Name, swarm.NodeStateDown, 2*time.Minute)
 	second := e.repo.Commit(t, "main", map[string]string{".env": "IMAGE=" + v2 + "\n"})
 	waitStatus(t, ctrl, "web", 3*time.Minute, func(s reconcile.AppStatus) bool {
 		return s.DeployedRevision == second && s.Sync == reconcile.Synced && s.Health == health.Healthy

@@ -204,7 +204,9 @@ func Converged(rel stack.Release, snap swarm.Snapshot) string {
 }
 
 // failingRollout is the cause of a task failure, since its update
-// started, of a service of rel Swarm is updating; "" when none failed.
+// started, of a service of rel Swarm is updating, or the task on a lost
+// node such an update waits on for ever (health.Stranded); "" when none
+// failed.
 func failingRollout(rel stack.Release, snap swarm.Snapshot) string {
 	for _, name := range slices.Sorted(maps.Keys(rel.Services)) {
 		live, ok := snap.Service(name)
@@ -214,6 +216,9 @@ func failingRollout(rel stack.Release, snap swarm.Snapshot) string {
 		one := stack.Release{Name: rel.Name, Services: map[string]dswarm.ServiceSpec{name: rel.Services[name]}}
 		if c, ok := findFailure(one, snap, *live.UpdateStatus.StartedAt); ok {
 			return c.String()
+		}
+		if why := health.Stranded(&live, snap.TasksOf(live.ID), snap.NodesByID()); why != "" {
+			return name + ": " + why
 		}
 	}
 	return ""

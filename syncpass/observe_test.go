@@ -178,3 +178,29 @@ func TestHealthNamesTheNodeATaskFailedOn(t *testing.T) {
 		t.Errorf("Health = %s %q, want a failure naming skep-w1", h.State, h.Message)
 	}
 }
+
+// A rollout whose update waits on a task a lost node took is failing: a
+// newer commit preempts it rather than wait for the node to come back.
+func TestARolloutStrandedOnALostNodeIsFailing(t *testing.T) {
+	at := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	started := at.Add(-time.Minute)
+	rel := webRelease("registry/web:v2")
+	live := liveService(rel, "registry/web:v2", dswarm.UpdateStateUpdating)
+	live.UpdateStatus.StartedAt = &started
+	down := readyNode("skep-m1")
+	down.Status = dswarm.NodeStatus{State: dswarm.NodeStateDown, Message: "heartbeat failure"}
+	stranded := dswarm.Task{ID: "0123456789abcdef", ServiceID: live.ID, NodeID: down.ID, DesiredState: dswarm.TaskStateShutdown,
+		Meta: dswarm.Meta{CreatedAt: started.Add(time.Second)}, Spec: dswarm.TaskSpec{ContainerSpec: live.Spec.TaskTemplate.ContainerSpec},
+		Status: dswarm.TaskStatus{State: dswarm.TaskStateAccepted}}
+	snapOf := func(nodes ...dswarm.Node) swarm.Snapshot {
+		return swarm.NewSnapshot(swarm.Contents{Services: []dswarm.Service{live}, Tasks: []dswarm.Task{stranded}, Nodes: nodes, TakenAt: at})
+	}
+	if got := failingRollout(rel, snapOf(down, readyNode("skep-m2"))); !strings.Contains(got, "web_api: Swarm's update waits on task 0123456789ab, which node skep-m1 took") {
+		t.Errorf("failingRollout with the update's task on a lost node = %q, want it named", got)
+	}
+	back := down
+	back.Status = dswarm.NodeStatus{State: dswarm.NodeStateReady}
+	if got := failingRollout(rel, snapOf(back, readyNode("skep-m2"))); got != "" {
+		t.Errorf("failingRollout with the node ready = %q, want none: the task may still start", got)
+	}
+}
