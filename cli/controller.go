@@ -400,7 +400,7 @@ type apiFlags struct {
 
 // register adds the API's flags to fs.
 func (f *apiFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&f.listen, "listen", ":8080", "address of the API, /healthz, /readyz and /metrics (admins)")
+	fs.StringVar(&f.listen, "listen", ":8080", "address of the API, /healthz, /readyz and /metrics (admins); $"+EnvListen+" when not given")
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", "also serve /metrics without authentication on this address (keep it private)")
 	fs.StringVar(&f.tokensFile, "tokens-file", "", "YAML file whose tokens key lists API tokens (name, role, apps, tokenFile|tokenEnv|sha256), "+
 		"like tokens: [{name: ci, role: deployer, tokenFile: /run/secrets/ci}]; "+
@@ -486,6 +486,9 @@ func newControllerCommand() *cobra.Command {
 			"or give --tokens-file or --oidc-file.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := flagsFromEnv(cmd.Flags(), os.LookupEnv); err != nil {
+				return err
+			}
 			logger, err := flags.logger(cmd.ErrOrStderr())
 			if err != nil {
 				return err
@@ -525,6 +528,30 @@ func newControllerCommand() *cobra.Command {
 	flags.registerController(cmd.Flags())
 	apiOpts.register(cmd.Flags())
 	return cmd
+}
+
+// Environment variables that stand for a controller flag not given. A
+// swarm service's environment can hold Swarm's templates ({{.Task.Slot}})
+// where its command cannot: the replicas of one service on one host each
+// listen on a port of their own this way.
+const (
+	EnvListen        = "SKEP_LISTEN"
+	EnvAdvertiseAddr = "SKEP_ADVERTISE_ADDR"
+)
+
+// flagsFromEnv sets each of --listen and --advertise-addr that the command
+// line leaves out from its environment variable, when set.
+func flagsFromEnv(fs *pflag.FlagSet, lookup func(string) (string, bool)) error {
+	for name, env := range map[string]string{"listen": EnvListen, "advertise-addr": EnvAdvertiseAddr} {
+		v, ok := lookup(env)
+		if !ok || fs.Changed(name) {
+			continue
+		}
+		if err := fs.Set(name, v); err != nil {
+			return usageError("%s: %v", env, err)
+		}
+	}
+	return nil
 }
 
 // credentials are what the API takes: the tokens file's (and the admin

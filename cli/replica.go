@@ -44,7 +44,7 @@ func (h *haFlags) register(fs *pflag.FlagSet) {
 		"the leader steps down (stops every write) when it could not renew the lease for this long")
 	fs.DurationVar(&h.timings.Retry, "lease-retry", lease.DefaultRetry, "how often the leader renews the lease and a standby reads it")
 	fs.StringVar(&h.advertise, "advertise-addr", "",
-		"host:port the other replicas reach this one's API at (default: the host name and the port of --listen)")
+		"host:port the other replicas reach this one's API at (default: $"+EnvAdvertiseAddr+", else the host name and the port of --listen)")
 }
 
 // candidate is this process as the lease names it: its advertised

@@ -130,3 +130,41 @@ func TestStatusShowsTheLeaderTheTermAndEachReplica(t *testing.T) {
 		t.Errorf("a single controller's status shows replication:\n%s", b.String())
 	}
 }
+
+// SKEP_LISTEN and SKEP_ADVERTISE_ADDR stand for their flags when the
+// command line leaves them out, never over a flag given.
+func TestListenAndAdvertiseAddrComeFromTheEnvironmentUnlessGiven(t *testing.T) {
+	env := map[string]string{EnvListen: "127.0.0.1:18101", EnvAdvertiseAddr: "10.0.0.1:18101"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	for _, tc := range []struct {
+		name              string
+		args              []string
+		listen, advertise string
+	}{
+		{name: "neither given", listen: "127.0.0.1:18101", advertise: "10.0.0.1:18101"},
+		{name: "a flag given wins", args: []string{"--listen=:9090"}, listen: ":9090", advertise: "10.0.0.1:18101"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := newControllerCommand()
+			fs := cmd.Flags()
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			if err := flagsFromEnv(fs, lookup); err != nil {
+				t.Fatal(err)
+			}
+			listen, _ := fs.GetString("listen")
+			advertise, _ := fs.GetString("advertise-addr")
+			if listen != tc.listen || advertise != tc.advertise {
+				t.Errorf("--listen %q, --advertise-addr %q; want %q, %q", listen, advertise, tc.listen, tc.advertise)
+			}
+		})
+	}
+	cmd := newControllerCommand()
+	if err := flagsFromEnv(cmd.Flags(), func(string) (string, bool) { return "", false }); err != nil {
+		t.Fatal(err)
+	}
+	if listen, _ := cmd.Flags().GetString("listen"); listen != ":8080" {
+		t.Errorf("--listen without flag or variable = %q, want the default :8080", listen)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"path"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -54,8 +55,27 @@ func capabilityAllowed(c string, allowed []string) bool {
 	return slices.ContainsFunc(allowed, func(a string) bool { a = norm(a); return a == "ALL" || a == c })
 }
 
-// hostPathAllowed reports whether the host path p lies under one of allowed.
+// swarmTemplate matches one of Swarm's template actions, which a node
+// expands in a mount's source before it mounts it.
+var swarmTemplate = regexp.MustCompile(`\{\{.*?\}\}`)
+
+// pathPlaceholders are the templates a host path may hold: each expands
+// to one name (an id, a host name, a slot number), never a "/" or "..",
+// so the path stays under the directory it was checked against. Any other
+// action (a label's value, a function) could take it anywhere.
+var pathPlaceholders = map[string]bool{
+	".Service.ID": true, ".Service.Name": true, ".Node.ID": true, ".Node.Hostname": true,
+	".Task.ID": true, ".Task.Name": true, ".Task.Slot": true,
+}
+
+// hostPathAllowed reports whether the host path p lies under one of
+// allowed, whatever its templates expand to.
 func hostPathAllowed(p string, allowed []string) bool {
+	for _, action := range swarmTemplate.FindAllString(p, -1) {
+		if !pathPlaceholders[strings.TrimSpace(action[2:len(action)-2])] {
+			return false
+		}
+	}
 	if !path.IsAbs(p) {
 		// Not a host path Swarm nodes agree on (a Windows path, say):
 		// only "/" allows it.

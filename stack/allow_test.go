@@ -48,6 +48,12 @@ func TestHostPathAllowedComparesCleanPathsOnBoundaries(t *testing.T) {
 		{"/srv", []string{"srv"}, false},
 		{`C:\data`, []string{"/data"}, false},
 		{`C:\data`, []string{"/"}, true},
+		// Swarm's templates: a name or a slot stays one element; a label
+		// could be "../etc".
+		{"/data/{{.Task.Slot}}", []string{"/data"}, true},
+		{"/data/{{ .Node.Hostname }}/{{.Service.Name}}", []string{"/data"}, true},
+		{`/data/{{index .Service.Labels "dir"}}`, []string{"/data"}, false},
+		{"/data/{{.Task.Slot}}/../../etc", []string{"/data"}, false},
 	}
 	for _, tt := range tests {
 		if got := hostPathAllowed(tt.path, tt.allowed); got != tt.want {
