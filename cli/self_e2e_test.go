@@ -250,21 +250,7 @@ func ofRevision(items []wire.EventItem, commit string) []wire.EventItem {
 func TestControllerUpgradesItselfFromItsOwnAppSet(t *testing.T) {
 	e := newSelfEnv(t)
 	first := e.commit(t, e.images["v1"])
-	dir := t.TempDir()
-	file := filepath.Join(dir, "stack.yml")
-	if err := os.WriteFile(file, []byte(e.controllerStack(e.images["v1"])), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	// The first controller is deployed as an operator does: by hand.
-	deploy := exec.CommandContext(t.Context(), "docker", "stack", "deploy", "--resolve-image", "never", "-c", file, e.ns)
-	if out, err := deploy.CombinedOutput(); err != nil {
-		t.Fatalf("docker stack deploy: %v\n%s", err, out)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			e.dumpLogs(t)
-		}
-	})
+	e.deployByHand(t, e.controllerStack(e.images["v1"]))
 
 	// It takes its own stack over (one write of the labels, no restart)
 	// and deploys the web application.
@@ -361,6 +347,25 @@ func TestControllerUpgradesItselfFromItsOwnAppSet(t *testing.T) {
 		}
 		if img := e.runningImage(t.Context(), adopted.ID); img != e.images["v2"] {
 			t.Errorf("controller runs %q after the rollback, want %s", img, e.images["v2"])
+		}
+	})
+}
+
+// deployByHand deploys the controller's first stack as an operator does,
+// with docker stack deploy, and dumps its logs if the test fails.
+func (e *selfEnv) deployByHand(t *testing.T, stack string) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "stack.yml")
+	if err := os.WriteFile(file, []byte(stack), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	deploy := exec.CommandContext(t.Context(), "docker", "stack", "deploy", "--resolve-image", "never", "-c", file, e.ns)
+	if out, err := deploy.CombinedOutput(); err != nil {
+		t.Fatalf("docker stack deploy: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			e.dumpLogs(t)
 		}
 	})
 }

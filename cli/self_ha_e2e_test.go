@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -218,19 +217,7 @@ func (l *leadership) sample(ctx context.Context, clients []*skepclient.Client) {
 func TestReplicatedControllerUpgradesItselfOneReplicaAtATime(t *testing.T) {
 	e := newHASelf(t)
 	first := e.commit(t, e.images["v1"])
-	file := filepath.Join(t.TempDir(), "stack.yml")
-	if err := os.WriteFile(file, []byte(e.stack(e.images["v1"])), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	deploy := exec.CommandContext(t.Context(), "docker", "stack", "deploy", "--resolve-image", "never", "-c", file, e.ns)
-	if out, err := deploy.CombinedOutput(); err != nil {
-		t.Fatalf("docker stack deploy: %v\n%s", err, out)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			e.dumpLogs(t)
-		}
-	})
+	e.deployByHand(t, e.stack(e.images["v1"]))
 	e.waitSynced(t, "skep", first, 3*time.Minute)
 	e.waitSynced(t, "web", first, 2*time.Minute)
 	adopted := e.controllerService(t)
