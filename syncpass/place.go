@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	dswarm "github.com/docker/docker/api/types/swarm"
 
@@ -163,9 +164,10 @@ func describePlacement(problems []placement.Problem) string {
 // unschedulable names a task of rel meant to run that the scheduler left
 // pending because no node suits it (its error: "no suitable node (…)"),
 // with what the placement check finds no node satisfies for its service;
-// "" when there is none, when the check finds nothing (the task waits for
-// a node to free up), or when the application allows what the check
-// finds (allow.unplaceable: the task waits for a node). Swarm keeps such
+// "" when there is none, when the check finds nothing and a task of the
+// service is on its way out (the task waits for what that one holds), or
+// when the application allows what the check finds (allow.unplaceable:
+// the task waits for a node). Swarm keeps such
 // a task pending for ever, so a wait for health fails at once rather than
 // at its timeout. It is pure.
 func unschedulable(app appset.Application, rel stack.Release, snap swarm.Snapshot) string {
@@ -180,10 +182,10 @@ func unschedulable(app appset.Application, rel stack.Release, snap swarm.Snapsho
 			}
 			one := map[string]dswarm.ServiceSpec{name: live.Spec}
 			problems := placement.Check(placement.Input{Services: one, Nodes: snap.Nodes(), Tasks: snap.Tasks(), Live: []dswarm.Service{live}})
-			if len(problems) == 0 {
-				// A node suits the service: the task waits for what a task
-				// on its way out still holds (a host-mode port, during a
-				// stop-first update), and is placed once it is gone.
+			if len(problems) == 0 && leaving(snap.TasksOf(live.ID), snap.TakenAt()) {
+				// A node suits the service but for what a task on its way
+				// out holds (a host-mode port, during a stop-first update):
+				// the task is placed once it is gone.
 				continue
 			}
 			why := fmt.Sprintf("service %s cannot be placed: task %s pending: %s", name, shortID(t.ID), t.Status.Err)
@@ -200,6 +202,30 @@ func unschedulable(app appset.Application, rel stack.Release, snap swarm.Snapsho
 		}
 	}
 	return ""
+}
+
+// leftRecently is how long after a task stopped what it held (a port,
+// resources) may still keep the scheduler from placing another task.
+const leftRecently = 5 * time.Second
+
+// leaving reports whether a task of tasks is on its way out at at: meant
+// to stop and not stopped yet, or stopped within leftRecently.
+func leaving(tasks []dswarm.Task, at time.Time) bool {
+	return slices.ContainsFunc(tasks, func(t dswarm.Task) bool {
+		if t.DesiredState != dswarm.TaskStateShutdown && t.DesiredState != dswarm.TaskStateRemove {
+			return false
+		}
+		return !terminal(t.Status.State) || at.Sub(t.Status.Timestamp) < leftRecently
+	})
+}
+
+// terminal reports whether a task in state s has ended.
+func terminal(s dswarm.TaskState) bool {
+	switch s {
+	case dswarm.TaskStateComplete, dswarm.TaskStateShutdown, dswarm.TaskStateFailed, dswarm.TaskStateRejected, dswarm.TaskStateRemove, dswarm.TaskStateOrphaned:
+		return true
+	}
+	return false
 }
 
 // shortID is the first 12 characters of a Swarm object id, as docker

@@ -41,6 +41,15 @@ func TestUnschedulableFailsAWaitForATaskNoNodeTakes(t *testing.T) {
 			Status: dswarm.TaskStatus{State: dswarm.TaskStatePending, Err: err}}
 	}
 	const noNode = "no suitable node (scheduling constraints not satisfied on 2 nodes)"
+	// A host-mode port: the placement check does not judge it.
+	const portTaken = "no suitable node (host-mode port already in use on 2 nodes)"
+	stopping := dswarm.Task{ID: "old", ServiceID: live.ID, DesiredState: dswarm.TaskStateShutdown,
+		Status: dswarm.TaskStatus{State: dswarm.TaskStateRunning, Timestamp: written.Add(-time.Hour)}}
+	stopped := func(at time.Time) dswarm.Task {
+		t := stopping
+		t.Status = dswarm.TaskStatus{State: dswarm.TaskStateShutdown, Timestamp: at}
+		return t
+	}
 	allowing := func(rules ...string) appset.Application {
 		a := appset.Application{Name: "web", Release: "web"}
 		a.Allow.Unplaceable = rules
@@ -53,6 +62,7 @@ func TestUnschedulableFailsAWaitForATaskNoNodeTakes(t *testing.T) {
 		want []string // nil: the wait goes on
 		// placeable drops the service's constraint: every node suits it.
 		placeable bool
+		leaving   []dswarm.Task // other tasks of the service
 	}{
 		{name: "a task of the write no node takes", app: allowing(), task: pending(written.Add(time.Second), noNode),
 			want: []string{"service web_api cannot be placed: task 0123456789ab pending: " + noNode, `constraint "node.labels.zone == c" matches none of the 2`}},
@@ -64,14 +74,22 @@ func TestUnschedulableFailsAWaitForATaskNoNodeTakes(t *testing.T) {
 		{name: "allowing another rule does not let this one wait", app: allowing("resources"), task: pending(written.Add(time.Second), noNode),
 			want: []string{"cannot be placed"}},
 		{name: "a task waiting for what a task on its way out holds, which the check finds placeable, waits",
-			app: allowing(), task: pending(written.Add(time.Second), "no suitable node (host-mode port already in use on 1 node)"), placeable: true},
+			app: allowing(), task: pending(written.Add(time.Second), portTaken), placeable: true, leaving: []dswarm.Task{stopping}},
+		{name: "as it does for what a task that just stopped held",
+			app: allowing(), task: pending(written.Add(time.Second), portTaken), placeable: true, leaving: []dswarm.Task{stopped(written)}},
+		{name: "but not for what a task long stopped held",
+			app: allowing(), task: pending(written.Add(time.Second), portTaken), placeable: true, leaving: []dswarm.Task{stopped(written.Add(-time.Minute))},
+			want: []string{"service web_api cannot be placed: task 0123456789ab pending: " + portTaken}},
+		{name: "a rule the check does not judge, with no task on its way out, fails with the scheduler's words",
+			app: allowing(), task: pending(written.Add(time.Second), portTaken), placeable: true,
+			want: []string{"service web_api cannot be placed: task 0123456789ab pending: " + portTaken}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			live := live
 			if tc.placeable {
 				live.Spec.TaskTemplate.Placement = nil
 			}
-			snap := swarm.NewSnapshot(swarm.Contents{Services: []dswarm.Service{live}, Tasks: []dswarm.Task{tc.task},
+			snap := swarm.NewSnapshot(swarm.Contents{Services: []dswarm.Service{live}, Tasks: append([]dswarm.Task{tc.task}, tc.leaving...),
 				Nodes: []dswarm.Node{readyNode("skep-w1"), readyNode("skep-w2")}, TakenAt: written.Add(2 * time.Second)})
 			got := unschedulable(tc.app, rel, snap)
 			if tc.want == nil {
