@@ -48,8 +48,12 @@ func newHASelf(t *testing.T) *haSelf {
 	}
 	// Cleanups run last first: these after the stack is gone.
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), time.Minute)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 2*time.Minute)
 		defer cancel()
+		// Before newSelfEnv's cleanups: the replicas hold the secret.
+		if err := harness.RemoveStack(ctx, e.docker, e.ns); err != nil {
+			t.Errorf("cleanup of the controller's stack: %v", err)
+		}
 		for {
 			err := e.docker.SecretRemove(ctx, e.peer)
 			if err == nil || cerrdefs.IsNotFound(err) || ctx.Err() != nil {
@@ -180,7 +184,9 @@ func (l *leadership) sample(ctx context.Context, clients []*skepclient.Client) {
 	now := time.Now()
 	led := false
 	for _, c := range clients {
-		st, err := c.Status(ctx)
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		st, err := c.Status(cctx)
+		cancel()
 		if err != nil || st.Replication == nil || st.Replication.Leader == nil {
 			continue
 		}
@@ -233,14 +239,20 @@ func TestReplicatedControllerUpgradesItselfOneReplicaAtATime(t *testing.T) {
 		}
 		clients = append(clients, c)
 	}
+	// A standby forwards the status to the leader, which lists itself and
+	// each standby that follows it.
 	harness.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
-		roles := map[string]int{}
-		for _, c := range clients {
-			if st, err := c.Status(ctx); err == nil && st.Replication != nil {
-				roles[st.Replication.Role]++
-			}
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		st, err := clients[1].Status(cctx)
+		if err != nil || st.Replication == nil {
+			return false, fmt.Sprintf("status: %v (replication %v)", err, st.Replication)
 		}
-		return roles[wire.RoleLeader] == 1 && roles[wire.RoleStandby] == 1, fmt.Sprintf("roles %v", roles)
+		roles := map[string]int{}
+		for _, r := range st.Replication.Replicas {
+			roles[r.Role]++
+		}
+		return roles[wire.RoleLeader] == 1 && roles[wire.RoleStandby] == 1, fmt.Sprintf("replicas %+v", st.Replication.Replicas)
 	})
 
 	lead := &leadership{leaders: map[int64]string{}}
