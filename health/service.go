@@ -393,7 +393,7 @@ func taskReason(t swarm.Task) string {
 
 // Stranded describes the task an update of svc waits on for ever: a task
 // of the update (of the current spec, created since the update started)
-// that never started and sits on a node that is not ready. Swarm's
+// that never started and sits on a node that is down. Swarm's
 // updater waits for that task to run and does not look again when the
 // node goes down, so the update stays "updating" until the node is back,
 // however many replicas run elsewhere; a new write of the service starts
@@ -407,8 +407,10 @@ func Stranded(svc *swarm.Service, tasks []swarm.Task, nodes map[string]swarm.Nod
 		if t.ServiceID != svc.ID || !isStarting(t.Status.State) || t.CreatedAt.Before(*u.StartedAt) || !ofCurrentSpec(t, svc) {
 			continue
 		}
+		// Down, not unknown: a new leader calls every node unknown until
+		// it hears from it.
 		n, ok := nodes[t.NodeID]
-		if !ok || n.Status.State == swarm.NodeStateReady {
+		if !ok || n.Status.State != swarm.NodeStateDown {
 			continue
 		}
 		return fmt.Sprintf("Swarm's update waits on task %s, which node %s took before it went %s: the update goes on once the node is back, or with the next write",

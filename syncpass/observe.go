@@ -217,6 +217,18 @@ func failingRollout(rel stack.Release, snap swarm.Snapshot) string {
 		if c, ok := findFailure(one, snap, *live.UpdateStatus.StartedAt); ok {
 			return c.String()
 		}
+	}
+	return strandedRollout(rel, snap)
+}
+
+// strandedRollout names a service of rel whose update waits on a task a
+// lost node took (health.Stranded), "" when none does.
+func strandedRollout(rel stack.Release, snap swarm.Snapshot) string {
+	for _, name := range slices.Sorted(maps.Keys(rel.Services)) {
+		live, ok := snap.Service(name)
+		if !ok {
+			continue
+		}
 		if why := health.Stranded(&live, snap.TasksOf(live.ID), snap.NodesByID()); why != "" {
 			return name + ": " + why
 		}

@@ -198,9 +198,19 @@ func TestARolloutStrandedOnALostNodeIsFailing(t *testing.T) {
 	if got := failingRollout(rel, snapOf(down, readyNode("skep-m2"))); !strings.Contains(got, "web_api: Swarm's update waits on task 0123456789ab, which node skep-m1 took") {
 		t.Errorf("failingRollout with the update's task on a lost node = %q, want it named", got)
 	}
-	back := down
-	back.Status = dswarm.NodeStatus{State: dswarm.NodeStateReady}
-	if got := failingRollout(rel, snapOf(back, readyNode("skep-m2"))); got != "" {
-		t.Errorf("failingRollout with the node ready = %q, want none: the task may still start", got)
+	wf := waitFor{app: appset.Application{Name: "web", Release: "web"}, rel: rel, written: started}
+	if err := wf.failing(t.Context(), Env{}, snapOf(down, readyNode("skep-m2"))); err == nil || !strings.Contains(err.Error(), "release web: service web_api: Swarm's update waits on task 0123456789ab") {
+		t.Errorf("a wait for health with the update's task on a lost node: %v, want it to end naming the task", err)
+	}
+	for _, state := range []dswarm.NodeState{dswarm.NodeStateReady, dswarm.NodeStateUnknown} {
+		// Unknown: what a new leader calls every node until it hears from it.
+		back := down
+		back.Status = dswarm.NodeStatus{State: state}
+		if got := failingRollout(rel, snapOf(back, readyNode("skep-m2"))); got != "" {
+			t.Errorf("failingRollout with the node %s = %q, want none: the task may still start", state, got)
+		}
+		if err := wf.failing(t.Context(), Env{}, snapOf(back, readyNode("skep-m2"))); err != nil {
+			t.Errorf("a wait with the node %s: %v, want it to go on", state, err)
+		}
 	}
 }

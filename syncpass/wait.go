@@ -98,8 +98,9 @@ func waitHealthy(ctx context.Context, env Env, wf waitFor) error {
 
 // failing is the error of a wait that need not go on, as snap shows the
 // write: Swarm rolled a service back since the write (since ever, when
-// nothing was written), tasks fail in a loop (crashLoop), or the
-// scheduler can place a task on no node (unschedulable); nil otherwise.
+// nothing was written), tasks fail in a loop (crashLoop), the scheduler
+// can place a task on no node (unschedulable), or the update waits on a
+// task a lost node took (strandedRollout); nil otherwise.
 func (wf waitFor) failing(ctx context.Context, env Env, snap swarm.Snapshot) error {
 	if c, ok := findFailure(wf.rel, snap, wf.written); ok && c.Kind == CauseRolledBack {
 		return wf.failed(ctx, env, snap, &outcome.StalledError{Err: fmt.Errorf("release %s: swarm rolled back service %s: %s", wf.rel.Name, c.Service, c.Message)})
@@ -109,6 +110,9 @@ func (wf waitFor) failing(ctx context.Context, env Env, snap swarm.Snapshot) err
 	}
 	if why := unschedulable(wf.app, wf.rel, snap); why != "" {
 		return wf.failed(ctx, env, snap, &outcome.TransientError{Err: fmt.Errorf("release %s: %s", wf.rel.Name, why)})
+	}
+	if why := strandedRollout(wf.rel, snap); why != "" {
+		return wf.failed(ctx, env, snap, &outcome.TransientError{Err: fmt.Errorf("release %s: service %s", wf.rel.Name, why)})
 	}
 	return nil
 }
