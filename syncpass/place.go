@@ -167,9 +167,9 @@ func describePlacement(problems []placement.Problem) string {
 // "" when there is none, when the check finds nothing and a task of the
 // service is on its way out (the task waits for what that one holds), or
 // when the application allows what the check finds (allow.unplaceable:
-// the task waits for a node). Swarm keeps such
-// a task pending for ever, so a wait for health fails at once rather than
-// at its timeout. It is pure.
+// the task waits for a node). Swarm keeps such a task pending for ever,
+// so a wait for health fails at once rather than at its timeout. It is
+// pure.
 func unschedulable(app appset.Application, rel stack.Release, snap swarm.Snapshot) string {
 	for _, name := range slices.Sorted(maps.Keys(rel.Services)) {
 		live, ok := snap.Service(name)
