@@ -237,27 +237,37 @@ func stream(t *testing.T, w io.Writer, sub *Subscription, opts StreamOptions) (s
 	}
 }
 
+// streamOf keeps and publishes records 1..held of web, connects a client
+// with opts (its Replay the store's), keeps and publishes held+1..upTo,
+// and returns the ids the client was written. It runs in a synctest
+// bubble.
+func streamOf(t *testing.T, held, upTo int64, opts StreamOptions) []int64 {
+	t.Helper()
+	b, store := quietBroker(8), &memStore{}
+	keep := func(from, to int64) {
+		for id := from; id <= to; id++ {
+			store.add(rec(id, "web", SyncStarted))
+			b.Publish(rec(id, "web", SyncStarted))
+		}
+	}
+	keep(1, held)
+	sub := b.Subscribe(Filter{})
+	defer sub.Close()
+	var out syncBuffer
+	opts.Replay = store.replay
+	stop := stream(t, &out, sub, opts)
+	synctest.Wait()
+	keep(held+1, upTo)
+	synctest.Wait()
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	return frameIDs(out.String())
+}
+
 func TestStreamReplaysAfterLastEventIDThenGoesLive(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b, store := quietBroker(8), &memStore{}
-		for id := int64(1); id <= 5; id++ {
-			store.add(rec(id, "web", SyncStarted))
-			b.Publish(rec(id, "web", SyncStarted))
-		}
-		sub := b.Subscribe(Filter{})
-		defer sub.Close()
-		var out syncBuffer
-		stop := stream(t, &out, sub, StreamOptions{AfterID: 2, Replay: store.replay})
-		synctest.Wait()
-		for id := int64(6); id <= 7; id++ {
-			store.add(rec(id, "web", SyncStarted))
-			b.Publish(rec(id, "web", SyncStarted))
-		}
-		synctest.Wait()
-		if err := stop(); err != nil {
-			t.Fatal(err)
-		}
-		if d := cmp.Diff([]int64{3, 4, 5, 6, 7}, frameIDs(out.String())); d != "" {
+		if d := cmp.Diff([]int64{3, 4, 5, 6, 7}, streamOf(t, 5, 7, StreamOptions{AfterID: 2})); d != "" {
 			t.Errorf("ids written (-want +got):\n%s", d)
 		}
 	})
@@ -395,25 +405,7 @@ func TestFilterMatchesSwarmsWithTheLocalOneAsEmpty(t *testing.T) {
 // only reached 3; what the replica copies next up to 5 is not sent again.
 func TestStreamSkipsWhatTheClientSawAlready(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b, store := quietBroker(8), &memStore{}
-		for id := int64(1); id <= 3; id++ {
-			store.add(rec(id, "web", SyncStarted))
-			b.Publish(rec(id, "web", SyncStarted))
-		}
-		sub := b.Subscribe(Filter{})
-		defer sub.Close()
-		var out syncBuffer
-		stop := stream(t, &out, sub, StreamOptions{AfterID: 5, Replay: store.replay})
-		synctest.Wait()
-		for id := int64(4); id <= 7; id++ {
-			store.add(rec(id, "web", SyncStarted))
-			b.Publish(rec(id, "web", SyncStarted))
-		}
-		synctest.Wait()
-		if err := stop(); err != nil {
-			t.Fatal(err)
-		}
-		if d := cmp.Diff([]int64{6, 7}, frameIDs(out.String())); d != "" {
+		if d := cmp.Diff([]int64{6, 7}, streamOf(t, 3, 7, StreamOptions{AfterID: 5})); d != "" {
 			t.Errorf("ids written (-want +got):\n%s", d)
 		}
 	})
@@ -433,20 +425,7 @@ func TestStreamReplaysEverythingKeptAfterAnExplicitZero(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				b, store := quietBroker(8), &memStore{}
-				for id := int64(1); id <= 3; id++ {
-					store.add(rec(id, "web", SyncStarted))
-					b.Publish(rec(id, "web", SyncStarted))
-				}
-				sub := b.Subscribe(Filter{})
-				defer sub.Close()
-				var out syncBuffer
-				stop := stream(t, &out, sub, StreamOptions{Resume: tc.resume, Replay: store.replay})
-				synctest.Wait()
-				if err := stop(); err != nil {
-					t.Fatal(err)
-				}
-				if d := cmp.Diff(tc.want, frameIDs(out.String())); d != "" {
+				if d := cmp.Diff(tc.want, streamOf(t, 3, 3, StreamOptions{Resume: tc.resume})); d != "" {
 					t.Errorf("ids written (-want +got):\n%s", d)
 				}
 			})
