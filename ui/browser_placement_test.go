@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/chromedp"
-
 	"github.com/skep-cd/skep/wire"
 )
 
@@ -39,11 +37,7 @@ func TestBrowserShowsWhatNoNodeCanPlaceAndEachTasksNode(t *testing.T) {
 		"shop_db: reserves 8 CPUs per task; no node ready and active has it free\nshop_web: constraint \"node.labels.zone == c\" matches none of the 5 ready, active nodes"
 	shop.Application.LastErrorClass = "stalled"
 	apps["shop"] = shop
-	stub := startStubAPI(t, apps)
-	console := &consoleLog{}
-	p := &page{console: console, ctx: browser(t, chromium, console), dir: screenshotDir(t), base: stub.url}
-	p.run(t, "load the page", chromedp.Navigate(stub.url+"/"))
-	p.signIn(t, "any-token")
+	p, _ := signedIn(t, chromium, apps)
 
 	p.open(t, "#/app/shop/diff")
 	p.waitFor(t, "what no node can place", has(`.unplaceable li`, `shop_web: constraint "node.labels.zone == c" matches none`), 20*time.Second)

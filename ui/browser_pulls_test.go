@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/chromedp"
-
 	"github.com/skep-cd/skep/wire"
 )
 
@@ -38,11 +36,7 @@ func ptr[T any](v T) *T { return &v }
 // keeps it from planning; a URL that is not a web page is no link.
 func TestBrowserListsOpenPullRequestsWithTheirPlans(t *testing.T) {
 	chromium := requireChromium(t)
-	stub := startStubAPI(t, artifactApps())
-	console := &consoleLog{}
-	p := &page{console: console, ctx: browser(t, chromium, console), dir: screenshotDir(t), base: stub.url}
-	p.run(t, "load the page", chromedp.Navigate(stub.url+"/"))
-	p.signIn(t, "any-token")
+	p, _ := signedIn(t, chromium, artifactApps())
 
 	p.open(t, "#/app/shop/pulls")
 	p.waitFor(t, "both pull requests", `document.querySelectorAll('article.pull').length === 2`, 20*time.Second)
@@ -73,7 +67,7 @@ func TestBrowserListsOpenPullRequestsWithTheirPlans(t *testing.T) {
 
 	p.open(t, "#/app/plain/pulls")
 	p.waitFor(t, "no pull requests", has("main", "No open pull request changes this application"), 20*time.Second)
-	if text := console.String(); strings.Contains(text, "exception") {
+	if text := p.console.String(); strings.Contains(text, "exception") {
 		t.Errorf("the page threw:\n%s", text)
 	}
 }

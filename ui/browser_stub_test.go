@@ -138,6 +138,18 @@ func startStubAPI(t testing.TB, apps map[string]wire.ApplicationDetail) *stubAPI
 
 // artifactApps is the fixture: shop with a waiting artifact, a suspended
 // one and a preview; plain with neither.
+// signedIn opens the UI of a stub API serving apps in chromium, signed in
+// with any token.
+func signedIn(t *testing.T, chromium string, apps map[string]wire.ApplicationDetail) (*page, *stubAPI) {
+	t.Helper()
+	stub := startStubAPI(t, apps)
+	console := &consoleLog{}
+	p := &page{console: console, ctx: browser(t, chromium, console), dir: screenshotDir(t), base: stub.url}
+	p.run(t, "load the page", chromedp.Navigate(stub.url+"/"))
+	p.signIn(t, "any-token")
+	return p, stub
+}
+
 func artifactApps() map[string]wire.ApplicationDetail {
 	now := time.Now().Add(-time.Minute)
 	base := func(name string) wire.Application {
@@ -179,12 +191,7 @@ func rowCells(selector string) string {
 
 func TestBrowserShowsArtifactsAndPreviewsFromTheAPI(t *testing.T) {
 	chromium := requireChromium(t)
-	stub := startStubAPI(t, artifactApps())
-	console := &consoleLog{}
-	p := &page{console: console, ctx: browser(t, chromium, console), dir: screenshotDir(t), base: stub.url}
-
-	p.run(t, "load the page", chromedp.Navigate(stub.url+"/"))
-	p.signIn(t, "any-token")
+	p, _ := signedIn(t, chromium, artifactApps())
 
 	t.Run("the list says the artifact waits", func(t *testing.T) {
 		p.waitFor(t, "both rows", `document.querySelectorAll('tr[data-app]').length === 2`, 20*time.Second)
@@ -250,7 +257,7 @@ func TestBrowserShowsArtifactsAndPreviewsFromTheAPI(t *testing.T) {
 			t.Error("an application without artifacts or previews shows a section for them")
 		}
 	})
-	if text := console.String(); strings.Contains(text, "exception") {
+	if text := p.console.String(); strings.Contains(text, "exception") {
 		t.Errorf("the page threw:\n%s", text)
 	}
 }
@@ -316,11 +323,7 @@ func TestBrowserShowsTheRenderWarningsOfAnApplication(t *testing.T) {
 	shop := apps["shop"]
 	shop.Application.Warnings = []string{"ignoring unsupported options: network_mode, privileged"}
 	apps["shop"] = shop
-	stub := startStubAPI(t, apps)
-	console := &consoleLog{}
-	p := &page{console: console, ctx: browser(t, chromium, console), dir: screenshotDir(t), base: stub.url}
-	p.run(t, "load the page", chromedp.Navigate(stub.url+"/"))
-	p.signIn(t, "any-token")
+	p, _ := signedIn(t, chromium, apps)
 
 	p.open(t, "#/app/shop")
 	p.waitFor(t, "the warnings", has(`section[aria-labelledby="h-warn"] li`, "ignoring unsupported options: network_mode, privileged"), 20*time.Second)
@@ -344,11 +347,7 @@ func TestBrowserShowsWhyARolloutFailedAndTheCommitHeldOff(t *testing.T) {
 	shop.Application.Cause = &wire.Cause{Line: "shop_api: exit code 1 (task: non-zero exit (1)); last log line: cannot open database",
 		Service: "shop_api", Kind: "exit", ExitCode: 1, Logs: "starting\ncannot open database"}
 	apps["shop"] = shop
-	stub := startStubAPI(t, apps)
-	console := &consoleLog{}
-	p := &page{console: console, ctx: browser(t, chromium, console), dir: screenshotDir(t), base: stub.url}
-	p.run(t, "load the page", chromedp.Navigate(stub.url+"/"))
-	p.signIn(t, "any-token")
+	p, _ := signedIn(t, chromium, apps)
 
 	p.open(t, "#/app/shop")
 	p.waitFor(t, "the cause", has(`section[aria-labelledby="h-cause"] p`, "last log line: cannot open database"), 20*time.Second)
@@ -376,11 +375,7 @@ func TestBrowserShowsACanaryAndPromotesIt(t *testing.T) {
 		Started: since, Since: since, Next: &next, Analysis: []wire.CanaryMetric{{Metric: "errors", Phase: "running", Count: 2, Successful: 2,
 			Measurements: []wire.CanaryMeasurement{{At: since, Phase: "successful", Value: "[0.012]"}, {At: since.Add(2 * time.Second), Phase: "successful", Value: "[0.008]"}}}}}
 	apps["shop"] = shop
-	stub := startStubAPI(t, apps)
-	console := &consoleLog{}
-	p := &page{console: console, ctx: browser(t, chromium, console), dir: screenshotDir(t), base: stub.url}
-	p.run(t, "load the page", chromedp.Navigate(stub.url+"/"))
-	p.signIn(t, "any-token")
+	p, stub := signedIn(t, chromium, apps)
 
 	p.open(t, "#/app/shop")
 	p.waitFor(t, "the canary", has(`section[aria-labelledby="h-canary"] dd`, "1 canary and 4 stable of 5"), 20*time.Second)
