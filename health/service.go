@@ -414,10 +414,11 @@ func Stranded(svc *swarm.Service, tasks []swarm.Task, nodes map[string]swarm.Nod
 			continue
 		}
 		return fmt.Sprintf("Swarm's update waits on task %s, which node %s took before it went %s: the update goes on once the node is back, or with the next write",
-			shortTaskID(t.ID), hostname(n), unavailable(n))
+			ShortID(t.ID), hostname(n), unavailable(n))
 	}
 	return ""
 }
 
-// shortTaskID is the first 12 characters of a task id, as docker prints them.
-func shortTaskID(id string) string { return id[:min(len(id), 12)] }
+// ShortID is the first 12 characters of a Swarm object's id, as docker
+// prints them.
+func ShortID(id string) string { return id[:min(len(id), 12)] }

@@ -881,15 +881,15 @@ func (s Snapshot) tasksArrived() bool {
 			if t.Status.State != swarm.TaskStateRunning {
 				return false
 			}
-		} else if !taskEnded(t.Status.State) {
+		} else if !TaskEnded(t.Status.State) {
 			return false
 		}
 	}
 	return true
 }
 
-// taskEnded says a task in state st will not move again.
-func taskEnded(st swarm.TaskState) bool {
+// TaskEnded says a task in state st will not move again.
+func TaskEnded(st swarm.TaskState) bool {
 	switch st {
 	case swarm.TaskStateComplete, swarm.TaskStateShutdown, swarm.TaskStateFailed,
 		swarm.TaskStateRejected, swarm.TaskStateRemove, swarm.TaskStateOrphaned:

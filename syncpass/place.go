@@ -15,6 +15,7 @@ import (
 	"github.com/skep-cd/skep/appset"
 	"github.com/skep-cd/skep/artifact"
 	"github.com/skep-cd/skep/gitsource"
+	"github.com/skep-cd/skep/health"
 	"github.com/skep-cd/skep/outcome"
 	"github.com/skep-cd/skep/placement"
 	"github.com/skep-cd/skep/stack"
@@ -188,7 +189,7 @@ func unschedulable(app appset.Application, rel stack.Release, snap swarm.Snapsho
 				// the task is placed once it is gone.
 				continue
 			}
-			why := fmt.Sprintf("service %s cannot be placed: task %s pending: %s", name, shortID(t.ID), t.Status.Err)
+			why := fmt.Sprintf("service %s cannot be placed: task %s pending: %s", name, health.ShortID(t.ID), t.Status.Err)
 			for _, p := range problems {
 				if app.Allow.AllowsUnplaceable(string(p.Rule)) {
 					return ""
@@ -215,19 +216,6 @@ func leaving(tasks []dswarm.Task, at time.Time) bool {
 		if t.DesiredState != dswarm.TaskStateShutdown && t.DesiredState != dswarm.TaskStateRemove {
 			return false
 		}
-		return !terminal(t.Status.State) || at.Sub(t.Status.Timestamp) < leftRecently
+		return !swarm.TaskEnded(t.Status.State) || at.Sub(t.Status.Timestamp) < leftRecently
 	})
 }
-
-// terminal reports whether a task in state s has ended.
-func terminal(s dswarm.TaskState) bool {
-	switch s {
-	case dswarm.TaskStateComplete, dswarm.TaskStateShutdown, dswarm.TaskStateFailed, dswarm.TaskStateRejected, dswarm.TaskStateRemove, dswarm.TaskStateOrphaned:
-		return true
-	}
-	return false
-}
-
-// shortID is the first 12 characters of a Swarm object id, as docker
-// prints them.
-func shortID(id string) string { return id[:min(len(id), 12)] }
