@@ -192,6 +192,16 @@ func TestCLIIDTokensAreCheckedForIssuerAudienceExpiryAndKey(t *testing.T) {
 			if status, _ := w.whoami(t, nil, w.cliToken(t, w.provider, "skep-cli", "alice")); status != 200 {
 				t.Fatalf("the token of the new key answered %d", status)
 			}
+			// The verifier answers the request that fetched the keys a
+			// moment before it keeps them: until then its cache holds the
+			// old ones.
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				if status, _ := w.whoami(t, nil, old); status == 401 {
+					break
+				} else if time.Now().After(deadline) {
+					t.Fatalf("the retired key's token still answers %d", status)
+				}
+			}
 			return old
 		}, want: 401, reason: "invalid"},
 	} {

@@ -353,6 +353,20 @@ func watchHealth(t *testing.T, ctrl *reconcile.Controller, app string) *healthLo
 	return l
 }
 
+// settled waits until the last change recorded meets cond and returns
+// the number of changes so far. The log samples every 100 ms, so the
+// status a test has just read may not be in it yet.
+func (l *healthLog) settled(t *testing.T, cond func(sample) bool) int {
+	t.Helper()
+	n := 0
+	harness.Eventually(t, 5*time.Second, func(context.Context) (bool, string) {
+		samples := l.all()
+		n = len(samples)
+		return n > 0 && cond(samples[n-1]), fmt.Sprintf("health changes so far: %v", samples)
+	})
+	return n
+}
+
 // all returns the changes recorded so far, in order.
 func (l *healthLog) all() []sample {
 	l.mu.Lock()

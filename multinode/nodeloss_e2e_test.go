@@ -63,7 +63,7 @@ func TestAWorkerDrainedThenKilledIsRescheduledWithoutARedeploy(t *testing.T) {
 	drained := waitStatus(t, ctrl, "web", 2*time.Minute, func(s reconcile.AppStatus) bool {
 		return s.Health == health.Healthy && s.Running == 5+nodes-1 && s.Desired == 5+nodes-1
 	})
-	afterDrain := len(healthLog.all())
+	afterDrain := healthLog.settled(t, func(s sample) bool { return s.state == health.Healthy && s.running == 5+nodes-1 })
 
 	killed := time.Now()
 	e.cl.Kill(t, w2)
@@ -72,6 +72,7 @@ func TestAWorkerDrainedThenKilledIsRescheduledWithoutARedeploy(t *testing.T) {
 	waitStatus(t, ctrl, "web", 2*time.Minute, func(s reconcile.AppStatus) bool {
 		return s.Health == health.Healthy && s.Running == 5+nodes-2 && s.Desired == 5+nodes-2
 	})
+	healthLog.settled(t, func(s sample) bool { return s.state == health.Healthy && s.running == 5+nodes-2 })
 	samples := healthLog.all()
 
 	t.Logf("health after the drain: %s", drained.HealthMessage)
