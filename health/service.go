@@ -132,7 +132,7 @@ func longRunning(svc *swarm.Service, tasks []swarm.Task, in ServiceInput, nodes 
 		}
 		current := t.DesiredState == swarm.TaskStateRunning || t.DesiredState == swarm.TaskStateReady
 		switch {
-		case current && t.Status.State == swarm.TaskStateRunning:
+		case current && t.Status.State == swarm.TaskStateRunning && !onLostNode(t, nodes):
 			running++
 		case current && isStarting(t.Status.State):
 			starting++
@@ -391,6 +391,15 @@ func taskReason(t swarm.Task) string {
 	return reason
 }
 
+// onLostNode says t sits on a node the managers have lost (down or
+// disconnected, not unknown: a new leader calls every node unknown until
+// it hears from it). Such a node never reports its tasks stopped, so they
+// still show running while Swarm replaces them elsewhere.
+func onLostNode(t swarm.Task, nodes map[string]swarm.Node) bool {
+	n, ok := nodes[t.NodeID]
+	return ok && (n.Status.State == swarm.NodeStateDown || n.Status.State == swarm.NodeStateDisconnected)
+}
+
 // Stranded describes the task an update of svc waits on for ever: a task
 // of the update (of the current spec, created since the update started)
 // that never started and sits on a node that is down. Swarm's
@@ -407,11 +416,9 @@ func Stranded(svc *swarm.Service, tasks []swarm.Task, nodes map[string]swarm.Nod
 		if t.ServiceID != svc.ID || !isStarting(t.Status.State) || t.CreatedAt.Before(*u.StartedAt) || !ofCurrentSpec(t, svc) {
 			continue
 		}
-		// Down, not unknown: a new leader calls every node unknown until
-		// it hears from it.
 		n, ok := nodes[t.NodeID]
 		if !ok || n.Status.State != swarm.NodeStateDown {
-			continue
+			continue // down, not unknown, as in onLostNode
 		}
 		return fmt.Sprintf("Swarm's update waits on task %s, which node %s took before it went %s: the update goes on once the node is back, or with the next write",
 			ShortID(t.ID), hostname(n), unavailable(n))

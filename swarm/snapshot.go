@@ -874,11 +874,19 @@ func (s Snapshot) tasksSettled() bool {
 }
 
 // tasksArrived says every task has arrived where it was going: running as
-// desired, or ended.
+// desired on a node the managers hear from, or ended. A node that went
+// down still shows its tasks running until the orchestrator, moments
+// later and without an event here, replaces them elsewhere.
 func (s Snapshot) tasksArrived() bool {
+	var lost []string
+	for _, n := range s.nodes {
+		if n.Status.State == swarm.NodeStateDown || n.Status.State == swarm.NodeStateDisconnected {
+			lost = append(lost, n.ID)
+		}
+	}
 	for _, t := range s.tasks {
 		if t.DesiredState == swarm.TaskStateRunning {
-			if t.Status.State != swarm.TaskStateRunning {
+			if t.Status.State != swarm.TaskStateRunning || slices.Contains(lost, t.NodeID) {
 				return false
 			}
 		} else if !TaskEnded(t.Status.State) {

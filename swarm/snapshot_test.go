@@ -452,6 +452,45 @@ func TestWatcherFollowsTasksOnTheirWayOnOtherNodes(t *testing.T) {
 	})
 }
 
+// TestWatcherFollowsTheTasksOfANodeThatWentDown: the event that a node
+// went down comes before the orchestrator replaces its tasks, and that
+// raises no event here; a list that shows the node down with its tasks
+// still running is followed by more, so the replacement is seen within
+// seconds, not at the next resync.
+func TestWatcherFollowsTheTasksOfANodeThatWentDown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeReader()
+		node := func(id string, state swarm.NodeState) swarm.Node {
+			return swarm.Node{ID: id, Status: swarm.NodeStatus{State: state}}
+		}
+		task := func(id, node string, desired, state swarm.TaskState) swarm.Task {
+			return swarm.Task{ID: id, ServiceID: "a", NodeID: node, DesiredState: desired, Status: swarm.TaskStatus{State: state}}
+		}
+		f.set(func(f *fakeReader) {
+			f.nodes = []swarm.Node{node("n1", swarm.NodeStateReady), node("n2", swarm.NodeStateReady)}
+			f.tasks = []swarm.Task{task("t1", "n2", swarm.TaskStateRunning, swarm.TaskStateRunning)}
+		})
+		w, ctx, cancel, done := runOnResyncGrid(t, f)
+		// n2 goes down: the node's event, a list, and only then the
+		// orchestrator's move.
+		f.set(func(f *fakeReader) { f.nodes[1].Status.State = swarm.NodeStateDown })
+		f.send(ctx, events.Message{Type: events.NodeEventType, Action: events.ActionUpdate})
+		time.Sleep(time.Second)
+		synctest.Wait()
+		f.set(func(f *fakeReader) {
+			f.tasks = []swarm.Task{task("t1", "n2", swarm.TaskStateShutdown, swarm.TaskStateRunning),
+				task("t2", "n1", swarm.TaskStateRunning, swarm.TaskStateRunning)}
+		})
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		if got := w.Current().TasksOf("a"); len(got) != 2 {
+			t.Errorf("3s after the orchestrator replaced the down node's task the snapshot holds %d task(s), want t1 and t2", len(got))
+		}
+		cancel()
+		<-done
+	})
+}
+
 func TestWatcherResyncsTheTasksAloneBetweenFullRelists(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeReader()
