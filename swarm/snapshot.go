@@ -707,7 +707,7 @@ func (w *Watcher) refreshTasks(ctx context.Context) bool {
 		next.nodes, err = w.reader.NodeList(ctx, swarm.NodeListOptions{})
 	}
 	fp := next.fingerprint()
-	if err == nil && fp != w.fp {
+	if err == nil && (fp != w.fp || !next.servicesAgree()) {
 		// The services' status counts tasks: it moved with them.
 		if next.services, err = w.reader.ServiceList(ctx, swarm.ServiceListOptions{Status: true}); err == nil {
 			next.services = compactServices(next.services)
@@ -742,6 +742,14 @@ func (w *Watcher) list(ctx context.Context) (Snapshot, error) {
 	s.services = compactServices(s.services)
 	if s.tasks, err = r.TaskList(ctx, swarm.TaskListOptions{}); err != nil {
 		return s, fmt.Errorf("list tasks: %w", err)
+	}
+	if !s.servicesAgree() {
+		// A task moved between the two lists: the services' counts are
+		// older than the tasks, and no event may come to mend them.
+		if s.services, err = r.ServiceList(ctx, swarm.ServiceListOptions{Status: true}); err != nil {
+			return s, fmt.Errorf("list services: %w", err)
+		}
+		s.services = compactServices(s.services)
 	}
 	if s.networks, err = r.NetworkList(ctx, network.ListOptions{}); err != nil {
 		return s, fmt.Errorf("list networks: %w", err)
@@ -870,7 +878,34 @@ func (w *Watcher) keepSettledTasks() bool {
 // move without one: rejected before it had a container, or left pending
 // for want of a node.
 func (s Snapshot) tasksSettled() bool {
-	return s.err == nil && len(s.nodes) == 1 && s.tasksArrived()
+	return s.err == nil && len(s.nodes) == 1 && s.tasksArrived() && s.servicesAgree()
+}
+
+// servicesAgree says each service's status counts the tasks s lists for
+// it, as Swarm counts them when the services are listed: the tasks
+// running, and for a global service the tasks meant to run. The two
+// lists are taken apart, so a task may move in between. Jobs are left
+// out (their counts are of one run of the job).
+func (s Snapshot) servicesAgree() bool {
+	running, desired := map[string]uint64{}, map[string]uint64{}
+	for _, t := range s.tasks {
+		if t.Status.State == swarm.TaskStateRunning {
+			running[t.ServiceID]++
+		}
+		if t.DesiredState == swarm.TaskStateRunning {
+			desired[t.ServiceID]++
+		}
+	}
+	for _, svc := range s.services {
+		st, m := svc.ServiceStatus, svc.Spec.Mode
+		if st == nil || m.ReplicatedJob != nil || m.GlobalJob != nil {
+			continue
+		}
+		if st.RunningTasks != running[svc.ID] || m.Global != nil && st.DesiredTasks != desired[svc.ID] {
+			return false
+		}
+	}
+	return true
 }
 
 // tasksArrived says every task has arrived where it was going: running as

@@ -137,6 +137,9 @@ type fakeReader struct {
 	tasks    []swarm.Task
 	nodes    []swarm.Node
 	configs  []swarm.Config
+	// afterTasks, when set, runs after each task list: what moves between
+	// it and the next list.
+	afterTasks func(*fakeReader)
 }
 
 func newFakeReader() *fakeReader { return &fakeReader{} }
@@ -163,7 +166,11 @@ func (f *fakeReader) TaskList(context.Context, swarm.TaskListOptions) ([]swarm.T
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.taskList++
-	return f.tasks, nil
+	tasks := f.tasks
+	if f.afterTasks != nil {
+		f.afterTasks(f)
+	}
+	return tasks, nil
 }
 
 func (f *fakeReader) taskLists() int {
@@ -485,6 +492,59 @@ func TestWatcherFollowsTheTasksOfANodeThatWentDown(t *testing.T) {
 		synctest.Wait()
 		if got := w.Current().TasksOf("a"); len(got) != 2 {
 			t.Errorf("3s after the orchestrator replaced the down node's task the snapshot holds %d task(s), want t1 and t2", len(got))
+		}
+		cancel()
+		<-done
+	})
+}
+
+// TestWatcherListsTheServicesAgainWhenTheirCountsLagTheTasks: Swarm counts
+// a service's running tasks when the services are listed, before the
+// tasks are: a task that starts running in between leaves the counts a
+// step behind, and on one node no event may follow to mend them. The
+// services are listed again at once; counts that still lag are no
+// settled snapshot, so the next resync lists them again.
+func TestWatcherListsTheServicesAgainWhenTheirCountsLagTheTasks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeReader()
+		service := func(running uint64) []swarm.Service {
+			return []swarm.Service{{ID: "a", Spec: swarm.ServiceSpec{Annotations: swarm.Annotations{Name: "a"}},
+				ServiceStatus: &swarm.ServiceStatus{RunningTasks: running, DesiredTasks: 1}}}
+		}
+		running := func(s Snapshot) uint64 {
+			if svc, ok := s.Service("a"); ok && svc.ServiceStatus != nil {
+				return svc.ServiceStatus.RunningTasks
+			}
+			return 99
+		}
+		f.set(func(f *fakeReader) {
+			f.nodes = []swarm.Node{{ID: "n1", Status: swarm.NodeStatus{State: swarm.NodeStateReady}}}
+			f.services = service(0)
+			f.tasks = []swarm.Task{{ID: "t1", ServiceID: "a", NodeID: "n1", DesiredState: swarm.TaskStateRunning,
+				Status: swarm.TaskStatus{State: swarm.TaskStateRunning}}}
+			f.afterTasks = func(f *fakeReader) { f.services, f.afterTasks = service(1), nil }
+		})
+		w, _, cancel, done := runOnResyncGrid(t, f)
+		if got := running(w.Current()); got != 1 {
+			t.Errorf("after the first relist service a counts %d running, want 1: listed again once its tasks had moved", got)
+		}
+
+		// Counts that lag both lists: the resync, which skips the tasks of
+		// a settled single-node swarm, lists them again.
+		f.set(func(f *fakeReader) {
+			f.services = service(0)
+			f.afterTasks = func(f *fakeReader) { f.afterTasks = func(f *fakeReader) { f.services = service(1) } }
+		})
+		w.Relist()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if got := running(w.Current()); got != 0 {
+			t.Fatalf("the relist's counts are %d, want 0 (the setup lags both lists)", got)
+		}
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		if got := running(w.Current()); got != 1 {
+			t.Errorf("a resync later service a counts %d running, want 1", got)
 		}
 		cancel()
 		<-done
