@@ -50,7 +50,8 @@ func waitHealthy(ctx context.Context, env Env, wf waitFor) error {
 	if wf.superseded != nil {
 		newer = env.newer(wf.app.Name)
 	}
-	asked := false // a request is queued: preempt once the rollout fails
+	asked := false    // a request is queued: preempt once the rollout fails
+	askAgain := false // git had nothing newer: look again on the next tick
 	for {
 		snap := live.Current()
 		seenEarlier := env.seenWrites(wf.app.Name, snap.TakenAt(), true)
@@ -71,7 +72,9 @@ func waitHealthy(ctx context.Context, env Env, wf waitFor) error {
 			if wf.superseded(ctx) {
 				return wf.preempted(parent, env, snap)
 			}
-			asked, newer = false, env.newer(wf.app.Name)
+			// The request stays queued, so Newer would answer at once:
+			// git is asked again on the next tick, not in a loop.
+			asked, newer, askAgain = false, nil, true
 		}
 		select {
 		case <-ctx.Done():
@@ -83,6 +86,9 @@ func waitHealthy(ctx context.Context, env Env, wf waitFor) error {
 			asked, newer = true, nil
 		case <-changes:
 		case <-tick.C:
+			if askAgain {
+				askAgain, newer = false, env.newer(wf.app.Name)
+			}
 			// A second without a change: an event may never come, for
 			// the relist that shows the write (it started before the
 			// write ended) nor for a task a health check moved from
