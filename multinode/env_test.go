@@ -23,7 +23,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/swarm"
 	"github.com/docker/docker/client"
 
@@ -138,30 +137,7 @@ func (e *env) dump(t *testing.T) {
 	for _, ev := range e.events.all() {
 		t.Logf("dump: event %s %s of %s: %s", ev.At.Format("15:04:05.000"), ev.Type, ev.Application, ev.Message)
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 30*time.Second)
-	defer cancel()
-	nodes := map[string]string{}
-	if list, err := e.engine.NodeList(ctx, swarm.NodeListOptions{}); err == nil {
-		for _, n := range list {
-			nodes[n.ID] = n.Description.Hostname + " (" + string(n.Status.State) + ")"
-		}
-	}
-	services, err := e.engine.ServiceList(ctx, swarm.ServiceListOptions{})
-	if err != nil {
-		t.Logf("dump: %v", err)
-		return
-	}
-	for _, s := range services {
-		if !strings.HasPrefix(s.Spec.Name, e.ns+"_") {
-			continue
-		}
-		t.Logf("dump: service %s version %d update %+v", s.Spec.Name, s.Version.Index, s.UpdateStatus)
-		tasks, _ := e.engine.TaskList(ctx, swarm.TaskListOptions{Filters: filters.NewArgs(filters.Arg("service", s.ID))})
-		for _, task := range tasks {
-			t.Logf("dump:   task %s slot %d on %s: desired %s, %s at %s: %s %s", task.ID[:10], task.Slot, nodes[task.NodeID],
-				task.DesiredState, task.Status.State, task.Status.Timestamp.Format("15:04:05"), task.Status.Message, task.Status.Err)
-		}
-	}
+	harness.DumpStack(t, e.engine.Client, e.ns)
 }
 
 // image builds the test application reporting version and pushes it to

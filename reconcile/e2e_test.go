@@ -94,6 +94,17 @@ func newSerialEnv(t testing.TB) *env {
 	}
 	e.repo = e.git.CreateRepo(t, "app")
 	harness.CleanupStack(t, cli, e.ns)
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		e.events.mu.Lock()
+		for _, ev := range e.events.events {
+			t.Logf("dump: event %s %s of %s at %.12s: %s", ev.At.Format("15:04:05.000"), ev.Type, ev.Application, ev.Revision, ev.Message)
+		}
+		e.events.mu.Unlock()
+		harness.DumpStack(t, cli, e.ns)
+	})
 	return e
 }
 
