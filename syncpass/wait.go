@@ -50,8 +50,7 @@ func waitHealthy(ctx context.Context, env Env, wf waitFor) error {
 	if wf.superseded != nil {
 		newer = env.newer(wf.app.Name)
 	}
-	asked := false    // a request is queued: preempt once the rollout fails
-	askAgain := false // git had nothing newer: look again on the next tick
+	asked := false // a request is queued: preempt once the rollout fails
 	for {
 		snap := live.Current()
 		seenEarlier := env.seenWrites(wf.app.Name, snap.TakenAt(), true)
@@ -74,7 +73,7 @@ func waitHealthy(ctx context.Context, env Env, wf waitFor) error {
 			}
 			// The request stays queued, so Newer would answer at once:
 			// git is asked again on the next tick, not in a loop.
-			asked, newer, askAgain = false, nil, true
+			asked = false
 		}
 		select {
 		case <-ctx.Done():
@@ -86,19 +85,23 @@ func waitHealthy(ctx context.Context, env Env, wf waitFor) error {
 			asked, newer = true, nil
 		case <-changes:
 		case <-tick.C:
-			if askAgain {
-				askAgain, newer = false, env.newer(wf.app.Name)
+			if newer == nil && !asked && wf.superseded != nil {
+				newer = env.newer(wf.app.Name)
 			}
-			// A second without a change: an event may never come, for
-			// the relist that shows the write (it started before the
-			// write ended) nor for a task a health check moved from
-			// starting to running.
-			if step == waitRelist {
-				live.Relist()
-			} else {
-				live.RelistTasks()
-			}
+			relistFor(live, step)
 		}
+	}
+}
+
+// relistFor asks live for what step waits on after a second without a
+// change: an event may never come, for the relist that shows the write
+// (it started before the write ended) nor for a task a health check moved
+// from starting to running.
+func relistFor(live *swarm.Watcher, step waitStep) {
+	if step == waitRelist {
+		live.Relist()
+	} else {
+		live.RelistTasks()
 	}
 }
 
