@@ -675,12 +675,11 @@ func (w *Watcher) refreshServices(ctx context.Context) {
 	if old.err != nil || old.takenAt.IsZero() {
 		return
 	}
-	services, err := w.reader.ServiceList(ctx, swarm.ServiceListOptions{Status: true})
+	services, err := w.listServices(ctx)
 	if err != nil {
 		w.opts.Logger.DebugContext(ctx, "services not relisted", "err", err)
 		return
 	}
-	services = compactServices(services)
 	next := old
 	next.services, next.idx = services, &index{}
 	fp := next.fingerprint()
@@ -709,8 +708,7 @@ func (w *Watcher) refreshTasks(ctx context.Context) bool {
 	fp := next.fingerprint()
 	if err == nil && (fp != w.fp || !next.servicesAgree()) {
 		// The services' status counts tasks: it moved with them.
-		if next.services, err = w.reader.ServiceList(ctx, swarm.ServiceListOptions{Status: true}); err == nil {
-			next.services = compactServices(next.services)
+		if next.services, err = w.listServices(ctx); err == nil {
 			fp = next.fingerprint()
 		}
 	}
@@ -728,6 +726,15 @@ func (w *Watcher) refreshTasks(ctx context.Context) bool {
 	return true
 }
 
+// listServices lists the services with their task counts, compacted.
+func (w *Watcher) listServices(ctx context.Context) ([]swarm.Service, error) {
+	services, err := w.reader.ServiceList(ctx, swarm.ServiceListOptions{Status: true})
+	if err != nil {
+		return nil, fmt.Errorf("list services: %w", err)
+	}
+	return compactServices(services), nil
+}
+
 // list reads the swarm, one call per kind, one after the other.
 func (w *Watcher) list(ctx context.Context) (Snapshot, error) {
 	var s Snapshot
@@ -736,20 +743,18 @@ func (w *Watcher) list(ctx context.Context) (Snapshot, error) {
 	// The start, not the end: anything written before it is in the lists,
 	// which is what a caller comparing with its own last write relies on.
 	start := time.Now()
-	if s.services, err = r.ServiceList(ctx, swarm.ServiceListOptions{Status: true}); err != nil {
-		return s, fmt.Errorf("list services: %w", err)
+	if s.services, err = w.listServices(ctx); err != nil {
+		return s, err
 	}
-	s.services = compactServices(s.services)
 	if s.tasks, err = r.TaskList(ctx, swarm.TaskListOptions{}); err != nil {
 		return s, fmt.Errorf("list tasks: %w", err)
 	}
 	if !s.servicesAgree() {
 		// A task moved between the two lists: the services' counts are
 		// older than the tasks, and no event may come to mend them.
-		if s.services, err = r.ServiceList(ctx, swarm.ServiceListOptions{Status: true}); err != nil {
-			return s, fmt.Errorf("list services: %w", err)
+		if s.services, err = w.listServices(ctx); err != nil {
+			return s, err
 		}
-		s.services = compactServices(s.services)
 	}
 	if s.networks, err = r.NetworkList(ctx, network.ListOptions{}); err != nil {
 		return s, fmt.Errorf("list networks: %w", err)
